@@ -1,0 +1,31 @@
+"""Loom: durable execution for Python flows, embedded on SQLite or serverless on Google Cloud.
+
+The public names::
+
+    from loom import Loom, FlowContext, EffectContext, Retry
+"""
+
+from loom.app import Loom, Retry
+from loom.context import EffectContext, FlowContext
+from loom.errors import (
+    EffectFailedError,
+    ExecutionSupersededError,
+    GateTimeoutError,
+    LoomError,
+    NondeterminismError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "EffectContext",
+    "EffectFailedError",
+    "ExecutionSupersededError",
+    "FlowContext",
+    "GateTimeoutError",
+    "Loom",
+    "LoomError",
+    "NondeterminismError",
+    "Retry",
+    "__version__",
+]

@@ -1,0 +1,224 @@
+"""``Loom``: the registry of flows and effects a deployment serves.
+
+Types come from annotations: a flow's or effect's second parameter is its input type and its
+return annotation its output type; pydantic validates and serializes both, so a pydantic
+model, a dataclass or a plain JSON value all work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, TypeVar, get_type_hints
+
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
+
+from loom.errors import (
+    ConfigurationError,
+    InvalidPayloadError,
+    UnknownEffectError,
+    UnknownFlowError,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+_ANY: TypeAdapter[Any] = TypeAdapter(Any)
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How an effect is retried inside one execute call, every attempt with the same key.
+
+    Attributes:
+        max_attempts: Attempts in all, the first included (1 = no retry).
+        initial_interval: Seconds before the second attempt.
+        backoff: Multiplier applied to the interval after each attempt.
+        max_interval: Upper bound of one wait, in seconds.
+        jitter: Fraction of each wait drawn at random (0.2 = ±20 %), so retries spread out.
+        non_retryable: Exception types that fail the step at once.
+    """
+
+    max_attempts: int = 3
+    initial_interval: float = 0.1
+    backoff: float = 2.0
+    max_interval: float = 10.0
+    jitter: float = 0.2
+    non_retryable: tuple[type[BaseException], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigurationError(f"Retry.max_attempts must be >= 1, got {self.max_attempts}")
+
+
+def _seconds(value: float | timedelta | None) -> float | None:
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return value
+
+
+def _io_types(fn: Callable[..., Any], what: str) -> tuple[Any, Any]:
+    params = list(inspect.signature(fn).parameters.values())
+    if len(params) != 2:
+        raise ConfigurationError(f"{what} {fn.__name__} must take (ctx, input), got {params}")
+    hints = get_type_hints(fn)
+    return hints.get(params[1].name, Any), hints.get("return", Any)
+
+
+class _Typed:
+    """Validation and serialization of one callable's input and output."""
+
+    def __init__(self, fn: Callable[..., Any], what: str, name: str) -> None:
+        in_type, out_type = _io_types(fn, what)
+        self.input_adapter: TypeAdapter[Any] = TypeAdapter(in_type)
+        self.output_adapter: TypeAdapter[Any] = TypeAdapter(out_type)
+        self._what, self._name = what, name
+
+    def parse_input(self, value: Any) -> Any:
+        """Validate a JSON value (or an instance) as this callable's input."""
+        try:
+            return self.input_adapter.validate_python(value)
+        except ValidationError as exc:
+            raise InvalidPayloadError(
+                f"input for {self._what} {self._name!r} is invalid: {exc}",
+                details={"errors": exc.errors(include_url=False, include_context=False)},
+            ) from None
+
+    def parse_output(self, value: Any) -> Any:
+        """Validate a recorded JSON value as this callable's output."""
+        try:
+            return self.output_adapter.validate_python(value)
+        except ValidationError as exc:
+            raise InvalidPayloadError(
+                f"output of {self._what} {self._name!r} is invalid: {exc}",
+                details={"errors": exc.errors(include_url=False, include_context=False)},
+            ) from None
+
+
+def to_json_value(value: Any) -> Any:
+    """A JSON-able form of a model, dataclass or plain value."""
+    return to_jsonable_python(value)
+
+
+@dataclass(eq=False)
+class EffectDef:
+    """A registered effect: the function and its delivery policy."""
+
+    name: str
+    fn: Callable[..., Any]
+    idempotent: bool = True
+    retry: Retry = field(default_factory=Retry)
+    timeout: float | None = None
+    requires: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        self.typed = _Typed(self.fn, "effect", self.name)
+        self.is_async = inspect.iscoroutinefunction(self.fn)
+
+    def __call__(self, ctx: Any, value: Any) -> Any:
+        """Call the underlying function directly (for unit tests of the effect)."""
+        return self.fn(ctx, value)
+
+
+@dataclass(eq=False)
+class FlowDef:
+    """A registered flow."""
+
+    name: str
+    fn: Callable[..., Awaitable[Any]]
+    version: str = "1"
+
+    def __post_init__(self) -> None:
+        if not inspect.iscoroutinefunction(self.fn):
+            raise ConfigurationError(f"flow {self.name!r} must be an async function")
+        self.typed = _Typed(self.fn, "flow", self.name)
+
+
+class Loom:
+    """The application object: flows and effects registered by name.
+
+    Example::
+
+        app = Loom("orders")
+
+        @app.effect("payments.charge", idempotent=False, retry=Retry(max_attempts=3))
+        async def charge(ctx: EffectContext, req: Charge) -> Receipt: ...
+
+        @app.flow("order.fulfil")
+        async def fulfil(ctx: FlowContext, order: Order) -> Outcome: ...
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.flows: dict[str, FlowDef] = {}
+        self.effects: dict[str, EffectDef] = {}
+
+    def flow(self, name: str, *, version: str = "1") -> Callable[[F], F]:
+        """Register an ``async def f(ctx, input)`` as the flow ``name``."""
+
+        def register(fn: F) -> F:
+            if name in self.flows:
+                raise ConfigurationError(f"flow {name!r} is registered twice")
+            self.flows[name] = FlowDef(name, fn, version)
+            return fn
+
+        return register
+
+    def effect(
+        self,
+        name: str,
+        *,
+        idempotent: bool = True,
+        retry: Retry | None = None,
+        timeout: float | timedelta | None = None,
+        requires: Iterable[str] = (),
+    ) -> Callable[[Callable[..., Any]], EffectDef]:
+        """Register ``def/async def e(ctx, input)`` as the effect ``name``.
+
+        Args:
+            name: The effect's stable name; it is recorded in the log.
+            idempotent: False makes the runtime write an intent record before each
+                invocation and park the step in doubt if a crash hides the outcome.
+            retry: Retry policy inside one execute call (default: 3 attempts).
+            timeout: Bound on each invocation; a timed-out attempt is cancelled.
+            requires: Capabilities the execution must have been granted.
+        """
+
+        def register(fn: Callable[..., Any]) -> EffectDef:
+            if name in self.effects:
+                raise ConfigurationError(f"effect {name!r} is registered twice")
+            definition = EffectDef(
+                name, fn, idempotent, retry or Retry(), _seconds(timeout), frozenset(requires)
+            )
+            self.effects[name] = definition
+            return definition
+
+        return register
+
+    def get_flow(self, name: str) -> FlowDef:
+        """The flow registered as ``name``, or :class:`UnknownFlowError`."""
+        try:
+            return self.flows[name]
+        except KeyError:
+            known = ", ".join(sorted(self.flows)) or "none"
+            raise UnknownFlowError(
+                f"unknown flow {name!r} (registered: {known})", details={"flow": name}
+            ) from None
+
+    def get_effect(self, name: str) -> EffectDef:
+        """The effect registered as ``name``, or :class:`UnknownEffectError`."""
+        try:
+            return self.effects[name]
+        except KeyError:
+            raise UnknownEffectError(
+                f"unknown effect {name!r}", details={"effect": name}
+            ) from None
+
+
+async def call_effect(defn: EffectDef, ctx: Any, value: Any) -> Any:
+    """Invoke an effect: async directly, sync in a worker thread."""
+    if defn.is_async:
+        return await defn.fn(ctx, value)
+    return await asyncio.to_thread(defn.fn, ctx, value)

@@ -1,0 +1,268 @@
+"""``loom``: the command line. Embedded by default (``sqlite:///.loom/loom.db``).
+
+A command that appends an event runs the execution in this process until it blocks.
+Errors are one line naming what was wrong, and a non-zero exit: 2 for bad input, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
+from loom.errors import InputError, LoomError
+from loom.store.base import STATUSES
+
+T = TypeVar("T")
+
+
+@dataclass
+class Settings:
+    """Options shared by every command."""
+
+    app: str | None
+    store: str
+
+
+def _fail(message: str, code: int) -> None:
+    click.secho(f"error: {message}", fg="red", err=True)
+    sys.exit(code)
+
+
+def _run(coro: Awaitable[T]) -> T:
+    try:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+    except InputError as exc:
+        _fail(exc.message, 2)
+    except LoomError as exc:
+        _fail(f"{exc.code}: {exc.message}", 1)
+    raise AssertionError("unreachable")
+
+
+def _json_arg(text: str | None, what: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"{what} is not valid JSON: {exc.msg} at char {exc.pos}")
+
+
+class Embedded:
+    """A runtime with an in-process dispatcher over the configured store."""
+
+    def __init__(self, settings: Settings, *, need_app: bool = True) -> None:
+        from loom.dispatch.inprocess import InProcessDispatcher
+        from loom.runtime import Runtime
+        from loom.workers.local import LocalWorkerRuntime
+
+        self.store = open_store(settings.store)
+        app = load_app(settings.app) if need_app else _empty_app()
+        self.runtime = Runtime(app, self.store, blobs=open_blob_store() or _default_blobs(settings))
+        self.dispatcher = InProcessDispatcher(LocalWorkerRuntime(self.runtime))
+        self.runtime.dispatcher = self.dispatcher
+
+    async def __aenter__(self) -> Embedded:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.dispatcher.aclose()
+        await self.store.aclose()
+
+
+def _empty_app() -> Any:
+    from loom.app import Loom
+
+    return Loom("inspect")
+
+
+def _default_blobs(settings: Settings) -> Any:
+    if settings.store.startswith("sqlite:///"):
+        from loom.blobs import LocalBlobStore
+
+        return LocalBlobStore(Path(settings.store[len("sqlite:///"):]).parent / "blobs")
+    return None
+
+
+def _with(settings: Settings, body: Callable[[Embedded], Awaitable[T]], need_app: bool = True) -> T:
+    async def go() -> T:
+        async with Embedded(settings, need_app=need_app) as env:
+            return await body(env)
+
+    return _run(go())
+
+
+@click.group()
+@click.option("--app", envvar="LOOM_APP", help="module:attr of your Loom app (or LOOM_APP).")
+@click.option("--store", envvar="LOOM_STORE", default=DEFAULT_STORE, show_default=True,
+              help="Event store URL (or LOOM_STORE).")
+@click.pass_context
+def main(ctx: click.Context, app: str | None, store: str) -> None:
+    """Loom: durable execution for Python flows."""
+    ctx.obj = Settings(app, store)
+
+
+def _print_result(result: Any) -> None:
+    from loom.cli_render import render_result
+
+    render_result(result)
+
+
+@main.command()
+@click.argument("flow")
+@click.option("--input", "input_json", default="null", help="The flow input, as JSON.")
+@click.option("--id", "execution_id", default=None, help="Execution id (default: generated).")
+@click.option("--capability", "capabilities", multiple=True, help="Grant a capability.")
+@click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
+@click.pass_obj
+def start(settings: Settings, flow: str, input_json: str, execution_id: str | None,
+          capabilities: tuple[str, ...], wait: float) -> None:
+    """Start FLOW (idempotent by --id) and run it until it blocks."""
+    value = _json_arg(input_json, "--input")
+
+    async def body(env: Embedded) -> Any:
+        result = await env.runtime.start(flow, value, execution_id=execution_id,
+                                         capabilities=set(capabilities))
+        return await _settle(env, result.execution_id, wait)
+
+    _print_result(_with(settings, body))
+
+
+async def _settle(env: Embedded, execution_id: str, wait: float) -> Any:
+    if wait > 0:
+        try:
+            await env.dispatcher.drain(timers_within=wait, timeout=wait + 5)
+        except TimeoutError:
+            pass
+    return await env.runtime.result(execution_id)
+
+
+@main.command()
+@click.argument("execution_id")
+@click.pass_obj
+def execute(settings: Settings, execution_id: str) -> None:
+    """One execute call on an existing execution (what a worker does)."""
+    from loom.wire import ExecutionPackage
+
+    async def body(env: Embedded) -> Any:
+        await env.runtime.require(execution_id)
+        return await env.runtime.execute(ExecutionPackage(execution_id=execution_id))
+
+    _print_result(_with(settings, body))
+
+
+@main.command()
+@click.argument("execution_id")
+@click.option("--on", required=True, help="What the gate waits on.")
+@click.option("--key", required=True, help="The gate's correlation key.")
+@click.option("--payload", default="null", help="The resume payload, as JSON.")
+@click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
+@click.pass_obj
+def resume(settings: Settings, execution_id: str, on: str, key: str, payload: str,
+           wait: float) -> None:
+    """Deliver a resume to a gate (buffered if it is not open yet)."""
+    value = _json_arg(payload, "--payload")
+
+    async def body(env: Embedded) -> Any:
+        await env.runtime.resume(execution_id, on, key, value)
+        return await _settle(env, execution_id, wait)
+
+    _print_result(_with(settings, body))
+
+
+@main.command()
+@click.argument("execution_id")
+@click.argument("step_id")
+@click.argument("verdict", type=click.Choice(["performed", "not_performed", "failed"]))
+@click.option("--output", default=None, help="performed: the effect's output, as JSON.")
+@click.option("--error", default=None, help="failed: the error message.")
+@click.option("--by", default="cli", help="Who gives the verdict (recorded).")
+@click.pass_obj
+def verdict(settings: Settings, execution_id: str, step_id: str, verdict: str,
+            output: str | None, error: str | None, by: str) -> None:
+    """Resolve an in-doubt step."""
+    value = _json_arg(output, "--output")
+
+    async def body(env: Embedded) -> Any:
+        return await env.runtime.verdict(execution_id, step_id, verdict, output=value,
+                                         error=error, by=by)
+
+    _print_result(_with(settings, body))
+
+
+@main.command()
+@click.argument("execution_id")
+@click.option("--reason", default="cancelled from the CLI")
+@click.pass_obj
+def cancel(settings: Settings, execution_id: str, reason: str) -> None:
+    """Cancel an execution."""
+    _print_result(_with(settings, lambda env: env.runtime.cancel(execution_id, reason),
+                        need_app=False))
+
+
+@main.command()
+@click.argument("execution_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a timeline.")
+@click.pass_obj
+def show(settings: Settings, execution_id: str, as_json: bool) -> None:
+    """Show an execution's state and timeline."""
+    from loom.cli_render import render_timeline, show_json
+
+    async def body(env: Embedded) -> tuple[Any, Any]:
+        await env.runtime.require(execution_id)
+        return await env.runtime.result(execution_id), await env.runtime.history(execution_id)
+
+    result, events = _with(settings, body, need_app=False)
+    if as_json:
+        click.echo(json.dumps(show_json(result, events), indent=2))
+    else:
+        render_timeline(result, events)
+
+
+@main.command(name="ls")
+@click.option("--status", type=click.Choice(STATUSES), default=None)
+@click.pass_obj
+def list_executions(settings: Settings, status: str | None) -> None:
+    """List executions (in-doubt ones with their steps and keys)."""
+    from loom.cli_render import render_list
+
+    async def body(env: Embedded) -> tuple[Any, Any]:
+        rows = await env.runtime.list(status)
+        doubts = {r.execution_id: await env.runtime.result(r.execution_id)
+                  for r in rows if r.status == "in_doubt"}
+        return rows, doubts
+
+    rows, doubts = _with(settings, body, need_app=False)
+    render_list(rows, doubts)
+
+
+@main.command()
+@click.option("--keep", is_flag=True, help="Keep the demo database instead of a fresh one.")
+@click.pass_obj
+def demo(settings: Settings, keep: bool) -> None:
+    """Run the example flows end to end on SQLite, with a crash and recovery."""
+    from loom.demo import run_demo
+
+    _run(run_demo(settings.store if keep else None))
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True)
+@click.pass_obj
+def serve(settings: Settings, host: str, port: int) -> None:
+    """Serve the HTTP worker locally on the embedded store."""
+    from loom.workers.server import serve_forever
+
+    serve_forever(settings.app, settings.store, host, port)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,113 @@
+"""How the CLI prints results, timelines and lists (rich, imported only by the CLI)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from loom.events import Event
+from loom.store.base import ExecutionSummary
+from loom.wire import ExecutionResult
+
+console = Console(highlight=False)
+
+_STATUS_STYLE = {
+    "completed": "green", "failed": "red", "cancelled": "yellow",
+    "suspended": "cyan", "in_doubt": "magenta", "running": "blue",
+}
+
+
+def _when(at: float | None) -> str:
+    if not at:
+        return "-"
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def status_text(result: ExecutionResult) -> str:
+    """One line: id, status, and what it waits for or ended with."""
+    style = _STATUS_STYLE.get(result.status, "white")
+    line = f"{result.execution_id}  [{style}]{result.status}[/{style}]"
+    if result.parked_reason:
+        line += f"  parked: {result.parked_reason}"
+    for gate in result.waiting_on:
+        line += f"  waiting on {gate.on} ({gate.correlation_key})"
+        if gate.wake_at:
+            line += f" until {_when(gate.wake_at)}"
+    for doubt in result.in_doubt:
+        line += f"  in doubt: step {doubt.step_id} {doubt.effect} key={doubt.idempotency_key}"
+    if result.status == "completed":
+        line += f"  output={_short(result.output)}"
+    if result.error:
+        line += f"  error={result.error.get('code')}: {result.error.get('message')}"
+    return line
+
+
+def render_result(result: ExecutionResult) -> None:
+    """Print one result line."""
+    console.print(status_text(result))
+
+
+def _detail(event: Event) -> str:
+    data = event.model_dump(exclude={"type", "seq", "at", "schema_version", "step_id"})
+    for noisy in ("attempts", "duration_s", "output_bytes"):
+        data.pop(noisy, None)
+    return " ".join(f"{k}={_short(v, 48)}" for k, v in data.items() if v not in (None, [], {}))
+
+
+def render_timeline(result: ExecutionResult, events: Sequence[Event]) -> None:
+    """Print the state line, the metering counters, and one row per event."""
+    console.print(status_text(result))
+    meter = result.meter
+    console.print(
+        f"  effect calls {meter.get('effect_calls', 0)}, attempts {meter.get('attempts', 0)}, "
+        f"effect time {meter.get('effect_seconds', 0.0):.3f}s, "
+        f"bytes stored {meter.get('bytes_stored', 0)}"
+    )
+    table = Table(box=None, pad_edge=False)
+    for col in ("seq", "time", "event", "step", "detail"):
+        table.add_column(col)
+    for event in events:
+        table.add_row(str(event.seq), _when(event.at), event.type,
+                      getattr(event, "step_id", "") or "", _detail(event))
+    console.print(table)
+
+
+def show_json(result: ExecutionResult, events: Sequence[Event]) -> dict[str, Any]:
+    """The ``loom show --json`` document."""
+    return {
+        "execution_id": result.execution_id,
+        "status": result.status,
+        "output": result.output,
+        "error": result.error,
+        "parked_reason": result.parked_reason,
+        "meter": result.meter,
+        "in_doubt": [d.model_dump() for d in result.in_doubt],
+        "events": [e.model_dump(mode="json") for e in events],
+    }
+
+
+def render_list(rows: Sequence[ExecutionSummary], doubts: dict[str, ExecutionResult]) -> None:
+    """Print executions; in-doubt ones with step, effect, key and start time."""
+    table = Table(box=None, pad_edge=False)
+    for col in ("execution", "flow", "status", "events", "updated", "detail"):
+        table.add_column(col)
+    for row in rows:
+        detail = row.parked_reason or ""
+        for d in doubts.get(row.execution_id, ExecutionResult(
+                execution_id="", flow="", status="", last_seq=0)).in_doubt:
+            detail += (f"step {d.step_id} {d.effect} key={d.idempotency_key} "
+                       f"started {_when(d.started_at)} ")
+        table.add_row(row.execution_id, row.flow, row.status, str(row.last_seq),
+                      _when(row.updated_at), detail.strip())
+    console.print(table)
+    console.print(f"{len(rows)} execution(s)")

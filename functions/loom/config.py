@@ -1,0 +1,82 @@
+"""The composition root: stores, blob stores and apps from URLs and environment variables.
+
+``LOOM_STORE``: ``memory://``, ``sqlite:///relative/or/absolute/path``, or a scheme another
+package registers in the ``loom.stores`` entry-point group (``firestore://project/database``
+comes from ``loom_gcp``). Entry points keep the engine free of Google imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from loom.app import Loom
+from loom.errors import ConfigurationError
+from loom.store.base import EventStore
+
+DEFAULT_STORE = "sqlite:///.loom/loom.db"
+
+
+def _plugin(group: str, scheme: str, url: str) -> Any:
+    for point in entry_points(group=group):
+        if point.name == scheme:
+            return point.load()(url)
+    raise ConfigurationError(
+        f"no backend for {url!r}: scheme {scheme!r} is not built in and no installed package "
+        f"registers it in the {group!r} entry-point group (for Google Cloud: pip install "
+        "'loom-cloudrun[gcp]')"
+    )
+
+
+def open_store(url: str | None = None) -> EventStore:
+    """The event store named by ``url`` (default: ``LOOM_STORE``, then the SQLite default)."""
+    url = url or os.environ.get("LOOM_STORE") or DEFAULT_STORE
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise ConfigurationError(f"store URL {url!r} has no scheme (e.g. sqlite:///loom.db)")
+    if scheme == "memory":
+        from loom.store.memory import InMemoryEventStore
+
+        return InMemoryEventStore()
+    if scheme == "sqlite":
+        from loom.store.sqlite import SqliteEventStore
+
+        path = rest[1:] if rest.startswith("/") else rest
+        if not path:
+            raise ConfigurationError(f"store URL {url!r} names no file")
+        return SqliteEventStore(Path(path))
+    return _plugin("loom.stores", scheme, url)
+
+
+def open_blob_store(url: str | None = None) -> Any:
+    """The blob store named by ``url`` (default ``LOOM_BLOBS``); ``None`` if unset."""
+    url = url or os.environ.get("LOOM_BLOBS")
+    if not url:
+        return None
+    from loom import blobs
+
+    return blobs.open_blob_store(url)
+
+
+def load_app(ref: str | None = None) -> Loom:
+    """Import ``module:attr`` (default ``LOOM_APP``) and return the :class:`Loom` there."""
+    ref = ref or os.environ.get("LOOM_APP")
+    if not ref:
+        raise ConfigurationError("no app given: pass --app module:attr or set LOOM_APP")
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigurationError(f"app reference {ref!r} must look like module:attr")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"cannot import app module {module_name!r}: {exc}") from exc
+    app = getattr(module, attr, None)
+    if not isinstance(app, Loom):
+        raise ConfigurationError(f"{ref!r} is {type(app).__name__}, not a loom.Loom app")
+    return app

@@ -1,0 +1,186 @@
+"""What flow and effect code sees: ``FlowContext`` and ``EffectContext``.
+
+Step ids are positional and deterministic. Each asyncio task of a flow has a *scope*: the
+root flow task numbers its operations ``1, 2, 3…``; a task created inside a flow (by
+``asyncio.gather``, ``create_task``, ``asyncio.wait``…) takes the next number of its parent
+as a prefix, so its operations are ``3.1, 3.2…``. Task creation happens in the parent's
+sequential code, so the numbering is the same live and on replay however the children
+interleave. A task factory installed on the loop assigns the scopes.
+
+Control-flow signals are private ``BaseException`` subclasses: ``except Exception`` in a flow
+cannot swallow a suspension, a park or a supersession.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import uuid as _uuid
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from loom.app import EffectDef
+    from loom.session import Session
+
+T = TypeVar("T")
+
+
+class _Signal(BaseException):
+    """Base of the runtime's private control-flow signals."""
+
+
+class SuspendSignal(_Signal):
+    """The flow is blocked on gates only: unwind and wait for a resume."""
+
+
+class ParkSignal(_Signal):
+    """Replay diverged from the log: unwind and park for an operator."""
+
+
+class SupersededSignal(_Signal):
+    """Another holder overtook this one: unwind, invoke nothing more."""
+
+
+class StopSignal(_Signal):
+    """The execution must end now (budget exceeded)."""
+
+
+class _Scope:
+    __slots__ = ("n", "prefix", "session")
+
+    def __init__(self, prefix: str, session: Session) -> None:
+        self.prefix = prefix
+        self.n = 0
+        self.session = session
+
+    def next_id(self) -> str:
+        self.n += 1
+        return f"{self.prefix}{self.n}"
+
+
+SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("loom_scope", default=None)
+
+
+def _task_factory(
+    loop: asyncio.AbstractEventLoop,
+    coro: Coroutine[Any, Any, Any],
+    context: contextvars.Context | None = None,
+) -> asyncio.Task[Any]:
+    parent = SCOPE.get() if context is None else context.get(SCOPE)
+    if parent is None:
+        return asyncio.Task(coro, loop=loop, context=context)
+    child_context = context.copy() if context is not None else contextvars.copy_context()
+    child = _Scope(parent.next_id() + ".", parent.session)
+    child_context.run(SCOPE.set, child)
+    task = asyncio.Task(coro, loop=loop, context=child_context)
+    parent.session.track(task)
+    return task
+
+
+def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
+    """Make tasks created inside flows take deterministic step scopes (idempotent)."""
+    current = loop.get_task_factory()
+    if current is _task_factory:
+        return
+    if current is not None:
+        # Someone else's factory (e.g. an instrumentation library): keep theirs outside flows.
+        raise RuntimeError("loom needs the event loop's task factory; another one is set")
+    loop.set_task_factory(_task_factory)  # type: ignore[arg-type]
+
+
+def root_scope(session: Session) -> contextvars.Context:
+    """A context whose scope is the root of ``session``'s flow."""
+    ctx = contextvars.copy_context()
+    ctx.run(SCOPE.set, _Scope("", session))
+    return ctx
+
+
+def next_step_id() -> str:
+    """The next step id of the current task's scope."""
+    scope = SCOPE.get()
+    if scope is None:
+        raise RuntimeError("ctx operations must be awaited inside the flow that owns ctx")
+    return scope.next_id()
+
+
+class FlowContext:
+    """The flow's only door to the world. Every call is recorded or served from the log."""
+
+    __slots__ = ("_session", "execution_id")
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self.execution_id: str = session.execution_id
+
+    async def execute(self, effect: EffectDef | str, value: Any = None) -> Any:
+        """Run an effect as a step: recorded once, served from the log on replay."""
+        return await self._session.execute(next_step_id(), effect, value)
+
+    async def suspend(
+        self,
+        on: str,
+        correlation_key: str,
+        timeout: timedelta | float | None = None,
+    ) -> Any:
+        """Wait for a resume with this ``on`` and ``correlation_key``; return its payload.
+
+        Raises:
+            GateTimeoutError: ``timeout`` passed first.
+        """
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        return await self._session.gate(next_step_id(), on, correlation_key, seconds)
+
+    async def sleep(self, duration: timedelta | float) -> None:
+        """A durable timer: the execution suspends and is woken when it falls due."""
+        seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
+        sid = next_step_id()
+        await self._session.gate(sid, "loom.timer", f"{self.execution_id}:{sid}", seconds)
+
+    def now(self) -> datetime:
+        """The current time, recorded on first run and the same on every replay."""
+        value = self._session.decide(next_step_id(), "now")
+        return datetime.fromtimestamp(value, UTC)
+
+    def uuid(self) -> _uuid.UUID:
+        """A random UUID, recorded on first run and the same on every replay."""
+        return _uuid.UUID(self._session.decide(next_step_id(), "uuid"))
+
+    def random(self) -> float:
+        """A random float in [0, 1), recorded on first run and the same on every replay."""
+        return float(self._session.decide(next_step_id(), "random"))
+
+
+@dataclass
+class EffectContext:
+    """What an effect sees: its identity, attempt, deadline and cancellation.
+
+    Attributes:
+        execution_id: The execution the step belongs to.
+        step_id: The step's deterministic id.
+        idempotency_key: ``f"{execution_id}:{step_id}"``, the same on every attempt; pass it
+            to the system you call so it can deduplicate.
+        attempt: 1 for the first attempt of this step, counting across crashes.
+        effect: The effect's registered name.
+        deadline: When this attempt times out (epoch seconds), if it has a timeout.
+    """
+
+    execution_id: str
+    step_id: str
+    idempotency_key: str
+    attempt: int
+    effect: str
+    deadline: float | None = None
+    _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the attempt timed out or was cancelled; sync effects should check it."""
+        return self._cancelled.is_set()
+
+    def cancel(self) -> None:
+        """Mark the attempt cancelled (the runtime does this on timeout)."""
+        self._cancelled.set()

@@ -1,0 +1,22 @@
+"""Crash points for the delivery-contract tests: ``LOOM_CRASH_AT=point[:step_id]``.
+
+A test process sets the variable, and the worker kills itself with SIGKILL when it reaches
+that point — a real process death, not an exception a ``finally`` could tidy up after. Unset
+(always, in production) the check is one global lookup.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+POINTS = ("before_intent", "after_intent", "after_effect", "after_complete", "before_reply")
+
+_spec = os.environ.get("LOOM_CRASH_AT", "")
+_POINT, _, _STEP = _spec.partition(":")
+
+
+def point(name: str, step_id: str | None = None) -> None:
+    """Die here if this is the configured crash point (and step)."""
+    if _POINT and name == _POINT and (not _STEP or _STEP == step_id):
+        os.kill(os.getpid(), signal.SIGKILL)

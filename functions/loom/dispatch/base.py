@@ -1,0 +1,31 @@
+"""The ``Dispatcher`` SPI: get an execution run by a worker, now or at a time.
+
+Contract:
+
+* ``dispatch(package, dispatch_id, not_before=None)`` arranges for ``package`` to reach a
+  worker at least once, not before ``not_before`` (epoch seconds) if given.
+* ``dispatch_id`` names the cause (``{execution_id}:{seq}`` of the event that made work);
+  dispatching the same id twice is harmless (deduplicated where the backend can, and the log
+  append guards the rest).
+* A superseded execution (another holder is live) is not redispatched by the dispatcher:
+  that holder owns it, and expired claims are swept.
+"""
+
+from __future__ import annotations
+
+import abc
+
+from loom.wire import ExecutionPackage
+
+
+class Dispatcher(abc.ABC):
+    """Delivers execution packages to workers."""
+
+    @abc.abstractmethod
+    async def dispatch(
+        self, package: ExecutionPackage, dispatch_id: str, not_before: float | None = None
+    ) -> None:
+        """Arrange for ``package`` to be executed (see the module docstring)."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Stop timers and release resources."""

@@ -1,0 +1,116 @@
+"""``InProcessDispatcher``: runs executions on a worker runtime in this process.
+
+An immediate dispatch runs inline until the execution blocks (what the CLI and tests want);
+a dispatch with ``not_before`` becomes a loop timer. Timers are durable because the store
+holds every ``wake_at``: :meth:`recover` finds due and future ones after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from loom.dispatch.base import Dispatcher
+from loom.errors import ExecutionSupersededError, LoomError
+from loom.store.base import EventStore
+from loom.wire import ExecutionPackage
+from loom.workers.base import WorkerRuntime
+
+log = logging.getLogger("loom.dispatch")
+_EARLY_MARGIN = 0.005  # loop time and wall time drift apart by µs; never fire a timer early
+
+
+class InProcessDispatcher(Dispatcher):
+    """Dispatches to ``worker`` (a local or remote worker runtime) from this process."""
+
+    def __init__(self, worker: WorkerRuntime, *, clock: Callable[[], float] = time.time):
+        self.worker = worker
+        self.clock = clock
+        self._seen: set[str] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.superseded: list[str] = []
+
+    async def dispatch(
+        self, package: ExecutionPackage, dispatch_id: str, not_before: float | None = None
+    ) -> None:
+        if dispatch_id in self._seen:
+            return
+        self._seen.add(dispatch_id)
+        delay = 0.0 if not_before is None else not_before - self.clock()
+        if delay > 0:
+            loop = asyncio.get_running_loop()
+            self._timers[dispatch_id] = loop.call_later(
+                delay + _EARLY_MARGIN, self._spawn, package, dispatch_id
+            )
+            return
+        await self._run(package)
+
+    def _spawn(self, package: ExecutionPackage, dispatch_id: str) -> None:
+        self._timers.pop(dispatch_id, None)
+        task = asyncio.get_running_loop().create_task(self._run(package))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, package: ExecutionPackage) -> None:
+        try:
+            await self.worker.run(package)
+        except ExecutionSupersededError:
+            # Another holder owns it; it is not redispatched (expired claims are swept).
+            self.superseded.append(package.execution_id)
+            log.info("superseded", extra={"execution_id": package.execution_id})
+        except LoomError as exc:
+            log.warning("dispatch of %s failed: %s", package.execution_id, exc)
+        except Exception:
+            # A worker crash must not kill the dispatcher; the execution stays claimed until
+            # its claim expires and a sweep redispatches it.
+            log.exception("worker failed on %s", package.execution_id)
+
+    @property
+    def pending_timers(self) -> int:
+        """How many timers wait in this process."""
+        return len(self._timers)
+
+    async def drain(self, *, timers_within: float = 0.0, timeout: float | None = None) -> None:
+        """Wait until running dispatches end, and timers due within ``timers_within`` seconds
+        have fired and ended too (later timers stay armed)."""
+        loop = asyncio.get_running_loop()
+        horizon = loop.time() + timers_within
+
+        def due_soon() -> bool:
+            return any(h.when() <= horizon for h in self._timers.values())
+
+        async def settle() -> None:
+            while self._tasks or due_soon():
+                if self._tasks:
+                    await asyncio.gather(*list(self._tasks), return_exceptions=True)
+                else:
+                    await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(settle(), timeout)
+
+    async def recover(self, store: EventStore) -> int:
+        """After a restart: run executions left running, re-arm every timer. Returns count."""
+        count = 0
+        for row in await store.list("running"):
+            package = ExecutionPackage(execution_id=row.execution_id, flow=row.flow, reason="sweep")
+            await self.dispatch(package, f"{row.execution_id}:{row.last_seq}:recover")
+            count += 1
+        for row in await store.list("suspended"):
+            if row.wake_at is not None and row.parked_reason is None:
+                package = ExecutionPackage(execution_id=row.execution_id, flow=row.flow,
+                                           reason="timer")
+                await self.dispatch(package, f"{row.execution_id}:{row.last_seq}:timer",
+                                    not_before=row.wake_at)
+                count += 1
+        return count
+
+    async def aclose(self) -> None:
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        for task in list(self._tasks):
+            task.cancel()

@@ -1,0 +1,224 @@
+"""Every error Loom raises, under one root.
+
+The tree::
+
+    LoomError
+    ├── InputError                     bad input from a caller; nothing was appended
+    │   ├── UnknownFlowError           no flow registered under that name
+    │   ├── UnknownEffectError         no effect registered under that name
+    │   ├── UnknownExecutionError      no execution with that id
+    │   ├── ExecutionConflictError     same execution id, other flow or input
+    │   ├── PayloadTooLargeError       a body or payload over the configured limit
+    │   ├── InvalidPayloadError        input/output that fails its model
+    │   ├── VerdictError               verdict for a step that is not in doubt
+    │   └── ExecutionFinishedError     the execution already ended
+    ├── ConfigurationError             a bad store URL, app path, option
+    ├── StoreError                     the event store failed
+    │   ├── AppendConflictError        the log did not end at expected_seq
+    │   └── BlobNotFoundError          a claim-checked payload is missing
+    ├── ExecutionSupersededError       another holder owns the execution
+    ├── NondeterminismError            replay diverged from the recorded history
+    ├── EffectFailedError              an effect failed for good (raised into the flow)
+    ├── GateTimeoutError               a gate's timeout passed before its resume
+    ├── BudgetExceededError            an execution went over one of its budgets
+    ├── FlowFailedError                the flow itself raised (recorded, terminal)
+    └── WorkerError                    a worker answered with an error
+        └── RemoteWorkerError          non-2xx from a remote worker (status, body)
+
+Control-flow signals (suspension, supersession inside a running flow) are private
+``BaseException`` subclasses in :mod:`loom.context`, so ``except Exception`` in user code
+cannot swallow them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class LoomError(Exception):
+    """Root of every Loom error.
+
+    Attributes:
+        code: A short machine-readable code, used as the ``code`` of JSON error bodies.
+        details: Extra JSON-able facts about the error.
+    """
+
+    code = "internal"
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details or {}
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON error body of DESIGN §7: ``{"code", "message", "details"}``."""
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class InputError(LoomError):
+    """Bad input from a caller. Nothing was appended."""
+
+    code = "invalid_input"
+
+
+class UnknownFlowError(InputError):
+    """No flow is registered under the requested name."""
+
+    code = "unknown_flow"
+
+
+class UnknownEffectError(InputError):
+    """No effect is registered under the requested name."""
+
+    code = "unknown_effect"
+
+
+class UnknownExecutionError(InputError):
+    """No execution exists with the requested id."""
+
+    code = "unknown_execution"
+
+
+class ExecutionConflictError(InputError):
+    """An execution id is already used by another flow or another input."""
+
+    code = "conflict"
+
+
+class PayloadTooLargeError(InputError):
+    """A request body or payload exceeds the configured limit."""
+
+    code = "too_large"
+
+
+class InvalidPayloadError(InputError):
+    """An input, output or payload failed validation against its model."""
+
+    code = "invalid_payload"
+
+
+class VerdictError(InputError):
+    """A verdict was given for a step that is not in doubt, or with a bad output."""
+
+    code = "not_in_doubt"
+
+
+class ExecutionFinishedError(InputError):
+    """The execution already ended; the request cannot apply to it."""
+
+    code = "finished"
+
+
+class ConfigurationError(LoomError):
+    """A bad store URL, app reference or option."""
+
+    code = "configuration"
+
+
+class StoreError(LoomError):
+    """The event store failed."""
+
+    code = "store"
+
+
+class AppendConflictError(StoreError):
+    """The log did not end at the expected sequence number; nothing was written."""
+
+    code = "append_conflict"
+
+
+class BlobNotFoundError(StoreError):
+    """A payload stored by reference (claim check) is missing from the blob store."""
+
+    code = "blob_not_found"
+
+
+class ExecutionSupersededError(LoomError):
+    """Another holder owns the execution, or overtook this one. Nothing more was invoked."""
+
+    code = "superseded"
+
+
+class NondeterminismError(LoomError):
+    """Replay reached a recorded step that does not match the flow's call at that position."""
+
+    code = "nondeterminism"
+
+
+class EffectFailedError(LoomError):
+    """An effect failed for good: retries exhausted, not retryable, or not authorized.
+
+    Raised into the flow, which may catch it.
+
+    Attributes:
+        effect: The effect's registered name.
+        step_id: The step that failed.
+        error_code: ``error`` (the effect raised), ``timeout``, ``unauthorized``,
+            ``budget`` or ``verdict`` (an operator said it failed).
+        error_type: The class name of the original exception, when there was one.
+    """
+
+    code = "effect_failed"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        effect: str,
+        step_id: str,
+        error_code: str = "error",
+        error_type: str | None = None,
+    ) -> None:
+        super().__init__(
+            message,
+            details={
+                "effect": effect,
+                "step_id": step_id,
+                "error_code": error_code,
+                "error_type": error_type,
+            },
+        )
+        self.effect = effect
+        self.step_id = step_id
+        self.error_code = error_code
+        self.error_type = error_type
+
+
+class GateTimeoutError(LoomError):
+    """A gate's timeout passed before a matching resume arrived."""
+
+    code = "gate_timeout"
+
+
+class BudgetExceededError(LoomError):
+    """An execution exceeded one of its budgets."""
+
+    code = "budget_exceeded"
+
+
+class FlowFailedError(LoomError):
+    """The flow raised; the execution failed for good."""
+
+    code = "flow_failed"
+
+
+class WorkerError(LoomError):
+    """A worker could not run an execution."""
+
+    code = "worker"
+
+
+class RemoteWorkerError(WorkerError):
+    """A remote worker answered with a non-2xx status.
+
+    Attributes:
+        status: The HTTP status code.
+        body: The response body as text.
+    """
+
+    code = "remote_worker"
+
+    def __init__(self, message: str, *, status: int, body: str) -> None:
+        super().__init__(message, details={"status": status, "body": body[:2000]})
+        self.status = status
+        self.body = body

@@ -1,0 +1,214 @@
+"""The event schema: immutable, past-tense facts in a per-execution, gap-free log.
+
+Every event carries ``type`` (its discriminator), ``schema_version``, ``seq`` (its
+1-based position in the execution's log) and ``at`` (wall-clock seconds since the epoch when
+the runtime recorded it; the fold never reads a clock, only this field).
+
+JSON values inside events (``input``, ``output``, ``payload``) are stored as given; a value
+over the blob threshold is replaced by ``{"$blob": "<ref>"}`` (a claim check) and read back
+transparently by the runtime.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+SCHEMA_VERSION = 1
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    seq: int = 0
+    at: float = 0.0
+
+
+class ExecutionStarted(_Event):
+    """First event of every execution."""
+
+    type: Literal["ExecutionStarted"] = "ExecutionStarted"
+    execution_id: str
+    flow: str
+    input: Any = None
+    flow_version: str = "1"
+    capabilities: list[str] = Field(default_factory=list[str])
+    budgets: dict[str, float] = Field(default_factory=dict[str, float])
+
+
+class ExecutionClaimed(_Event):
+    """A worker took ownership for one ``execute`` call, until ``until`` (epoch seconds)."""
+
+    type: Literal["ExecutionClaimed"] = "ExecutionClaimed"
+    holder: str
+    until: float
+
+
+class EffectStarted(_Event):
+    """The intent record, durable before a non-idempotent effect is invoked."""
+
+    type: Literal["EffectStarted"] = "EffectStarted"
+    step_id: str
+    effect: str
+    attempt: int = 1
+    idempotency_key: str
+
+
+class EffectCompleted(_Event):
+    """An effect returned; ``output`` is what every replay serves."""
+
+    type: Literal["EffectCompleted"] = "EffectCompleted"
+    step_id: str
+    effect: str
+    output: Any = None
+    attempts: int = 1
+    duration_s: float = 0.0
+    output_bytes: int = 0
+
+
+class ErrorInfo(BaseModel):
+    """A failure as recorded: enough to re-raise it, typed, on every replay."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str = "error"
+    type: str | None = None
+    message: str = ""
+
+
+class EffectFailed(_Event):
+    """An effect failed for good; the error is raised into the flow."""
+
+    type: Literal["EffectFailed"] = "EffectFailed"
+    step_id: str
+    effect: str
+    error: ErrorInfo
+    attempts: int = 0
+    duration_s: float = 0.0
+
+
+class DecisionRecorded(_Event):
+    """A value the flow took from ``ctx.now/uuid/random``, served from the log on replay."""
+
+    type: Literal["DecisionRecorded"] = "DecisionRecorded"
+    step_id: str
+    kind: Literal["now", "uuid", "random"]
+    value: Any
+
+
+class ExecutionSuspended(_Event):
+    """A gate or timer opened; the execution waits for ``on`` + ``correlation_key``."""
+
+    type: Literal["ExecutionSuspended"] = "ExecutionSuspended"
+    step_id: str
+    on: str
+    correlation_key: str
+    wake_at: float | None = None
+
+
+class ExecutionResumed(_Event):
+    """A resume arrived (possibly before its gate opened; it is then buffered).
+
+    ``timed_out`` marks the runtime's own resume of a gate whose ``wake_at`` passed (a timer
+    firing, or a gate timing out).
+    """
+
+    type: Literal["ExecutionResumed"] = "ExecutionResumed"
+    on: str
+    correlation_key: str
+    payload: Any = None
+    timed_out: bool = False
+
+
+class EffectInDoubt(_Event):
+    """A rebuild found an intent record with no outcome: nobody knows if the effect ran."""
+
+    type: Literal["EffectInDoubt"] = "EffectInDoubt"
+    step_id: str
+    effect: str
+
+
+class EffectVerdict(_Event):
+    """An operator resolved an in-doubt effect."""
+
+    type: Literal["EffectVerdict"] = "EffectVerdict"
+    step_id: str
+    verdict: Literal["performed", "not_performed", "failed"]
+    output: Any = None
+    error: ErrorInfo | None = None
+    by: str = "operator"
+
+
+class ExecutionParked(_Event):
+    """The execution stopped for an operator: replay diverged from the log (see ADR 0003)."""
+
+    type: Literal["ExecutionParked"] = "ExecutionParked"
+    reason: str
+    step_id: str | None = None
+
+
+class ExecutionCompleted(_Event):
+    """Terminal: the flow returned ``output``."""
+
+    type: Literal["ExecutionCompleted"] = "ExecutionCompleted"
+    output: Any = None
+
+
+class ExecutionFailed(_Event):
+    """Terminal: the flow raised."""
+
+    type: Literal["ExecutionFailed"] = "ExecutionFailed"
+    error: ErrorInfo
+
+
+class ExecutionCancelled(_Event):
+    """Terminal: cancelled by a caller."""
+
+    type: Literal["ExecutionCancelled"] = "ExecutionCancelled"
+    reason: str = ""
+
+
+Event = Annotated[
+    ExecutionStarted
+    | ExecutionClaimed
+    | EffectStarted
+    | EffectCompleted
+    | EffectFailed
+    | DecisionRecorded
+    | ExecutionSuspended
+    | ExecutionResumed
+    | EffectInDoubt
+    | EffectVerdict
+    | ExecutionParked
+    | ExecutionCompleted
+    | ExecutionFailed
+    | ExecutionCancelled,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENTS_ADAPTER: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
+
+TERMINAL_TYPES = frozenset({"ExecutionCompleted", "ExecutionFailed", "ExecutionCancelled"})
+
+
+def event_from_json(data: str | bytes) -> Event:
+    """Parse one event from its JSON form, validating it against the schema."""
+    return EVENT_ADAPTER.validate_json(data)
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """Build one event from a JSON-able dict, validating it against the schema."""
+    return EVENT_ADAPTER.validate_python(data)
+
+
+def event_to_json(event: Event) -> str:
+    """The canonical JSON form of an event, as stores keep it."""
+    return event.model_dump_json()
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """A JSON-able dict of an event."""
+    return event.model_dump(mode="json")

@@ -1,0 +1,270 @@
+"""The fold: ``ExecutionState`` is a pure function of the event log.
+
+``fold(events)`` reads nothing but its arguments: no clock, no I/O, no randomness. The same
+events always give the same state, which is why a snapshot can stand in for a log prefix.
+
+``evolve`` applies one event in place and is what the runtime calls per append, so a step costs
+O(1) state work however long the history is. State values are plain JSON-able dicts, so a
+snapshot is one ``json.dumps`` away.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypedDict
+
+from loom import events as ev
+
+
+class StepRecord(TypedDict, total=False):
+    """What the log says about one effect step."""
+
+    effect: str
+    status: str  # started | completed | failed | in_doubt | not_performed
+    output: Any
+    error: dict[str, Any]
+    attempt: int
+    started_at: float
+    idempotency_key: str
+    verdict_by: str
+
+
+class GateRecord(TypedDict):
+    """A gate or timer the flow opened."""
+
+    on: str
+    correlation_key: str
+    wake_at: float | None
+
+
+class ResumeRecord(TypedDict):
+    """A resume that arrived (matched to a gate or still buffered)."""
+
+    payload: Any
+    timed_out: bool
+
+
+def resume_key(on: str, correlation_key: str) -> str:
+    """The key under which a resume is stored: ``on`` and the correlation key."""
+    return f"{on}\x1f{correlation_key}"
+
+
+@dataclass
+class Meter:
+    """Per-execution counters, for metering and budgets."""
+
+    effect_calls: int = 0
+    attempts: int = 0
+    effect_seconds: float = 0.0
+    bytes_stored: int = 0
+
+
+@dataclass
+class ExecutionState:
+    """The folded state of one execution. Built only by :func:`fold` / :func:`evolve`."""
+
+    execution_id: str = ""
+    flow: str = ""
+    input: Any = None
+    flow_version: str = "1"
+    capabilities: list[str] = field(default_factory=list[str])
+    budgets: dict[str, float] = field(default_factory=dict[str, float])
+    status: str = "running"
+    last_seq: int = 0
+    started_at: float = 0.0
+    updated_at: float = 0.0
+    steps: dict[str, StepRecord] = field(default_factory=dict[str, StepRecord])
+    decisions: dict[str, Any] = field(default_factory=dict[str, Any])
+    gates: dict[str, GateRecord] = field(default_factory=dict[str, GateRecord])
+    resumes: dict[str, ResumeRecord] = field(default_factory=dict[str, ResumeRecord])
+    claim: dict[str, Any] | None = None
+    in_doubt: list[str] = field(default_factory=list[str])
+    parked_reason: str | None = None
+    output: Any = None
+    error: dict[str, Any] | None = None
+    meter: Meter = field(default_factory=Meter)
+
+    @property
+    def finished(self) -> bool:
+        """Whether the execution reached a terminal status."""
+        return self.status in ("completed", "failed", "cancelled")
+
+    def open_gates(self) -> dict[str, GateRecord]:
+        """Gates opened and not yet matched by a resume."""
+        return {
+            sid: g
+            for sid, g in self.gates.items()
+            if resume_key(g["on"], g["correlation_key"]) not in self.resumes
+        }
+
+    def next_wake_at(self) -> float | None:
+        """The earliest ``wake_at`` among open gates, if any."""
+        times = [g["wake_at"] for g in self.open_gates().values() if g["wake_at"] is not None]
+        return min(times) if times else None
+
+    def to_json(self) -> str:
+        """Serialize for a snapshot."""
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, data: str) -> ExecutionState:
+        """Rebuild from a snapshot written by :meth:`to_json`."""
+        raw = json.loads(data)
+        raw["meter"] = Meter(**raw["meter"])
+        return cls(**raw)
+
+
+def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
+    s.execution_id, s.flow, s.input = e.execution_id, e.flow, e.input
+    s.flow_version, s.capabilities, s.budgets = e.flow_version, list(e.capabilities), e.budgets
+    s.status, s.started_at = "running", e.at
+
+
+def _claimed(s: ExecutionState, e: ev.ExecutionClaimed) -> None:
+    s.claim = {"holder": e.holder, "until": e.until}
+    if not s.finished and not s.in_doubt:
+        s.status = "running"
+
+
+def _effect_started(s: ExecutionState, e: ev.EffectStarted) -> None:
+    s.steps[e.step_id] = {
+        "effect": e.effect,
+        "status": "started",
+        "attempt": e.attempt,
+        "started_at": e.at,
+        "idempotency_key": e.idempotency_key,
+    }
+
+
+def _effect_completed(s: ExecutionState, e: ev.EffectCompleted) -> None:
+    prior = s.steps.get(e.step_id)
+    attempt = prior.get("attempt", 1) if prior else 1
+    s.steps[e.step_id] = {"effect": e.effect, "status": "completed", "output": e.output,
+                          "attempt": attempt}
+    m = s.meter
+    m.effect_calls += 1
+    m.attempts += e.attempts
+    m.effect_seconds += e.duration_s
+    m.bytes_stored += e.output_bytes
+
+
+def _effect_failed(s: ExecutionState, e: ev.EffectFailed) -> None:
+    s.steps[e.step_id] = {"effect": e.effect, "status": "failed",
+                          "error": e.error.model_dump()}
+    m = s.meter
+    m.effect_calls += 1 if e.attempts else 0
+    m.attempts += e.attempts
+    m.effect_seconds += e.duration_s
+
+
+def _decision(s: ExecutionState, e: ev.DecisionRecorded) -> None:
+    s.decisions[e.step_id] = {"kind": e.kind, "value": e.value}
+
+
+def _suspended(s: ExecutionState, e: ev.ExecutionSuspended) -> None:
+    s.gates[e.step_id] = {"on": e.on, "correlation_key": e.correlation_key,
+                          "wake_at": e.wake_at}
+    s.claim = None
+    if not s.finished and not s.in_doubt:
+        s.status = "suspended"
+
+
+def _resumed(s: ExecutionState, e: ev.ExecutionResumed) -> None:
+    key = resume_key(e.on, e.correlation_key)
+    if key in s.resumes:
+        return  # a duplicate resume is a no-op
+    s.resumes[key] = {"payload": e.payload, "timed_out": e.timed_out}
+    opened = any(
+        g["on"] == e.on and g["correlation_key"] == e.correlation_key for g in s.gates.values()
+    )
+    if opened and s.status == "suspended" and s.parked_reason is None:
+        s.status = "running"
+
+
+def _in_doubt(s: ExecutionState, e: ev.EffectInDoubt) -> None:
+    s.steps.setdefault(e.step_id, {"effect": e.effect})["status"] = "in_doubt"
+    if e.step_id not in s.in_doubt:
+        s.in_doubt.append(e.step_id)
+    s.claim = None
+    s.status = "in_doubt"
+
+
+def _verdict(s: ExecutionState, e: ev.EffectVerdict) -> None:
+    rec = s.steps.setdefault(e.step_id, {})
+    rec["verdict_by"] = e.by
+    if e.verdict == "performed":
+        rec.update(status="completed", output=e.output)
+        s.meter.effect_calls += 1
+    elif e.verdict == "failed":
+        rec.update(status="failed", error=(e.error or ev.ErrorInfo(code="verdict")).model_dump())
+    else:
+        rec["status"] = "not_performed"
+    if e.step_id in s.in_doubt:
+        s.in_doubt.remove(e.step_id)
+    if not s.in_doubt and s.status == "in_doubt":
+        s.status = "running"
+
+
+def _parked(s: ExecutionState, e: ev.ExecutionParked) -> None:
+    s.parked_reason = e.reason
+    s.claim = None
+    if not s.finished:
+        s.status = "suspended"
+
+
+def _completed(s: ExecutionState, e: ev.ExecutionCompleted) -> None:
+    s.status, s.output, s.claim = "completed", e.output, None
+
+
+def _failed(s: ExecutionState, e: ev.ExecutionFailed) -> None:
+    s.status, s.error, s.claim = "failed", e.error.model_dump(), None
+
+
+def _cancelled(s: ExecutionState, e: ev.ExecutionCancelled) -> None:
+    s.status, s.claim = "cancelled", None
+    s.error = {"code": "cancelled", "type": None, "message": e.reason}
+
+
+_HANDLERS: dict[str, Callable[[ExecutionState, Any], None]] = {
+    "ExecutionStarted": _started,
+    "ExecutionClaimed": _claimed,
+    "EffectStarted": _effect_started,
+    "EffectCompleted": _effect_completed,
+    "EffectFailed": _effect_failed,
+    "DecisionRecorded": _decision,
+    "ExecutionSuspended": _suspended,
+    "ExecutionResumed": _resumed,
+    "EffectInDoubt": _in_doubt,
+    "EffectVerdict": _verdict,
+    "ExecutionParked": _parked,
+    "ExecutionCompleted": _completed,
+    "ExecutionFailed": _failed,
+    "ExecutionCancelled": _cancelled,
+}
+
+
+def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
+    """Apply one event to ``state`` in place and return it.
+
+    Progress (any event but a resume, a claim or a park) clears a parked reason: a fixed flow
+    that moves on is no longer parked.
+    """
+    _HANDLERS[event.type](state, event)
+    if state.parked_reason is not None and event.type not in _KEEPS_PARK:
+        state.parked_reason = None
+    state.last_seq = event.seq
+    state.updated_at = event.at
+    return state
+
+
+_KEEPS_PARK = frozenset({"ExecutionParked", "ExecutionResumed", "ExecutionClaimed"})
+
+
+def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> ExecutionState:
+    """Fold events into a state, starting from ``state`` (consumed) or from nothing."""
+    current = state if state is not None else ExecutionState()
+    for event in events:
+        evolve(current, event)
+    return current

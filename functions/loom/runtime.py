@@ -1,0 +1,371 @@
+"""The runtime: control calls (start, resume, verdict, cancel, get, list) and ``execute``.
+
+``execute`` is what a worker does with an :class:`~loom.wire.ExecutionPackage`: load
+(snapshot + tail) → fold → claim → run the flow from the start, serving recorded steps from
+the state and appending what is new. Control calls append one event each and hand the
+execution to the dispatcher; with no dispatcher they run it inline until it blocks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import random
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from loom import crash
+from loom import events as ev
+from loom.app import Loom, to_json_value
+from loom.claims import HOST, claim_is_live
+from loom.context import SupersededSignal
+from loom.errors import (
+    AppendConflictError,
+    ExecutionConflictError,
+    ExecutionFinishedError,
+    ExecutionSupersededError,
+    InvalidPayloadError,
+    UnknownExecutionError,
+    VerdictError,
+)
+from loom.fold import ExecutionState, fold, resume_key
+from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
+from loom.session import Session
+from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
+from loom.wire import ExecutionPackage, ExecutionResult, Reason
+
+if TYPE_CHECKING:
+    from loom.blobs import BlobStore
+    from loom.dispatch.base import Dispatcher
+
+log = logging.getLogger("loom")
+_counter = itertools.count(1)
+_HOST = HOST
+
+
+class Runtime:
+    """Runs the flows of one :class:`~loom.app.Loom` app over one event store.
+
+    Args:
+        app: The flows and effects.
+        store: Where logs live.
+        dispatcher: Who runs executions after a control call; ``None`` runs them inline.
+        blobs: Where payloads over ``blob_threshold`` bytes go.
+        clock: Wall-clock seconds; injectable for tests that skip time.
+        claim_ttl: Seconds a claim lasts without being extended.
+        snapshot_every: Events between snapshots while running.
+        snapshot_min_tail: When an execute call ends (suspended, parked, finished), a snapshot
+            is written if at least this many events came since the last one; a shorter tail
+            is cheaper to re-read than a snapshot is to write (ADR 0004).
+    """
+
+    def __init__(
+        self,
+        app: Loom,
+        store: EventStore,
+        *,
+        dispatcher: Dispatcher | None = None,
+        blobs: BlobStore | None = None,
+        clock: Callable[[], float] = time.time,
+        claim_ttl: float = 30.0,
+        snapshot_every: int = 1000,
+        snapshot_min_tail: int = 64,
+        blob_threshold: int = DEFAULT_THRESHOLD,
+    ) -> None:
+        self.app = app
+        self.store = store
+        self.dispatcher = dispatcher
+        self.clock = clock
+        self.claim_ttl = claim_ttl
+        self.snapshot_every = snapshot_every
+        self.snapshot_min_tail = snapshot_min_tail
+        self.payloads = PayloadCodec(blobs, blob_threshold)
+        self._rng = random.Random()
+        self.active_holders: set[str] = set()
+
+    # -- state --------------------------------------------------------------------------
+
+    async def load_state(self, execution_id: str) -> ExecutionState:
+        """Fold the newest snapshot and the events after it."""
+        return (await self._load(execution_id))[0]
+
+    async def _load(self, execution_id: str) -> tuple[ExecutionState, int]:
+        """The folded state, and how many events came after the snapshot."""
+        loaded = await self.store.load(execution_id)
+        base = ExecutionState.from_json(loaded.snapshot.state) if loaded.snapshot else None
+        return fold(loaded.events, base), len(loaded.events)
+
+    async def save_snapshot(self, state: ExecutionState) -> None:
+        """Store ``state`` as the snapshot at its last seq."""
+        await self.store.save_snapshot(state.execution_id, Snapshot(state.last_seq, state.to_json()))
+
+    def new_decision(self, kind: str) -> Any:
+        """A fresh value for ``ctx.now/uuid/random`` (recorded by the session)."""
+        if kind == "now":
+            return self.clock()
+        if kind == "uuid":
+            return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+        return self._rng.random()
+
+    # -- start --------------------------------------------------------------------------
+
+    async def start(
+        self,
+        flow: str,
+        input: Any = None,  # noqa: A002 - the design's name for it
+        *,
+        execution_id: str | None = None,
+        capabilities: set[str] | frozenset[str] | list[str] = frozenset(),
+        budgets: dict[str, float] | None = None,
+        run: bool = True,
+    ) -> ExecutionResult:
+        """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
+
+        Raises:
+            UnknownFlowError: No such flow.
+            InvalidPayloadError: The input fails the flow's input model.
+            ExecutionConflictError: The id exists with another flow or input.
+        """
+        defn = self.app.get_flow(flow)
+        value = to_json_value(defn.typed.parse_input(input))
+        eid = execution_id or str(uuid.uuid4())
+        stored, _ = await self.payloads.encode(value, f"{eid}.in")
+        started = ev.ExecutionStarted(
+            execution_id=eid, flow=flow, input=stored, flow_version=defn.version,
+            capabilities=sorted(capabilities), budgets=budgets or {}, at=self.clock(),
+        )
+        created, first = await self.store.create(started)
+        if not created:
+            self._check_same_start(first, started)
+        elif run:
+            await self._dispatch(eid, flow, "start", f"{eid}:1")
+        return await self.result(eid)
+
+    @staticmethod
+    def _check_same_start(first: ev.ExecutionStarted, started: ev.ExecutionStarted) -> None:
+        mine = (started.flow, started.input, started.capabilities, started.budgets)
+        theirs = (first.flow, first.input, first.capabilities, first.budgets)
+        if mine != theirs:
+            raise ExecutionConflictError(
+                f"execution {started.execution_id!r} exists with flow {first.flow!r} and "
+                "another input; use a new execution id",
+                details={"execution_id": started.execution_id, "flow": first.flow},
+            )
+
+    async def _dispatch(self, eid: str, flow: str, reason: Reason, dispatch_id: str,
+                        not_before: float | None = None) -> None:
+        package = ExecutionPackage(execution_id=eid, flow=flow, reason=reason,
+                                   dispatch_id=dispatch_id)
+        if self.dispatcher is not None:
+            await self.dispatcher.dispatch(package, dispatch_id, not_before=not_before)
+        elif not_before is None:
+            try:
+                await self.execute(package)
+            except ExecutionSupersededError:
+                pass  # a live holder has it; it will see what we appended
+
+    # -- execute ------------------------------------------------------------------------
+
+    async def execute(self, package: ExecutionPackage) -> ExecutionResult:
+        """One worker call: rebuild, claim, run until blocked, and report where it stands.
+
+        Raises:
+            UnknownExecutionError: No such execution.
+            ExecutionSupersededError: Another holder's claim is live, or it overtook us.
+        """
+        state, tail = await self._load(package.execution_id)
+        holder = f"{_HOST}:{os.getpid()}:{next(_counter)}"
+        if self._nothing_to_do(state):
+            return ExecutionResult.from_state(state)
+        if claim_is_live(state.claim, self.clock(), self.active_holders):
+            raise ExecutionSupersededError(
+                f"execution {state.execution_id!r} is held by {state.claim['holder']!r}",  # type: ignore[index]
+                details={"holder": state.claim["holder"]},  # type: ignore[index]
+            )
+        if await self._park_in_doubt(state):
+            return ExecutionResult.from_state(await self.load_state(state.execution_id))
+        self.active_holders.add(holder)
+        try:
+            session = await self._claim(state, holder)
+            session.since_snapshot = tail
+            await session.run()
+        finally:
+            self.active_holders.discard(holder)
+        if isinstance(session.signal, SupersededSignal):
+            raise ExecutionSupersededError(
+                f"execution {state.execution_id!r} was overtaken by another writer"
+            )
+        state = session.state
+        if state.status != "running" and session.since_snapshot >= self.snapshot_min_tail:
+            await self.save_snapshot(state)
+        await self._follow_up(state)
+        crash.point("before_reply")
+        return ExecutionResult.from_state(state)
+
+    def _nothing_to_do(self, state: ExecutionState) -> bool:
+        if state.finished or state.status == "in_doubt":
+            return True
+        if state.status != "suspended" or state.parked_reason is not None:
+            return False
+        wake = state.next_wake_at()
+        return wake is None or wake > self.clock()
+
+    async def _park_in_doubt(self, state: ExecutionState) -> bool:
+        """Append ``EffectInDoubt`` for intent records with no outcome. True if any."""
+        doubts = [
+            ev.EffectInDoubt(step_id=sid, effect=rec.get("effect", "?"))
+            for sid, rec in state.steps.items()
+            if rec.get("status") == "started"
+        ]
+        if not doubts:
+            return False
+        await self._append_control(state, doubts, StatusChange("in_doubt"))
+        return True
+
+    async def _claim(self, state: ExecutionState, holder: str) -> Session:
+        now = self.clock()
+        batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + self.claim_ttl)]
+        for gate in state.open_gates().values():
+            if gate["wake_at"] is not None and gate["wake_at"] <= now:
+                batch.append(ev.ExecutionResumed(on=gate["on"],
+                                                 correlation_key=gate["correlation_key"],
+                                                 timed_out=True))
+        for offset, event in enumerate(batch, start=1):
+            object.__setattr__(event, "seq", state.last_seq + offset)
+            object.__setattr__(event, "at", now)
+        try:
+            await self.store.append(AppendRequest(
+                state.execution_id, state.last_seq, batch, StatusChange("running")))
+        except AppendConflictError as exc:
+            raise ExecutionSupersededError(
+                f"execution {state.execution_id!r} changed while claiming it") from exc
+        fold(batch, state)
+        return Session(self, state, self.app.get_flow(state.flow), holder)
+
+    async def _follow_up(self, state: ExecutionState) -> None:
+        """Arrange the next dispatch: a timer when the execution sleeps."""
+        if state.status == "suspended" and state.parked_reason is None:
+            wake = state.next_wake_at()
+            if wake is not None:
+                await self._dispatch(state.execution_id, state.flow, "timer",
+                                     f"{state.execution_id}:{state.last_seq}:timer",
+                                     not_before=wake)
+
+    # -- control calls ------------------------------------------------------------------
+
+    async def _append_control(self, state: ExecutionState, events: list[ev.Event],
+                              change: StatusChange | None) -> ExecutionState:
+        """Append control events at the log's end, retrying over concurrent appends."""
+        for _ in range(20):
+            now = self.clock()
+            for offset, event in enumerate(events, start=1):
+                object.__setattr__(event, "seq", state.last_seq + offset)
+                object.__setattr__(event, "at", now)
+            try:
+                await self.store.append(AppendRequest(state.execution_id, state.last_seq,
+                                                      events, change))
+                return fold(events, state)
+            except AppendConflictError:
+                state = await self.load_state(state.execution_id)
+        raise ExecutionSupersededError(f"log of {state.execution_id!r} keeps changing")
+
+    async def resume(self, execution_id: str, on: str, correlation_key: str,
+                     payload: Any = None) -> ExecutionResult:
+        """Deliver a resume. Early ones are buffered; a duplicate (same on + key) is a no-op.
+
+        Raises:
+            UnknownExecutionError: No such execution.
+            ExecutionFinishedError: The execution already ended.
+        """
+        state = await self.load_state(execution_id)
+        if state.finished:
+            raise ExecutionFinishedError(
+                f"execution {execution_id!r} is {state.status}; resume refused",
+                details={"status": state.status})
+        if resume_key(on, correlation_key) in state.resumes:
+            return ExecutionResult.from_state(state)
+        stored, _ = await self.payloads.encode(
+            to_json_value(payload), f"{execution_id}:{on}:{correlation_key}")
+        event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored)
+        opens = any(g["on"] == on and g["correlation_key"] == correlation_key
+                    for g in state.open_gates().values())
+        change = StatusChange("running") if opens and state.status == "suspended" else None
+        state = await self._append_control(state, [event], change)
+        await self._dispatch(execution_id, state.flow, "resume", f"{execution_id}:{state.last_seq}")
+        return await self.result(execution_id)
+
+    async def verdict(self, execution_id: str, step_id: str, verdict: str, *,
+                      output: Any = None, error: str | None = None,
+                      by: str = "operator") -> ExecutionResult:
+        """Resolve an in-doubt step: ``performed`` (with output), ``not_performed``, ``failed``.
+
+        Raises:
+            UnknownExecutionError: No such execution.
+            VerdictError: The step is not in doubt, or the verdict or output is invalid.
+        """
+        state = await self.load_state(execution_id)
+        rec = state.steps.get(step_id)
+        if step_id not in state.in_doubt or rec is None:
+            known = ", ".join(state.in_doubt) or "none"
+            raise VerdictError(
+                f"step {step_id!r} of {execution_id!r} is not in doubt (in doubt: {known})",
+                details={"step_id": step_id, "in_doubt": list(state.in_doubt)})
+        event = self._verdict_event(rec.get("effect", "?"), step_id, verdict, output, error, by)
+        change = StatusChange("running") if len(state.in_doubt) == 1 else None
+        state = await self._append_control(state, [event], change)
+        if not state.in_doubt:
+            await self._dispatch(execution_id, state.flow, "verdict",
+                                 f"{execution_id}:{state.last_seq}")
+        return await self.result(execution_id)
+
+    def _verdict_event(self, effect: str, step_id: str, verdict: str, output: Any,
+                       error: str | None, by: str) -> ev.EffectVerdict:
+        if verdict == "performed":
+            try:
+                output = to_json_value(self.app.get_effect(effect).typed.parse_output(output))
+            except InvalidPayloadError as exc:
+                raise VerdictError(f"verdict output for step {step_id!r}: {exc.message}",
+                                   details=exc.details) from None
+            return ev.EffectVerdict(step_id=step_id, verdict="performed", output=output, by=by)
+        if verdict == "not_performed":
+            return ev.EffectVerdict(step_id=step_id, verdict="not_performed", by=by)
+        if verdict == "failed":
+            info = ev.ErrorInfo(code="verdict", type="OperatorVerdict",
+                                message=error or f"operator {by} said the effect failed")
+            return ev.EffectVerdict(step_id=step_id, verdict="failed", error=info, by=by)
+        raise VerdictError(f"unknown verdict {verdict!r}: use performed, not_performed or failed",
+                           details={"verdict": verdict})
+
+    async def cancel(self, execution_id: str, reason: str = "") -> ExecutionResult:
+        """End an execution as ``cancelled``; a holder mid-run stops at its next append."""
+        state = await self.load_state(execution_id)
+        if state.finished:
+            raise ExecutionFinishedError(f"execution {execution_id!r} is already {state.status}",
+                                         details={"status": state.status})
+        await self._append_control(state, [ev.ExecutionCancelled(reason=reason)],
+                                   StatusChange("cancelled"))
+        return await self.result(execution_id)
+
+    async def result(self, execution_id: str) -> ExecutionResult:
+        """Where an execution stands now."""
+        return ExecutionResult.from_state(await self.load_state(execution_id))
+
+    async def history(self, execution_id: str) -> list[ev.Event]:
+        """Every event of the execution, in order."""
+        return await self.store.read(execution_id)
+
+    async def list(self, status: str | None = None, limit: int = 1000) -> list[ExecutionSummary]:
+        """Summaries of executions, newest first."""
+        return await self.store.list(status, limit=limit)
+
+    async def require(self, execution_id: str) -> ExecutionSummary:
+        """The summary of an execution, or :class:`UnknownExecutionError`."""
+        try:
+            return await self.store.summary(execution_id)
+        except UnknownExecutionError:
+            raise UnknownExecutionError(f"unknown execution {execution_id!r}",
+                                        details={"execution_id": execution_id}) from None

@@ -1,0 +1,400 @@
+"""One ``execute`` call: replay the flow from the folded state, do what is new, append it.
+
+A ``Session`` owns the execution for the call (its claim is in the log). Appends go through
+one lock, so concurrent steps of one flow (``asyncio.gather``) are numbered in the order they
+finish. An append that conflicts means someone else wrote: a resume, a verdict or a cancel is
+merged and the append retried; another holder's claim or a cancel ends the session
+(superseded). Nothing is invoked after that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from loom import crash
+from loom import events as ev
+from loom.app import EffectDef, FlowDef, to_json_value
+from loom.context import (
+    SCOPE,
+    EffectContext,
+    FlowContext,
+    ParkSignal,
+    StopSignal,
+    SupersededSignal,
+    SuspendSignal,
+    install_task_factory,
+    root_scope,
+)
+from loom.effects import invoke_with_retry
+from loom.errors import (
+    AppendConflictError,
+    BudgetExceededError,
+    EffectFailedError,
+    GateTimeoutError,
+    LoomError,
+    NondeterminismError,
+)
+from loom.fold import ExecutionState, GateRecord, ResumeRecord, evolve, resume_key
+from loom.store.base import AppendRequest, StatusChange
+
+if TYPE_CHECKING:
+    from loom.runtime import Runtime
+
+_QUIET_TYPES = frozenset({"EffectCompleted", "EffectFailed", "EffectStarted", "DecisionRecorded"})
+_SETTLE_YIELDS = 8  # loop turns with no progress before a gate-only flow counts as blocked
+
+
+class _Waiting:
+    __slots__ = ("fut", "gate", "new")
+
+    def __init__(self, gate: GateRecord, fut: asyncio.Future[ResumeRecord], new: bool) -> None:
+        self.gate, self.fut, self.new = gate, fut, new
+
+
+class Session:
+    """Runs one flow execution for the length of one ``execute`` call."""
+
+    def __init__(self, runtime: Runtime, state: ExecutionState, flow: FlowDef, holder: str):
+        self.rt = runtime
+        self.state = state
+        self.flow = flow
+        self.holder = holder
+        self.execution_id = state.execution_id
+        self.signal: BaseException | None = None
+        self._pending: list[ev.Event] = []
+        self._lock = asyncio.Lock()
+        self._waiting: dict[str, _Waiting] = {}
+        self._inflight = 0
+        self._progress = 0
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._claim_until = (state.claim or {}).get("until", 0.0)
+        self.since_snapshot = 0
+
+    # -- bookkeeping ------------------------------------------------------------------
+
+    def track(self, task: asyncio.Task[Any]) -> None:
+        """Remember a task created inside the flow, to cancel it when the call ends."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _poke(self) -> None:
+        self._progress += 1
+        self._wake.set()
+
+    def _raise(self, signal: BaseException) -> NoReturn:
+        if self.signal is None:
+            self.signal = signal
+        raise signal
+
+    def _park(self, step_id: str, message: str) -> NoReturn:
+        err = NondeterminismError(message, details={"step_id": step_id})
+        signal = ParkSignal(err)
+        signal.step_id = step_id  # type: ignore[attr-defined]
+        self._raise(signal)
+
+    # -- appends ------------------------------------------------------------------------
+
+    async def append(self, events: Sequence[ev.Event]) -> None:
+        """Append ``events`` (after any pending decisions); merge foreign writes on conflict."""
+        async with self._lock:
+            while not await self._try_append(list(events)):
+                pass
+
+    async def _try_append(self, events: list[ev.Event]) -> bool:
+        state = self.state
+        batch = self._pending + events
+        now = self.rt.clock()
+        if now + self.rt.claim_ttl / 2 > self._claim_until:
+            self._claim_until = now + self.rt.claim_ttl
+            batch.insert(0, ev.ExecutionClaimed(holder=self.holder, until=self._claim_until))
+        expected = state.last_seq
+        before = (state.status, state.parked_reason)
+        for offset, event in enumerate(batch, start=1):
+            # Events are not shared until appended, so numbering them in place is safe and
+            # saves a model copy per step on the hot path.
+            object.__setattr__(event, "seq", expected + offset)
+            object.__setattr__(event, "at", now)
+            evolve(state, event)
+        change = None
+        if any(e.type not in _QUIET_TYPES for e in batch):
+            change = self._status_change(before)
+        try:
+            await self.rt.store.append(AppendRequest(self.execution_id, expected, batch, change))
+        except AppendConflictError:
+            await self._merge_foreign(expected)
+            return False
+        self._pending = []
+        self.since_snapshot += len(batch)
+        if self.since_snapshot >= self.rt.snapshot_every:
+            await self.rt.save_snapshot(state)
+            self.since_snapshot = 0
+        return True
+
+    def _status_change(self, before: tuple[str, str | None]) -> StatusChange | None:
+        s = self.state
+        wake = s.next_wake_at() if s.status == "suspended" else None
+        if (s.status, s.parked_reason) == before and wake is None:
+            return None
+        return StatusChange(s.status, wake, s.parked_reason)
+
+    async def _merge_foreign(self, expected: int) -> None:
+        """Reload after a conflict; give up if another holder or a cancel wrote."""
+        fresh = await self.rt.load_state(self.execution_id)
+        foreign = await self.rt.store.read(self.execution_id, after_seq=expected)
+        for event in foreign:
+            if event.type == "ExecutionCancelled" or (
+                event.type == "ExecutionClaimed" and event.holder != self.holder
+            ):
+                self._raise(SupersededSignal())
+        self.state = fresh
+        self._deliver_resumes()
+
+    def _deliver_resumes(self) -> None:
+        for w in list(self._waiting.values()):
+            got = self.state.resumes.get(resume_key(w.gate["on"], w.gate["correlation_key"]))
+            if got is not None and not w.fut.done():
+                w.fut.set_result(got)
+                self._poke()
+
+    # -- decisions ----------------------------------------------------------------------
+
+    def decide(self, step_id: str, kind: str) -> Any:
+        """Serve a recorded ``now/uuid/random`` or record a new one with the next append."""
+        recorded = self.state.decisions.get(step_id)
+        if recorded is not None:
+            if recorded["kind"] != kind:
+                self._park(step_id, f"step {step_id}: log has {recorded['kind']}(), flow asked "
+                                    f"{kind}()")
+            return recorded["value"]
+        self._check_unused(step_id, f"{kind}()")
+        value = self.rt.new_decision(kind)
+        self._pending.append(ev.DecisionRecorded(step_id=step_id, kind=kind, value=value))  # type: ignore[arg-type]
+        self.state.decisions[step_id] = {"kind": kind, "value": value}
+        return value
+
+    def _check_unused(self, step_id: str, what: str) -> None:
+        s = self.state
+        if step_id in s.steps or step_id in s.decisions or step_id in s.gates:
+            recorded = (
+                s.steps.get(step_id, {}).get("effect")
+                or (s.decisions.get(step_id) or {}).get("kind")
+                or (s.gates.get(step_id) or {}).get("on")
+            )
+            self._park(step_id, f"step {step_id}: log has {recorded!r}, flow called {what}")
+
+    # -- effects ------------------------------------------------------------------------
+
+    async def execute(self, step_id: str, effect: EffectDef | str, value: Any) -> Any:
+        """Serve a recorded step or invoke the effect live and record the outcome."""
+        defn = effect if isinstance(effect, EffectDef) else self.rt.app.get_effect(effect)
+        rec = self.state.steps.get(step_id)
+        if rec is None:
+            if step_id in self.state.decisions or step_id in self.state.gates:
+                self._check_unused(step_id, f"effect {defn.name!r}")
+            return await self._live(step_id, defn, value, 1)
+        if rec.get("effect") != defn.name:
+            self._park(step_id, f"step {step_id}: log has effect {rec.get('effect')!r}, "
+                                f"flow called {defn.name!r}")
+        status = rec["status"]
+        if status == "completed":
+            return defn.typed.parse_output(await self.rt.payloads.decode(rec.get("output")))
+        if status == "failed":
+            raise _failed_error(defn.name, step_id, rec.get("error") or {})
+        if status == "not_performed":
+            return await self._live(step_id, defn, value, rec.get("attempt", 1) + 1)
+        # started / in_doubt: the runtime parks those before the flow runs; never re-invoke.
+        self._park(step_id, f"step {step_id} is {status}; it needs a verdict")
+
+    async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
+        self._inflight += 1
+        token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
+        try:
+            return await self._invoke(step_id, defn, value, attempt)
+        finally:
+            SCOPE.reset(token)
+            self._inflight -= 1
+            self._poke()
+
+    async def _invoke(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
+        key = f"{self.execution_id}:{step_id}"
+        missing = defn.requires.difference(self.state.capabilities)
+        if missing:
+            error = ev.ErrorInfo(code="unauthorized", type="CapabilityError",
+                                 message=f"effect {defn.name!r} requires {sorted(missing)}")
+            await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=error)])
+            raise _failed_error(defn.name, step_id, error.model_dump())
+        self._check_budget(defn.name)
+        crash.point("before_intent", step_id)
+        if not defn.idempotent:
+            await self.append([ev.EffectStarted(step_id=step_id, effect=defn.name,
+                                                attempt=attempt, idempotency_key=key)])
+            crash.point("after_intent", step_id)
+        ectx = EffectContext(self.execution_id, step_id, key, attempt, defn.name)
+        outcome = await invoke_with_retry(defn, ectx, value, self.rt.clock)
+        crash.point("after_effect", step_id)
+        if outcome.error is not None:
+            await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name,
+                                               error=outcome.error, attempts=outcome.attempts,
+                                               duration_s=outcome.duration)])
+            raise _failed_error(defn.name, step_id, outcome.error.model_dump())
+        stored, size = await self.rt.payloads.encode(outcome.value, f"{key}.out")
+        await self.append([ev.EffectCompleted(step_id=step_id, effect=defn.name, output=stored,
+                                              attempts=outcome.attempts,
+                                              duration_s=outcome.duration, output_bytes=size)])
+        crash.point("after_complete", step_id)
+        return defn.typed.parse_output(outcome.value)
+
+    def _check_budget(self, effect: str) -> None:
+        budgets, meter = self.state.budgets, self.state.meter
+        for name, used in (
+            ("max_effect_calls", meter.effect_calls),
+            ("max_attempts", meter.attempts),
+            ("max_effect_seconds", meter.effect_seconds),
+            ("max_bytes_stored", meter.bytes_stored),
+        ):
+            limit = budgets.get(name)
+            if limit is not None and used >= limit:
+                self._raise(StopSignal(BudgetExceededError(
+                    f"budget {name}={limit:g} exhausted ({used:g} used) before effect {effect!r}",
+                    details={"budget": name, "limit": limit, "used": used},
+                )))
+
+    # -- gates --------------------------------------------------------------------------
+
+    async def gate(self, step_id: str, on: str, key: str, timeout: float | None) -> Any:
+        """Serve a recorded resume for ``on``/``key`` or wait for one (suspending)."""
+        recorded = self.state.gates.get(step_id)
+        if recorded is None:
+            self._check_unused(step_id, f"suspend(on={on!r})")
+        elif (recorded["on"], recorded["correlation_key"]) != (on, key):
+            self._park(step_id, f"step {step_id}: log waits on {recorded['on']!r}/"
+                                f"{recorded['correlation_key']!r}, flow on {on!r}/{key!r}")
+        got = self.state.resumes.get(resume_key(on, key))
+        if got is None:
+            got = await self._wait(step_id, on, key, timeout, recorded)
+        if got["timed_out"]:
+            if on == "loom.timer":
+                return None
+            raise GateTimeoutError(f"gate {on!r}/{key!r} timed out", details={"step_id": step_id})
+        return await self.rt.payloads.decode(got["payload"])
+
+    async def _wait(self, step_id: str, on: str, key: str, timeout: float | None,
+                    recorded: GateRecord | None) -> ResumeRecord:
+        if recorded is not None:
+            gate = recorded
+        else:
+            wake_at = self.rt.clock() + timeout if timeout is not None else None
+            gate = {"on": on, "correlation_key": key, "wake_at": wake_at}
+        fut: asyncio.Future[ResumeRecord] = asyncio.get_running_loop().create_future()
+        self._waiting[step_id] = _Waiting(gate, fut, recorded is None)
+        self._poke()
+        try:
+            return await fut
+        finally:
+            self._waiting.pop(step_id, None)
+
+    async def _watch(self, flow_task: asyncio.Task[Any]) -> None:
+        """Suspend the flow once it waits on gates only and nothing else can move it."""
+        while not flow_task.done():
+            await self._wake.wait()
+            self._wake.clear()
+            if self._inflight or not self._waiting:
+                continue
+            mark = self._progress
+            for _ in range(_SETTLE_YIELDS):
+                await asyncio.sleep(0)
+                if self._progress != mark or self._inflight or flow_task.done():
+                    break
+            else:
+                await self._block()
+
+    async def _block(self) -> None:
+        async with self._lock:
+            while True:
+                self._deliver_resumes()
+                if any(w.fut.done() for w in self._waiting.values()) or not self._waiting:
+                    return  # a resume arrived meanwhile: keep running
+                fresh = [(sid, w.gate) for sid, w in self._waiting.items() if w.new]
+                gates = fresh or [(sid, w.gate) for sid, w in self._waiting.items()]
+                batch: list[ev.Event] = [
+                    ev.ExecutionSuspended(step_id=sid, on=g["on"],
+                                          correlation_key=g["correlation_key"],
+                                          wake_at=g["wake_at"])
+                    for sid, g in gates
+                ]
+                if await self._try_append(batch):
+                    break
+        for w in self._waiting.values():
+            w.new = False
+            if not w.fut.done():
+                w.fut.set_exception(SuspendSignal())
+
+    # -- the call -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run the flow until it completes, fails, suspends, parks or is superseded."""
+        value = self.flow.typed.parse_input(await self.rt.payloads.decode(self.state.input))
+        ctx = FlowContext(self)
+        loop = asyncio.get_running_loop()
+        install_task_factory(loop)
+        # The root task is built directly: through the factory it would become a child scope.
+        flow_task = asyncio.Task(self.flow.fn(ctx, value), loop=loop, context=root_scope(self))
+        self.track(flow_task)
+        watcher = loop.create_task(self._watch(flow_task))
+        try:
+            await asyncio.wait([flow_task])
+        finally:
+            watcher.cancel()
+            for task in list(self._tasks):
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await watcher
+        await self._finish(flow_task)
+
+    async def _finish(self, flow_task: asyncio.Task[Any]) -> None:
+        signal = self.signal or _task_signal(flow_task)
+        if isinstance(signal, SupersededSignal):
+            return
+        if isinstance(signal, SuspendSignal):
+            return  # the suspension was appended by _block
+        if isinstance(signal, ParkSignal):
+            err: NondeterminismError = signal.args[0]
+            await self.append([ev.ExecutionParked(reason=f"nondeterminism: {err.message}",
+                                                  step_id=getattr(signal, "step_id", None))])
+            return
+        if isinstance(signal, StopSignal):
+            await self.append([ev.ExecutionFailed(error=_error_info(signal.args[0]))])
+            return
+        exc = flow_task.exception()
+        if exc is not None:
+            await self.append([ev.ExecutionFailed(error=_error_info(exc))])
+            return
+        value = to_json_value(flow_task.result())
+        output, _ = await self.rt.payloads.encode(value, f"{self.execution_id}.out")
+        await self.append([ev.ExecutionCompleted(output=output)])
+
+
+def _task_signal(task: asyncio.Task[Any]) -> BaseException | None:
+    if task.cancelled():
+        return SupersededSignal()
+    exc = task.exception()
+    return exc if isinstance(exc, (SuspendSignal, ParkSignal, StopSignal, SupersededSignal)) else None
+
+
+def _error_info(exc: BaseException) -> ev.ErrorInfo:
+    code = exc.code if isinstance(exc, LoomError) else "flow_error"
+    return ev.ErrorInfo(code=code, type=type(exc).__name__, message=str(exc))
+
+
+def _failed_error(effect: str, step_id: str, error: dict[str, Any]) -> EffectFailedError:
+    return EffectFailedError(
+        f"effect {effect!r} failed at step {step_id}: {error.get('message', '')}",
+        effect=effect,
+        step_id=step_id,
+        error_code=error.get("code", "error"),
+        error_type=error.get("type"),
+    )

@@ -1,0 +1,159 @@
+"""The ``EventStore`` SPI: per-execution, gap-free, append-only logs plus snapshots.
+
+Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged):
+
+* ``create`` writes ``ExecutionStarted`` as seq 1 if the execution does not exist, and is
+  idempotent: for an existing id it writes nothing and returns the stored first event, so the
+  caller can tell a repeat from a conflict.
+* ``append`` is the linearization point. It succeeds only if the log ends exactly at
+  ``expected_seq``; otherwise it raises :class:`~loom.errors.AppendConflictError` and writes
+  nothing. The events must be numbered ``expected_seq + 1, expected_seq + 2, …``. When it
+  returns, the events are durable (for SQLite: fsync'd). Either all of a batch is written or
+  none of it.
+* ``load`` returns the newest snapshot (if any) and every event after it, in order.
+  ``read`` returns events after a given seq, in order, for history and audit.
+* ``save_snapshot`` stores a state derived from the log at ``seq``; a snapshot is never ahead
+  of the log (``seq`` greater than the last seq is refused) and an older snapshot never
+  replaces a newer one.
+* ``list`` answers from execution summaries (status, wake time), never by reading events.
+* Unknown execution ids raise :class:`~loom.errors.UnknownExecutionError`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from loom.events import Event, ExecutionStarted
+
+STATUSES = ("running", "suspended", "in_doubt", "completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True, slots=True)
+class StatusChange:
+    """Summary fields an append updates, when the execution's status changes.
+
+    Attributes:
+        status: One of :data:`STATUSES`.
+        wake_at: When a timer or gate timeout falls due (epoch seconds), if any.
+        parked_reason: Why the execution stopped for an operator, if it did.
+    """
+
+    status: str
+    wake_at: float | None = None
+    parked_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRequest:
+    """One append: events numbered from ``expected_seq + 1``, all or nothing.
+
+    Attributes:
+        execution_id: The execution whose log grows.
+        expected_seq: The seq the log must end at for the append to succeed.
+        events: The events, numbered consecutively after ``expected_seq``.
+        status: A summary change written atomically with the events, if any.
+    """
+
+    execution_id: str
+    expected_seq: int
+    events: Sequence[Event]
+    status: StatusChange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A folded state at ``seq``, serialized by the runtime (the store does not read it)."""
+
+    seq: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedLog:
+    """What ``load`` returns: the newest snapshot, and the events after it."""
+
+    snapshot: Snapshot | None
+    events: list[Event] = field(default_factory=list[Event])
+
+    @property
+    def last_seq(self) -> int:
+        """The seq the log ends at."""
+        if self.events:
+            return self.events[-1].seq
+        return self.snapshot.seq if self.snapshot else 0
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionSummary:
+    """One row of ``list``: what an operator or a sweeper needs without reading events."""
+
+    execution_id: str
+    flow: str
+    status: str
+    last_seq: int
+    created_at: float
+    updated_at: float
+    wake_at: float | None = None
+    parked_reason: str | None = None
+
+
+class EventStore(abc.ABC):
+    """Per-execution event logs with optimistic appends. See the module docstring."""
+
+    @abc.abstractmethod
+    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+        """Write ``started`` as seq 1 unless the execution exists.
+
+        Returns:
+            ``(created, stored)``: whether this call created it, and the stored first event.
+        """
+
+    @abc.abstractmethod
+    async def append(self, request: AppendRequest) -> int:
+        """Append events if the log ends at ``request.expected_seq``; return the new last seq.
+
+        Raises:
+            AppendConflictError: The log does not end at ``expected_seq``.
+            UnknownExecutionError: No such execution.
+        """
+
+    @abc.abstractmethod
+    async def load(self, execution_id: str) -> LoadedLog:
+        """The newest snapshot and every event after it."""
+
+    @abc.abstractmethod
+    async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
+        """Every event with ``seq > after_seq``, in order."""
+
+    @abc.abstractmethod
+    async def save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
+        """Store a snapshot; ignored if a newer one is stored; refused if ahead of the log."""
+
+    @abc.abstractmethod
+    async def summary(self, execution_id: str) -> ExecutionSummary:
+        """The summary row of one execution."""
+
+    @abc.abstractmethod
+    async def list(
+        self,
+        status: str | None = None,
+        *,
+        due_before: float | None = None,
+        limit: int = 1000,
+    ) -> list[ExecutionSummary]:
+        """Summaries, newest first; filtered by status and by ``wake_at <= due_before``."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
+        """Release connections. Default: nothing to release."""
+
+
+def check_numbering(request: AppendRequest) -> None:
+    """Refuse a batch whose events are not numbered ``expected_seq + 1, …`` (a caller bug)."""
+    for offset, event in enumerate(request.events, start=1):
+        if event.seq != request.expected_seq + offset:
+            raise ValueError(
+                f"event {event.type} has seq {event.seq}, expected "
+                f"{request.expected_seq + offset} in append to {request.execution_id!r}"
+            )

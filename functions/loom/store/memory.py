@@ -1,0 +1,102 @@
+"""``InMemoryEventStore``: the reference backend, for tests and ``loom.testing``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from loom.errors import AppendConflictError, UnknownExecutionError
+from loom.events import Event, ExecutionStarted
+from loom.store.base import (
+    AppendRequest,
+    EventStore,
+    ExecutionSummary,
+    LoadedLog,
+    Snapshot,
+    check_numbering,
+)
+
+
+@dataclass(slots=True)
+class _Log:
+    summary: ExecutionSummary
+    events: list[Event] = field(default_factory=list[Event])
+    snapshot: Snapshot | None = None
+
+
+class InMemoryEventStore(EventStore):
+    """Keeps every log in a dict. Appends are atomic because nothing here awaits."""
+
+    def __init__(self) -> None:
+        self._logs: dict[str, _Log] = {}
+
+    def _log(self, execution_id: str) -> _Log:
+        try:
+            return self._logs[execution_id]
+        except KeyError:
+            raise UnknownExecutionError(f"unknown execution {execution_id!r}") from None
+
+    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+        existing = self._logs.get(started.execution_id)
+        if existing is not None:
+            first = existing.events[0]
+            assert isinstance(first, ExecutionStarted)
+            return False, first
+        now = time.time()
+        first = started.model_copy(update={"seq": 1})
+        summary = ExecutionSummary(started.execution_id, started.flow, "running", 1, now, now)
+        self._logs[started.execution_id] = _Log(summary, [first])
+        return True, first
+
+    async def append(self, request: AppendRequest) -> int:
+        log = self._log(request.execution_id)
+        last = log.summary.last_seq
+        if last != request.expected_seq:
+            raise AppendConflictError(
+                f"log of {request.execution_id!r} ends at {last}, not {request.expected_seq}"
+            )
+        check_numbering(request)
+        log.events.extend(request.events)
+        new_last = last + len(request.events)
+        changes: dict[str, object] = {"last_seq": new_last, "updated_at": time.time()}
+        if request.status is not None:
+            changes.update(
+                status=request.status.status,
+                wake_at=request.status.wake_at,
+                parked_reason=request.status.parked_reason,
+            )
+        log.summary = replace(log.summary, **changes)  # type: ignore[arg-type]
+        return new_last
+
+    async def load(self, execution_id: str) -> LoadedLog:
+        log = self._log(execution_id)
+        after = log.snapshot.seq if log.snapshot else 0
+        return LoadedLog(log.snapshot, log.events[after:])
+
+    async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
+        return list(self._log(execution_id).events[after_seq:])
+
+    async def save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
+        log = self._log(execution_id)
+        if snapshot.seq > log.summary.last_seq:
+            raise ValueError(f"snapshot at {snapshot.seq} is ahead of the log")
+        if log.snapshot is None or log.snapshot.seq < snapshot.seq:
+            log.snapshot = snapshot
+
+    async def summary(self, execution_id: str) -> ExecutionSummary:
+        return self._log(execution_id).summary
+
+    async def list(
+        self,
+        status: str | None = None,
+        *,
+        due_before: float | None = None,
+        limit: int = 1000,
+    ) -> list[ExecutionSummary]:
+        rows = [log.summary for log in self._logs.values()]
+        if status is not None:
+            rows = [r for r in rows if r.status == status]
+        if due_before is not None:
+            rows = [r for r in rows if r.wake_at is not None and r.wake_at <= due_before]
+        rows.sort(key=lambda r: r.created_at, reverse=True)
+        return rows[:limit]

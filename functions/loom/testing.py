@@ -1,0 +1,154 @@
+"""Testing helpers for users' flows: an in-memory environment, time skipping, replay.
+
+``LoomTestEnv(app)`` runs flows on an in-memory store with a fake clock. With
+``always_replay=True`` (the default) every execute call is followed by a replay of the whole
+log that must reach the same place without invoking anything, so a non-deterministic flow
+fails its tests rather than production. ``skip(seconds)`` moves the clock and fires the timers
+that fall due. ``replay(app, events)`` checks a recorded history (golden logs) against code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from loom import events as ev
+from loom.app import EffectDef, Loom
+from loom.context import ParkSignal, SupersededSignal
+from loom.errors import NondeterminismError
+from loom.fold import ExecutionState, fold
+from loom.runtime import Runtime
+from loom.session import Session
+from loom.store.memory import InMemoryEventStore
+from loom.wire import ExecutionPackage, ExecutionResult
+
+
+class FakeClock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class ReplayOutcome:
+    """What a replay of a history came to."""
+
+    status: str
+    output: Any = None
+    error: dict[str, Any] | None = None
+    waiting_on: list[str] = field(default_factory=list[str])
+
+
+class _ReplaySession(Session):
+    """A session that may not do anything new: every step must come from the log."""
+
+    def __init__(self, runtime: Runtime, state: ExecutionState, app: Loom) -> None:
+        super().__init__(runtime, state, app.get_flow(state.flow), "replay")
+        self.tail: list[ev.Event] = []
+
+    async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
+        self._park(step_id, f"replay reached step {step_id} ({defn.name!r}), which the "
+                            "history does not record")
+
+    def decide(self, step_id: str, kind: str) -> Any:
+        if step_id not in self.state.decisions:
+            self._park(step_id, f"replay reached {kind}() at step {step_id}, not in the history")
+        return super().decide(step_id, kind)
+
+    async def _try_append(self, events: list[ev.Event]) -> bool:
+        self.tail.extend(self._pending + events)
+        self._pending = []
+        return True
+
+
+async def replay(app: Loom, events: Sequence[ev.Event]) -> ReplayOutcome:
+    """Re-run the flow of a recorded history against ``app`` without invoking anything.
+
+    Raises:
+        NondeterminismError: The code does something the history does not record, or ends
+            differently from it.
+    """
+    state = fold(events)
+    runtime = Runtime(app, InMemoryEventStore())
+    session = _ReplaySession(runtime, state, app)
+    await session.run()
+    if isinstance(session.signal, (ParkSignal, SupersededSignal)):
+        raise session.signal.args[0] if session.signal.args else NondeterminismError("diverged")
+    return _outcome(session)
+
+
+def _outcome(session: _ReplaySession) -> ReplayOutcome:
+    for event in session.tail:
+        if isinstance(event, ev.ExecutionCompleted):
+            return ReplayOutcome("completed", output=event.output)
+        if isinstance(event, ev.ExecutionFailed):
+            return ReplayOutcome("failed", error=event.error.model_dump())
+    waiting = [e.step_id for e in session.tail if isinstance(e, ev.ExecutionSuspended)]
+    return ReplayOutcome("suspended" if waiting else "running", waiting_on=waiting)
+
+
+def check_replay(outcome: ReplayOutcome, result: ExecutionResult) -> None:
+    """Raise if a replay did not reach where the live run did."""
+    if result.status == "completed" and (outcome.status, outcome.output) != (
+        "completed", result.output
+    ):
+        raise NondeterminismError(
+            f"replay ended {outcome.status} with {outcome.output!r}, the run completed with "
+            f"{result.output!r}"
+        )
+    if result.status == "failed" and outcome.status != "failed":
+        raise NondeterminismError(f"replay ended {outcome.status}; the run failed")
+
+
+class LoomTestEnv:
+    """An in-memory Loom for tests: ``env.runtime`` runs flows inline until they block."""
+
+    def __init__(self, app: Loom, *, always_replay: bool = True, **runtime_options: Any):
+        self.app = app
+        self.clock = FakeClock()
+        self.store = InMemoryEventStore()
+        self.always_replay = always_replay
+        self.runtime = _CheckedRuntime(self, app, self.store, clock=self.clock, **runtime_options)
+
+    async def start(self, flow: str, value: Any = None, **kwargs: Any) -> ExecutionResult:
+        """Start a flow and run it until it blocks."""
+        return await self.runtime.start(flow, value, **kwargs)
+
+    async def skip(self, duration: timedelta | float) -> list[ExecutionResult]:
+        """Move the clock forward and run every execution whose timer fell due."""
+        seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
+        self.clock.now += seconds
+        results: list[ExecutionResult] = []
+        for row in await self.store.list("suspended", due_before=self.clock.now):
+            package = ExecutionPackage(execution_id=row.execution_id, reason="timer")
+            results.append(await self.runtime.execute(package))
+        return results
+
+    async def history(self, execution_id: str) -> list[ev.Event]:
+        """The execution's events."""
+        return await self.store.read(execution_id)
+
+
+class _CheckedRuntime(Runtime):
+    def __init__(self, env: LoomTestEnv, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._env = env
+
+    async def execute(self, package: ExecutionPackage) -> ExecutionResult:
+        result = await super().execute(package)
+        if self._env.always_replay and result.status in ("completed", "failed", "suspended"):
+            history = await self.store.read(package.execution_id)
+            check_replay(await replay(self.app, history), result)
+        return result
+
+
+def run(coro: Any) -> Any:
+    """Run a coroutine to completion (for synchronous test code)."""
+    return asyncio.run(coro)

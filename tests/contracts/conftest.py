@@ -1,0 +1,40 @@
+"""Every backend of the ``EventStore`` SPI, behind one ``store`` fixture.
+
+A backend joins by adding its name to ``BACKENDS`` and a branch in ``make_store``; the
+contract tests in this folder then run against it unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from loom.store import EventStore, InMemoryEventStore, SqliteEventStore
+
+BACKENDS = [
+    pytest.param("memory"),
+    pytest.param("sqlite"),
+    pytest.param("firestore", marks=pytest.mark.slow),
+]
+
+
+async def make_store(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> EventStore:
+    """Build a fresh, empty store of the named backend."""
+    if name == "memory":
+        return InMemoryEventStore()
+    if name == "sqlite":
+        return SqliteEventStore(tmp_path / "loom.db")
+    if name == "firestore":
+        factory = request.getfixturevalue("firestore_store_factory")
+        return await factory()
+    raise AssertionError(f"unknown backend {name}")
+
+
+@pytest.fixture(params=BACKENDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[EventStore]:
+    """A fresh store of each backend in turn."""
+    s = await make_store(request.param, tmp_path, request)
+    yield s
+    await s.aclose()

@@ -1,0 +1,203 @@
+"""The ``EventStore`` contract, run unchanged against every backend (see conftest)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from loom.errors import AppendConflictError, UnknownExecutionError
+from loom.events import (
+    EffectCompleted,
+    Event,
+    ExecutionClaimed,
+    ExecutionCompleted,
+    ExecutionStarted,
+)
+from loom.store import AppendRequest, EventStore, Snapshot, StatusChange
+
+
+def started(eid: str = "e1", flow: str = "f", payload: object = None) -> ExecutionStarted:
+    return ExecutionStarted(execution_id=eid, flow=flow, input=payload or {"n": 1})
+
+
+def step(seq: int, step_id: str = "1", output: object = None) -> EffectCompleted:
+    return EffectCompleted(seq=seq, step_id=step_id, effect="fx", output=output, at=1.0)
+
+
+async def test_create_writes_seq_one(store: EventStore) -> None:
+    created, first = await store.create(started())
+    assert created is True
+    assert first.seq == 1
+    events = await store.read("e1")
+    assert [e.type for e in events] == ["ExecutionStarted"]
+    assert events[0] == first
+
+
+async def test_create_is_idempotent_and_returns_the_stored_start(store: EventStore) -> None:
+    await store.create(started(payload={"n": 1}))
+    created, stored = await store.create(started(payload={"n": 2}))
+    assert created is False
+    assert stored.input == {"n": 1}
+    assert len(await store.read("e1")) == 1
+
+
+async def test_append_grows_the_log_gap_free(store: EventStore) -> None:
+    await store.create(started())
+    last = await store.append(AppendRequest("e1", 1, [step(2, "1"), step(3, "2")]))
+    assert last == 3
+    last = await store.append(AppendRequest("e1", 3, [step(4, "3", {"x": [1, 2]})]))
+    assert last == 4
+    events = await store.read("e1")
+    assert [e.seq for e in events] == [1, 2, 3, 4]
+    assert isinstance(events[3], EffectCompleted)
+    assert events[3].output == {"x": [1, 2]}
+
+
+async def test_append_at_a_stale_seq_conflicts_and_writes_nothing(store: EventStore) -> None:
+    await store.create(started())
+    await store.append(AppendRequest("e1", 1, [step(2)]))
+    with pytest.raises(AppendConflictError):
+        await store.append(AppendRequest("e1", 1, [step(2, "other")]))
+    with pytest.raises(AppendConflictError):
+        await store.append(AppendRequest("e1", 5, [step(6)]))
+    events = await store.read("e1")
+    assert [e.seq for e in events] == [1, 2]
+    assert isinstance(events[1], EffectCompleted) and events[1].step_id == "1"
+
+
+async def test_a_conflicting_batch_is_written_not_at_all(store: EventStore) -> None:
+    await store.create(started())
+    await store.append(AppendRequest("e1", 1, [step(2)]))
+    with pytest.raises(AppendConflictError):
+        await store.append(AppendRequest("e1", 1, [step(2), step(3), step(4)]))
+    assert len(await store.read("e1")) == 2
+
+
+async def test_misnumbered_events_are_refused(store: EventStore) -> None:
+    await store.create(started())
+    with pytest.raises(ValueError, match="seq"):
+        await store.append(AppendRequest("e1", 1, [step(3)]))
+    assert len(await store.read("e1")) == 1
+
+
+async def test_racing_appends_exactly_one_wins_per_seq(store: EventStore) -> None:
+    await store.create(started())
+
+    async def racer(name: str) -> str:
+        expected = 1
+        for _ in range(50):
+            try:
+                await store.append(AppendRequest("e1", expected, [step(expected + 1, name)]))
+                return name
+            except AppendConflictError:
+                expected = (await store.summary("e1")).last_seq
+        raise AssertionError("never won")
+
+    winners = await asyncio.gather(*(racer(f"r{i}") for i in range(5)))
+    events = await store.read("e1")
+    assert sorted(winners) == [f"r{i}" for i in range(5)]
+    assert [e.seq for e in events] == list(range(1, 7))
+    assert sorted(e.step_id for e in events[1:] if isinstance(e, EffectCompleted)) == sorted(
+        winners
+    )
+
+
+async def test_unknown_execution(store: EventStore) -> None:
+    with pytest.raises(UnknownExecutionError):
+        await store.load("nope")
+    with pytest.raises(UnknownExecutionError):
+        await store.read("nope")
+    with pytest.raises(UnknownExecutionError):
+        await store.append(AppendRequest("nope", 0, [step(1)]))
+    with pytest.raises(UnknownExecutionError):
+        await store.summary("nope")
+
+
+async def test_load_returns_snapshot_and_tail(store: EventStore) -> None:
+    await store.create(started())
+    await store.append(AppendRequest("e1", 1, [step(2, "1"), step(3, "2")]))
+    loaded = await store.load("e1")
+    assert loaded.snapshot is None and [e.seq for e in loaded.events] == [1, 2, 3]
+    await store.save_snapshot("e1", Snapshot(3, '{"at": 3}'))
+    await store.append(AppendRequest("e1", 3, [step(4, "3")]))
+    loaded = await store.load("e1")
+    assert loaded.snapshot == Snapshot(3, '{"at": 3}')
+    assert [e.seq for e in loaded.events] == [4]
+    assert loaded.last_seq == 4
+
+
+async def test_snapshot_never_ahead_and_never_older(store: EventStore) -> None:
+    await store.create(started())
+    await store.append(AppendRequest("e1", 1, [step(2), step(3, "2")]))
+    with pytest.raises(ValueError):
+        await store.save_snapshot("e1", Snapshot(9, "{}"))
+    await store.save_snapshot("e1", Snapshot(3, "new"))
+    await store.save_snapshot("e1", Snapshot(2, "old"))
+    loaded = await store.load("e1")
+    assert loaded.snapshot == Snapshot(3, "new")
+    assert loaded.events == []
+    assert loaded.last_seq == 3
+
+
+async def test_summary_and_list_by_status(store: EventStore) -> None:
+    await store.create(started("a"))
+    await store.create(started("b"))
+    await store.create(started("c"))
+    await store.append(
+        AppendRequest("a", 1, [ExecutionCompleted(seq=2, output=1)], StatusChange("completed"))
+    )
+    await store.append(
+        AppendRequest(
+            "b",
+            1,
+            [ExecutionClaimed(seq=2, holder="h", until=5.0)],
+            StatusChange("suspended", wake_at=100.0),
+        )
+    )
+    summary = await store.summary("a")
+    assert (summary.status, summary.last_seq, summary.flow) == ("completed", 2, "f")
+    assert {s.execution_id for s in await store.list("completed")} == {"a"}
+    assert {s.execution_id for s in await store.list("running")} == {"c"}
+    assert {s.execution_id for s in await store.list()} == {"a", "b", "c"}
+    due = await store.list(due_before=100.0)
+    assert [(s.execution_id, s.wake_at) for s in due] == [("b", 100.0)]
+    assert await store.list(due_before=99.0) == []
+
+
+async def test_status_is_untouched_by_appends_without_a_change(store: EventStore) -> None:
+    await store.create(started())
+    await store.append(AppendRequest("e1", 1, [step(2)], StatusChange("suspended", wake_at=7.0)))
+    await store.append(AppendRequest("e1", 2, [step(3, "2")]))
+    summary = await store.summary("e1")
+    assert (summary.status, summary.wake_at, summary.last_seq) == ("suspended", 7.0, 3)
+
+
+async def test_every_event_type_round_trips(store: EventStore) -> None:
+    from loom import events as ev
+
+    await store.create(started())
+    batch: list[Event] = [
+        ev.ExecutionClaimed(holder="h", until=2.5),
+        ev.EffectStarted(step_id="1", effect="pay", idempotency_key="e1:1"),
+        ev.EffectInDoubt(step_id="1", effect="pay"),
+        ev.EffectVerdict(step_id="1", verdict="performed", output={"r": 1}, by="ops"),
+        ev.EffectFailed(step_id="2", effect="x", error=ev.ErrorInfo(code="timeout", message="t")),
+        ev.DecisionRecorded(step_id="3", kind="uuid", value="u"),
+        ev.ExecutionSuspended(step_id="4", on="approval", correlation_key="k", wake_at=9.0),
+        ev.ExecutionResumed(on="approval", correlation_key="k", payload={"ok": True}),
+        ev.ExecutionParked(reason="nondeterminism", step_id="5"),
+        ev.ExecutionFailed(error=ev.ErrorInfo(message="boom")),
+    ]
+    numbered = [e.model_copy(update={"seq": i}) for i, e in enumerate(batch, start=2)]
+    await store.append(AppendRequest("e1", 1, numbered))
+    assert (await store.read("e1"))[1:] == numbered
+    assert (await store.read("e1", after_seq=9)) == numbered[8:]
+
+
+async def test_unicode_and_large_values_survive(store: EventStore) -> None:
+    await store.create(started(payload={"name": "Zoë — 東京", "blob": "x" * 100_000}))
+    loaded = await store.load("e1")
+    first = loaded.events[0]
+    assert isinstance(first, ExecutionStarted)
+    assert first.input == {"name": "Zoë — 東京", "blob": "x" * 100_000}

@@ -73,6 +73,7 @@ class Session:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._claim_until = (state.claim or {}).get("until", 0.0)
         self.since_snapshot = 0
+        self._flow_task: asyncio.Task[Any] | None = None
 
     # -- bookkeeping ------------------------------------------------------------------
 
@@ -164,6 +165,8 @@ class Session:
 
     def decide(self, step_id: str, kind: str) -> Any:
         """Serve a recorded ``now/uuid/random`` or record a new one with the next append."""
+        if self.signal is not None:
+            raise self.signal
         recorded = self.state.decisions.get(step_id)
         if recorded is not None:
             if recorded["kind"] != kind:
@@ -190,6 +193,8 @@ class Session:
 
     async def execute(self, step_id: str, effect: EffectDef | str, value: Any) -> Any:
         """Serve a recorded step or invoke the effect live and record the outcome."""
+        if self.signal is not None:
+            raise self.signal
         defn = effect if isinstance(effect, EffectDef) else self.rt.app.get_effect(effect)
         rec = self.state.steps.get(step_id)
         if rec is None:
@@ -267,6 +272,8 @@ class Session:
 
     async def gate(self, step_id: str, on: str, key: str, timeout: float | None) -> Any:
         """Serve a recorded resume for ``on``/``key`` or wait for one (suspending)."""
+        if self.signal is not None:
+            raise self.signal
         recorded = self.state.gates.get(step_id)
         if recorded is None:
             self._check_unused(step_id, f"suspend(on={on!r})")
@@ -328,10 +335,15 @@ class Session:
                 ]
                 if await self._try_append(batch):
                     break
+        # From here on the flow is suspended whatever it does: its result is ignored, any
+        # further ctx call raises, and the root task is cancelled so user code stops early.
+        self.signal = SuspendSignal()
         for w in self._waiting.values():
             w.new = False
             if not w.fut.done():
                 w.fut.set_exception(SuspendSignal())
+        if self._flow_task is not None:
+            self._flow_task.cancel()
 
     # -- the call -----------------------------------------------------------------------
 
@@ -344,16 +356,25 @@ class Session:
         # The root task is built directly: through the factory it would become a child scope.
         flow_task = asyncio.Task(self.flow.fn(ctx, value), loop=loop, context=root_scope(self))
         self.track(flow_task)
+        self._flow_task = flow_task
         watcher = loop.create_task(self._watch(flow_task))
         try:
             await asyncio.wait([flow_task])
         finally:
             watcher.cancel()
-            for task in list(self._tasks):
-                task.cancel()
-            with contextlib.suppress(BaseException):
-                await watcher
+            await self._reap([watcher, *self._tasks])
         await self._finish(flow_task)
+
+    async def _reap(self, tasks: list[asyncio.Task[Any]]) -> None:
+        """Cancel what the flow left running and retrieve every outcome (a child's
+        suspension is not an error to report)."""
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
+        for task in tasks:
+            if task.done() and not task.cancelled():
+                task.exception()
 
     async def _finish(self, flow_task: asyncio.Task[Any]) -> None:
         signal = self.signal or _task_signal(flow_task)

@@ -54,6 +54,7 @@ class _ReplaySession(Session):
         self.tail: list[ev.Event] = []
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
+        self._check_budget(defn.name)  # a budget stop is reproduced, not a divergence
         self._park(step_id, f"replay reached step {step_id} ({defn.name!r}), which the "
                             "history does not record")
 

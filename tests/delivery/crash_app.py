@@ -1,0 +1,53 @@
+"""The app the crash matrix runs in a child process.
+
+Every invocation of ``side.effect`` appends ``key attempt`` to the file named by
+``LOOM_TEST_SIDE_FILE`` before returning, so the test counts real invocations across process
+deaths. ``LOOM_TEST_DIE_IN_EFFECT=1`` makes the effect SIGKILL its own process after writing
+that line: the effect ran, and its worker died inside it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from loom import EffectContext, FlowContext, Loom
+
+app = Loom("crash")
+
+
+def _record(ctx: EffectContext) -> str:
+    with open(os.environ["LOOM_TEST_SIDE_FILE"], "a", encoding="utf-8") as side:
+        side.write(f"{ctx.idempotency_key} {ctx.attempt}\n")
+        side.flush()
+        os.fsync(side.fileno())
+    if os.environ.get("LOOM_TEST_DIE_IN_EFFECT") == "1":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f"done:{ctx.idempotency_key}"
+
+
+@app.effect("side.idempotent")
+async def idempotent(ctx: EffectContext, _: None) -> str:
+    return _record(ctx)
+
+
+@app.effect("side.once", idempotent=False)
+async def once(ctx: EffectContext, _: None) -> str:
+    return _record(ctx)
+
+
+@app.effect("tail")
+async def tail(ctx: EffectContext, value: str) -> str:
+    return value.upper()
+
+
+@app.flow("crash.idempotent")
+async def flow_idempotent(ctx: FlowContext, _: None) -> str:
+    first = await ctx.execute(idempotent, None)
+    return await ctx.execute(tail, first)
+
+
+@app.flow("crash.once")
+async def flow_once(ctx: FlowContext, _: None) -> str:
+    first = await ctx.execute(once, None)
+    return await ctx.execute(tail, first)

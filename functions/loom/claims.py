@@ -14,6 +14,9 @@ from typing import Any
 
 HOST = socket.gethostname()
 
+ACTIVE_HOLDERS: set[str] = set()
+"""Holders of this process whose ``execute`` call is running (shared by every runtime)."""
+
 
 def pid_alive(pid: int) -> bool:
     """Whether a process with this pid exists on this machine."""
@@ -26,7 +29,8 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def claim_is_live(claim: dict[str, Any] | None, now: float, active: set[str]) -> bool:
+def claim_is_live(claim: dict[str, Any] | None, now: float,
+                  active: set[str] = ACTIVE_HOLDERS) -> bool:
     """Whether ``claim`` (``{"holder", "until"}``) still holds at ``now``."""
     if claim is None or claim["until"] <= now:
         return False

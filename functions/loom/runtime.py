@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from loom import crash
 from loom import events as ev
 from loom.app import Loom, to_json_value
-from loom.claims import HOST, claim_is_live
+from loom.claims import ACTIVE_HOLDERS, HOST, claim_is_live
 from loom.context import SupersededSignal
 from loom.errors import (
     AppendConflictError,
@@ -85,7 +85,6 @@ class Runtime:
         self.snapshot_min_tail = snapshot_min_tail
         self.payloads = PayloadCodec(blobs, blob_threshold)
         self._rng = random.Random()
-        self.active_holders: set[str] = set()
 
     # -- state --------------------------------------------------------------------------
 
@@ -181,20 +180,20 @@ class Runtime:
         holder = f"{_HOST}:{os.getpid()}:{next(_counter)}"
         if self._nothing_to_do(state):
             return ExecutionResult.from_state(state)
-        if claim_is_live(state.claim, self.clock(), self.active_holders):
+        if claim_is_live(state.claim, self.clock()):
             raise ExecutionSupersededError(
                 f"execution {state.execution_id!r} is held by {state.claim['holder']!r}",  # type: ignore[index]
                 details={"holder": state.claim["holder"]},  # type: ignore[index]
             )
         if await self._park_in_doubt(state):
             return ExecutionResult.from_state(await self.load_state(state.execution_id))
-        self.active_holders.add(holder)
+        ACTIVE_HOLDERS.add(holder)
         try:
             session = await self._claim(state, holder)
             session.since_snapshot = tail
             await session.run()
         finally:
-            self.active_holders.discard(holder)
+            ACTIVE_HOLDERS.discard(holder)
         if isinstance(session.signal, SupersededSignal):
             raise ExecutionSupersededError(
                 f"execution {state.execution_id!r} was overtaken by another writer"

@@ -70,7 +70,7 @@ class Session:
         self._inflight = 0
         self._progress = 0
         self._wake = asyncio.Event()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: list[asyncio.Task[Any]] = []
         self._claim_until = (state.claim or {}).get("until", 0.0)
         self.since_snapshot = 0
         self._flow_task: asyncio.Task[Any] | None = None
@@ -79,8 +79,7 @@ class Session:
 
     def track(self, task: asyncio.Task[Any]) -> None:
         """Remember a task created inside the flow, to cancel it when the call ends."""
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.append(task)  # kept after done, so _reap retrieves every outcome
 
     def _poke(self) -> None:
         self._progress += 1

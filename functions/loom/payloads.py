@@ -6,6 +6,7 @@ the flow; a missing blob is a :class:`~loom.errors.BlobNotFoundError`, never a s
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,10 @@ class PayloadCodec:
                 f"a payload of {size} bytes exceeds the {self.threshold}-byte limit and no "
                 "blob store is configured (set LOOM_BLOBS)"
             )
-        ref = await self.blobs.put(key, data.encode())
+        raw = data.encode()
+        # Blob keys are write-once; the content hash keeps an idempotent effect that returns
+        # other bytes on a re-run (after a crash) from colliding with its first output.
+        ref = await self.blobs.put(f"{key}/{hashlib.sha256(raw).hexdigest()[:16]}", raw)
         return {_REF: ref}, size
 
     async def decode(self, stored: Any) -> Any:

@@ -60,7 +60,8 @@ class Runtime:
         snapshot_every: Events between snapshots while running.
         snapshot_min_tail: When an execute call ends (suspended, parked, finished), a snapshot
             is written if at least this many events came since the last one; a shorter tail
-            is cheaper to re-read than a snapshot is to write (ADR 0004).
+            is cheaper to re-read than a snapshot is to write (ADR 0004). Default: what the
+            store advertises (``EventStore.snapshot_min_tail``).
     """
 
     def __init__(
@@ -73,7 +74,7 @@ class Runtime:
         clock: Callable[[], float] = time.time,
         claim_ttl: float = 30.0,
         snapshot_every: int = 1000,
-        snapshot_min_tail: int = 64,
+        snapshot_min_tail: int | None = None,
         blob_threshold: int = DEFAULT_THRESHOLD,
     ) -> None:
         self.app = app
@@ -82,7 +83,9 @@ class Runtime:
         self.clock = clock
         self.claim_ttl = claim_ttl
         self.snapshot_every = snapshot_every
-        self.snapshot_min_tail = snapshot_min_tail
+        self.snapshot_min_tail = (
+            store.snapshot_min_tail if snapshot_min_tail is None else snapshot_min_tail
+        )
         self.payloads = PayloadCodec(blobs, blob_threshold)
         self._rng = random.Random()
 
@@ -132,7 +135,7 @@ class Runtime:
         defn = self.app.get_flow(flow)
         value = to_json_value(defn.typed.parse_input(input))
         eid = execution_id or str(uuid.uuid4())
-        stored, _ = await self.payloads.encode(value, f"{eid}.in")
+        stored, _ = await self.payloads.encode(value, f"{eid}/input")
         started = ev.ExecutionStarted(
             execution_id=eid, flow=flow, input=stored, flow_version=defn.version,
             capabilities=sorted(capabilities), budgets=budgets or {}, at=self.clock(),
@@ -140,9 +143,9 @@ class Runtime:
         created, first = await self.store.create(started)
         if not created:
             self._check_same_start(first, started)
-        elif run:
-            await self._dispatch(eid, flow, "start", f"{eid}:1")
-        return await self.result(eid)
+            return await self.result(eid)
+        ran = await self._dispatch(eid, flow, "start", f"{eid}:1") if run else None
+        return ran or ExecutionResult.from_state(fold([first]))
 
     @staticmethod
     def _check_same_start(first: ev.ExecutionStarted, started: ev.ExecutionStarted) -> None:
@@ -156,16 +159,20 @@ class Runtime:
             )
 
     async def _dispatch(self, eid: str, flow: str, reason: Reason, dispatch_id: str,
-                        not_before: float | None = None) -> None:
+                        not_before: float | None = None) -> ExecutionResult | None:
+        """Hand the execution on; return its result when it ran inline (no dispatcher)."""
         package = ExecutionPackage(execution_id=eid, flow=flow, reason=reason,
                                    dispatch_id=dispatch_id)
         if self.dispatcher is not None:
             await self.dispatcher.dispatch(package, dispatch_id, not_before=not_before)
+            if self.dispatcher.inline and not_before is None:
+                return await self.result(eid)  # it ran here: report where it got to
         elif not_before is None:
             try:
-                await self.execute(package)
+                return await self.execute(package)
             except ExecutionSupersededError:
                 pass  # a live holder has it; it will see what we appended
+        return None
 
     # -- execute ------------------------------------------------------------------------
 
@@ -288,14 +295,15 @@ class Runtime:
         if resume_key(on, correlation_key) in state.resumes:
             return ExecutionResult.from_state(state)
         stored, _ = await self.payloads.encode(
-            to_json_value(payload), f"{execution_id}:{on}:{correlation_key}")
+            to_json_value(payload), f"{execution_id}/resume")
         event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored)
         opens = any(g["on"] == on and g["correlation_key"] == correlation_key
                     for g in state.open_gates().values())
         change = StatusChange("running") if opens and state.status == "suspended" else None
         state = await self._append_control(state, [event], change)
-        await self._dispatch(execution_id, state.flow, "resume", f"{execution_id}:{state.last_seq}")
-        return await self.result(execution_id)
+        ran = await self._dispatch(execution_id, state.flow, "resume",
+                                   f"{execution_id}:{state.last_seq}")
+        return ran or ExecutionResult.from_state(state)
 
     async def verdict(self, execution_id: str, step_id: str, verdict: str, *,
                       output: Any = None, error: str | None = None,
@@ -316,10 +324,11 @@ class Runtime:
         event = self._verdict_event(rec.get("effect", "?"), step_id, verdict, output, error, by)
         change = StatusChange("running") if len(state.in_doubt) == 1 else None
         state = await self._append_control(state, [event], change)
+        ran = None
         if not state.in_doubt:
-            await self._dispatch(execution_id, state.flow, "verdict",
-                                 f"{execution_id}:{state.last_seq}")
-        return await self.result(execution_id)
+            ran = await self._dispatch(execution_id, state.flow, "verdict",
+                                       f"{execution_id}:{state.last_seq}")
+        return ran or ExecutionResult.from_state(state)
 
     def _verdict_event(self, effect: str, step_id: str, verdict: str, output: Any,
                        error: str | None, by: str) -> ev.EffectVerdict:
@@ -345,9 +354,9 @@ class Runtime:
         if state.finished:
             raise ExecutionFinishedError(f"execution {execution_id!r} is already {state.status}",
                                          details={"status": state.status})
-        await self._append_control(state, [ev.ExecutionCancelled(reason=reason)],
-                                   StatusChange("cancelled"))
-        return await self.result(execution_id)
+        state = await self._append_control(state, [ev.ExecutionCancelled(reason=reason)],
+                                           StatusChange("cancelled"))
+        return ExecutionResult.from_state(state)
 
     async def result(self, execution_id: str) -> ExecutionResult:
         """Where an execution stands now."""

@@ -245,7 +245,8 @@ class Session:
                                                error=outcome.error, attempts=outcome.attempts,
                                                duration_s=outcome.duration)])
             raise _failed_error(defn.name, step_id, outcome.error.model_dump())
-        stored, size = await self.rt.payloads.encode(outcome.value, f"{key}.out")
+        stored, size = await self.rt.payloads.encode(
+            outcome.value, f"{self.execution_id}/{step_id}/output")
         await self.append([ev.EffectCompleted(step_id=step_id, effect=defn.name, output=stored,
                                               attempts=outcome.attempts,
                                               duration_s=outcome.duration, output_bytes=size)])
@@ -394,7 +395,7 @@ class Session:
             await self.append([ev.ExecutionFailed(error=_error_info(exc))])
             return
         value = to_json_value(flow_task.result())
-        output, _ = await self.rt.payloads.encode(value, f"{self.execution_id}.out")
+        output, _ = await self.rt.payloads.encode(value, f"{self.execution_id}/output")
         await self.append([ev.ExecutionCompleted(output=output)])
 
 

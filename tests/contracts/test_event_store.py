@@ -201,3 +201,28 @@ async def test_unicode_and_large_values_survive(store: EventStore) -> None:
     first = loaded.events[0]
     assert isinstance(first, ExecutionStarted)
     assert first.input == {"name": "Zoë — 東京", "blob": "x" * 100_000}
+
+
+async def test_append_before_the_first_event_conflicts(store: EventStore) -> None:
+    await store.create(started())
+    with pytest.raises(AppendConflictError):
+        await store.append(AppendRequest("e1", 0, [step(1)]))
+    events = await store.read("e1")
+    assert [e.type for e in events] == ["ExecutionStarted"]
+
+
+async def test_snapshot_of_an_unknown_execution(store: EventStore) -> None:
+    with pytest.raises(UnknownExecutionError):
+        await store.save_snapshot("nope", Snapshot(1, "{}"))
+
+
+async def test_a_snapshot_over_a_mebibyte_round_trips(store: EventStore) -> None:
+    import secrets
+
+    await store.create(started())
+    await store.append(AppendRequest("e1", 1, [step(2)]))
+    state = '{"steps": "' + secrets.token_hex(1_500_000) + '"}'  # 3 MB, barely compressible
+    await store.save_snapshot("e1", Snapshot(2, state))
+    loaded = await store.load("e1")
+    assert loaded.snapshot == Snapshot(2, state)
+    assert loaded.events == [] and loaded.last_seq == 2

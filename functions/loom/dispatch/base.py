@@ -19,7 +19,14 @@ from loom.wire import ExecutionPackage
 
 
 class Dispatcher(abc.ABC):
-    """Delivers execution packages to workers."""
+    """Delivers execution packages to workers.
+
+    Attributes:
+        inline: True when an immediate ``dispatch`` has run the execution (until it blocked)
+            by the time it returns, so the caller can report the outcome.
+    """
+
+    inline: bool = False
 
     @abc.abstractmethod
     async def dispatch(

@@ -26,6 +26,8 @@ _EARLY_MARGIN = 0.005  # loop time and wall time drift apart by µs; never fire 
 class InProcessDispatcher(Dispatcher):
     """Dispatches to ``worker`` (a local or remote worker runtime) from this process."""
 
+    inline = True
+
     def __init__(self, worker: WorkerRuntime, *, clock: Callable[[], float] = time.time):
         self.worker = worker
         self.clock = clock

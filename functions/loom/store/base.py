@@ -100,7 +100,14 @@ class ExecutionSummary:
 
 
 class EventStore(abc.ABC):
-    """Per-execution event logs with optimistic appends. See the module docstring."""
+    """Per-execution event logs with optimistic appends. See the module docstring.
+
+    Attributes:
+        snapshot_min_tail: Events after the last snapshot worth a new snapshot when an execute
+            call ends. Cheap local reads favour long tails; billed reads favour short ones.
+    """
+
+    snapshot_min_tail: int = 64
 
     @abc.abstractmethod
     async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:

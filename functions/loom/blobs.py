@@ -1,0 +1,193 @@
+"""Blob stores: where payloads over the size limit go, so events keep only a reference.
+
+The contract (``tests/contracts/test_blob_store.py`` runs unchanged over every backend):
+
+* ``put(key, data)`` stores ``data`` under ``key`` and returns a reference string that
+  ``get`` accepts. A key is written once: putting the same bytes again returns the same
+  reference (so a retried write is harmless); other bytes under a used key raise
+  :class:`~loom.errors.StoreError` and leave the stored bytes as they were.
+* ``get(ref)`` returns the bytes, or raises :class:`~loom.errors.BlobNotFoundError`; it never
+  returns None. A reference this store could not have issued raises ``ValueError``.
+* Keys are ``/``-separated segments; no segment may be empty or start with ``.`` (which
+  rules out ``.``, ``..`` and the local store's temporary files). See :func:`validate_key`.
+
+Backends are chosen by URL with :func:`open_blob_store`: ``memory://``, ``file:///path``
+(or ``file:relative/path``), and any scheme registered in the ``loom.blobs`` entry-point
+group (``gs://`` and ``s3://`` from ``loom_gcp``).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import os
+import tempfile
+from importlib.metadata import entry_points
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from loom.errors import BlobNotFoundError, ConfigurationError, StoreError
+
+MAX_KEY_BYTES = 1024
+
+
+def validate_key(key: str) -> str:
+    """Return ``key`` if it is a valid blob key, else raise ``ValueError``."""
+    if not key or len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        raise ValueError(f"blob key must be 1-{MAX_KEY_BYTES} bytes: {key!r}")
+    if "\\" in key or any(ord(ch) < 32 or ord(ch) == 127 for ch in key):
+        raise ValueError(f"blob key has a backslash or control character: {key!r}")
+    for segment in key.split("/"):
+        if not segment or segment.startswith("."):
+            raise ValueError(f"blob key segments must be non-empty, not start with '.': {key!r}")
+    return key
+
+
+class BlobStore(abc.ABC):
+    """Write-once storage for large payloads (the claim check). See the module docstring."""
+
+    @abc.abstractmethod
+    async def put(self, key: str, data: bytes) -> str:
+        """Store ``data`` under ``key`` (once); return its reference.
+
+        Raises:
+            StoreError: The key already holds other bytes, or the backend failed.
+            ValueError: The key is not valid.
+        """
+
+    @abc.abstractmethod
+    async def get(self, ref: str) -> bytes:
+        """The bytes a reference from :meth:`put` names.
+
+        Raises:
+            BlobNotFoundError: Nothing is stored there.
+            ValueError: Not a reference of this store.
+        """
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
+        """Release connections. Default: nothing to release."""
+
+
+def key_from_ref(ref: str, prefix: str) -> str:
+    """The key inside a reference ``prefix + key``, validated; ``ValueError`` if foreign."""
+    if not ref.startswith(prefix):
+        raise ValueError(f"not a reference of this blob store ({prefix}…): {ref!r}")
+    return validate_key(ref[len(prefix) :])
+
+
+def refuse_overwrite(key: str) -> StoreError:
+    """The error for a second, different write to a key."""
+    return StoreError(f"blob {key!r} already holds other data (keys are written once)")
+
+
+class InMemoryBlobStore(BlobStore):
+    """Blobs in a dict (``memory://``), for tests; references look like ``memory:KEY``."""
+
+    def __init__(self) -> None:
+        self._blobs: dict[str, bytes] = {}
+
+    async def put(self, key: str, data: bytes) -> str:
+        validate_key(key)
+        stored = self._blobs.setdefault(key, bytes(data))
+        if stored != data:
+            raise refuse_overwrite(key)
+        return f"memory:{key}"
+
+    async def get(self, ref: str) -> bytes:
+        key = key_from_ref(ref, "memory:")
+        try:
+            return self._blobs[key]
+        except KeyError:
+            raise BlobNotFoundError(f"no blob {ref!r}", details={"ref": ref}) from None
+
+
+class LocalBlobStore(BlobStore):
+    """Blobs as files under a root directory: the embedded default.
+
+    References are relative (``file:KEY``), so logs record no machine path and the directory
+    can be moved or restored elsewhere. Key segments become directories, so a key cannot also
+    be a directory of another key (``a/b`` and ``a/b/c``): that write raises ``StoreError``. A blob is written to a temporary file, flushed to disk,
+    then hard-linked into place: the link appears whole or not at all, and (unlike a rename)
+    it never replaces a file that is already there.
+
+    Args:
+        root: The directory; created if missing.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+
+    def _path(self, key: str) -> Path:
+        return self.root.joinpath(*validate_key(key).split("/"))
+
+    async def put(self, key: str, data: bytes) -> str:
+        path = self._path(key)
+        try:
+            await asyncio.to_thread(self._write_once, path, bytes(data), key)
+        except (NotADirectoryError, IsADirectoryError, FileExistsError) as exc:
+            raise StoreError(f"blob {key!r} clashes with another key's directory") from exc
+        except OSError as exc:
+            raise StoreError(f"writing blob {key!r} failed: {exc}") from exc
+        return f"file:{key}"
+
+    def _write_once(self, path: Path, data: bytes, key: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                if path.read_bytes() != data:
+                    raise refuse_overwrite(key) from None
+                return
+            _fsync_dir(path.parent)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
+    async def get(self, ref: str) -> bytes:
+        path = self._path(key_from_ref(ref, "file:"))
+        try:
+            return await asyncio.to_thread(path.read_bytes)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise BlobNotFoundError(f"no blob {ref!r}", details={"ref": ref}) from None
+        except OSError as exc:
+            raise StoreError(f"reading blob {ref!r} failed: {exc}") from exc
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a new directory entry durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def open_blob_store(url: str) -> BlobStore:
+    """The blob store a URL names: ``memory://``, ``file:///path``, or an entry point.
+
+    Raises:
+        ConfigurationError: Malformed URL or unknown scheme.
+    """
+    parts = urlparse(url)
+    if parts.scheme == "memory":
+        return InMemoryBlobStore()
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost") or not parts.path:
+            raise ConfigurationError(f"expected file:///path or file:relative/path, got {url!r}")
+        return LocalBlobStore(unquote(parts.path))
+    for entry in entry_points(group="loom.blobs"):
+        if entry.name == parts.scheme:
+            factory = entry.load()
+            store = factory(url)
+            if not isinstance(store, BlobStore):
+                raise ConfigurationError(f"entry point {entry.value} did not build a BlobStore")
+            return store
+    raise ConfigurationError(f"no blob store for {url!r} (known: memory://, file://, entry points)")

@@ -1,0 +1,151 @@
+"""Document shapes of the Firestore event store: pure encoding, no I/O.
+
+Kept apart from :mod:`loom_gcp.firestore` so the store module holds only the protocol
+(which documents are read and written, and with which preconditions).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from loom.events import EVENT_ADAPTER, Event
+from loom.store.base import ExecutionSummary, StatusChange
+
+# A Firestore document holds at most 1 MiB; keep each snapshot part well under it so the
+# part's other fields and the document name never tip it over.
+SNAPSHOT_PART_BYTES = 900_000
+
+TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+
+
+def event_doc_id(seq: int) -> str:
+    """The id of the event document at ``seq``: zero-padded so ids sort like seqs."""
+    return f"{seq:010d}"
+
+
+def event_fields(event: Event) -> dict[str, Any]:
+    """The fields of one event document.
+
+    The event is kept as its canonical JSON string (``body``) rather than as a Firestore map:
+    a map cannot hold arrays of arrays, reorders keys, and indexes every nested field, while
+    a string round-trips exactly, so "is the stored content ours" is one string comparison.
+    ``seq`` is a field of its own because the emulator refuses ordering on document ids.
+    """
+    return {"seq": event.seq, "type": event.type, "at": event.at, "body": event.model_dump_json()}
+
+
+def event_from_fields(fields: Mapping[str, Any]) -> Event:
+    """Parse an event document back into its event."""
+    return EVENT_ADAPTER.validate_json(fields["body"])
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotPointer:
+    """Where the newest snapshot lives, as kept on the execution document."""
+
+    seq: int
+    snapshot_id: str
+    parts: int
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any]) -> SnapshotPointer | None:
+        """The pointer on an execution document, if a snapshot was saved."""
+        parts = int(fields.get("snapshot_parts") or 0)
+        if parts == 0:
+            return None
+        return cls(int(fields["snapshot_seq"]), str(fields["snapshot_id"]), parts)
+
+    def fields(self) -> dict[str, Any]:
+        """The execution-document fields that record this pointer."""
+        return {
+            "snapshot_seq": self.seq,
+            "snapshot_id": self.snapshot_id,
+            "snapshot_parts": self.parts,
+        }
+
+    def part_ids(self) -> list[str]:
+        """The ids of the snapshot part documents, in order."""
+        return [f"{self.snapshot_id}.{i}" for i in range(self.parts)]
+
+
+def encode_snapshot(state: str) -> list[bytes]:
+    """Compress a snapshot state and cut it into parts that each fit in one document.
+
+    Folded states are repetitive JSON: zlib typically shrinks them five- to tenfold, so even
+    the state of a 10,000-step execution usually fits in one part (one read on resume).
+    """
+    data = zlib.compress(state.encode("utf-8"), level=6)
+    return [data[i : i + SNAPSHOT_PART_BYTES] for i in range(0, len(data), SNAPSHOT_PART_BYTES)]
+
+
+def decode_snapshot(parts: list[bytes]) -> str:
+    """Join and decompress the parts written by :func:`encode_snapshot`."""
+    return zlib.decompress(b"".join(parts)).decode("utf-8")
+
+
+def new_execution_fields(flow: str, now: float) -> dict[str, Any]:
+    """The execution document as ``create`` writes it."""
+    return {
+        "flow": flow,
+        "status": "running",
+        "last_seq": 1,
+        "created_at": now,
+        "updated_at": now,
+        "wake_at": None,
+        "parked_reason": None,
+        "expire_at": None,
+        "snapshot_seq": 0,
+        "snapshot_id": None,
+        "snapshot_parts": 0,
+    }
+
+
+def status_fields(status: StatusChange, last_seq: int, retention: timedelta) -> dict[str, Any]:
+    """The execution-document update of an append that changes the status.
+
+    A finished execution gets ``expire_at`` (the TTL field): Firestore deletes the document
+    some time after it passes.
+    """
+    now = time.time()
+    expire_at = None
+    if status.status in TERMINAL_STATUSES:
+        expire_at = datetime.fromtimestamp(now, UTC) + retention
+    return {
+        "status": status.status,
+        "wake_at": status.wake_at,
+        "parked_reason": status.parked_reason,
+        "last_seq": last_seq,
+        "updated_at": now,
+        "expire_at": expire_at,
+    }
+
+
+def summary_from_fields(
+    execution_id: str,
+    fields: Mapping[str, Any],
+    *,
+    last_seq: int | None = None,
+    updated_at: float | None = None,
+) -> ExecutionSummary:
+    """Build a summary row; ``last_seq``/``updated_at`` override the stored (lagging) ones."""
+    stored_updated = float(fields["updated_at"])
+    return ExecutionSummary(
+        execution_id=execution_id,
+        flow=str(fields["flow"]),
+        status=str(fields["status"]),
+        last_seq=int(fields["last_seq"]) if last_seq is None else last_seq,
+        created_at=float(fields["created_at"]),
+        updated_at=stored_updated if updated_at is None else max(updated_at, stored_updated),
+        wake_at=None if fields.get("wake_at") is None else float(fields["wake_at"]),
+        parked_reason=fields.get("parked_reason"),
+    )
+
+
+def timestamp_seconds(value: datetime | None) -> float | None:
+    """Epoch seconds of a Firestore timestamp, if there is one."""
+    return None if value is None else value.timestamp()

@@ -1,0 +1,433 @@
+"""``FirestoreEventStore``: the serverless event store (``firestore://PROJECT/DATABASE``).
+
+Layout (DESIGN §8):
+
+* ``executions/{id}``: flow, status, ``last_seq`` (as of the last status change), created/
+  updated times, ``wake_at``, ``parked_reason``, ``expire_at`` (a TTL field, set when the
+  execution ends) and the snapshot pointer. ``list`` queries only these documents.
+* ``executions/{id}/events/{seq:010d}``: one document per event (``seq``, ``type``, ``at``
+  and ``body``, the event's JSON string).
+* ``executions/{id}/snapshots/{seq:010d}.{token}.{part}``: a zlib-compressed snapshot state
+  cut into parts under 1 MiB; the execution document names the current one.
+
+Appends cost one document write per event and no read on the hot path. The batch
+``create()``s the event documents, so an existing one fails it: the log did not end at
+``expected_seq``. That check alone misses an ``expected_seq`` *ahead* of the log (creating
+``expected_seq + 1`` would leave a gap), so the store also needs to know that event
+``expected_seq`` exists. Events are immutable and never deleted while an execution runs, so
+"event N exists" never becomes false: the store remembers the highest seq it has seen (it
+wrote it, or loaded it) and only reads document ``expected_seq`` when it has not seen it.
+The runtime always loads before it appends, so that read never happens on the hot path.
+
+The execution document is written only on ``create``, on appends that carry a
+:class:`~loom.store.base.StatusChange`, and on snapshots; so its ``last_seq`` lags between
+status changes. ``summary`` makes it exact with one extra query; ``list`` does not.
+
+Commits are retried by the store, not the client, so it knows when an earlier attempt of the
+same call may have committed (UNAVAILABLE, DEADLINE_EXCEEDED): only then does a conflict on
+documents holding exactly our content count as success. A plain repeat of an append is a
+conflict, as on the other backends.
+
+Firestore TTL deletes only the execution document; its events and snapshots are removed with
+:meth:`FirestoreEventStore.purge` (a recursive delete), e.g. from a retention job.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, cast
+from urllib.parse import unquote, urlparse
+
+from google.api_core import exceptions as gexc
+from google.cloud import firestore
+from google.cloud.firestore_v1 import FieldFilter
+from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
+from google.cloud.firestore_v1.async_collection import AsyncCollectionReference
+from google.cloud.firestore_v1.async_document import AsyncDocumentReference
+from google.cloud.firestore_v1.async_query import AsyncQuery
+
+from loom.errors import AppendConflictError, ConfigurationError, StoreError, UnknownExecutionError
+from loom.events import Event, ExecutionStarted
+from loom.store.base import (
+    AppendRequest,
+    EventStore,
+    ExecutionSummary,
+    LoadedLog,
+    Snapshot,
+    check_numbering,
+)
+from loom_gcp._firestore_docs import (
+    SnapshotPointer,
+    decode_snapshot,
+    encode_snapshot,
+    event_doc_id,
+    event_fields,
+    event_from_fields,
+    new_execution_fields,
+    status_fields,
+    summary_from_fields,
+    timestamp_seconds,
+)
+from loom_gcp._firestore_io import Collision, CountedDocs, Doc, translating
+
+
+class FirestoreEventStore(EventStore):
+    """An :class:`EventStore` on Firestore (native mode). See the module docstring.
+
+    Args:
+        client: A client to use (the store does not close it). Default: a new
+            ``AsyncClient`` for ``project`` and ``database``, closed by :meth:`aclose`.
+        project: Google Cloud project id; default from the environment.
+        database: Firestore database id.
+        retention: How long a finished execution is kept: its ``expire_at`` TTL field.
+        commit_attempts: Attempts per commit on transient errors.
+        known_executions: How many executions' last seen seq the store remembers.
+    """
+
+    # Reads are billed per document: a snapshot (one write or two) beats re-reading more than
+    # a handful of events on every later execute call.
+    snapshot_min_tail = 8
+
+    def __init__(
+        self,
+        client: firestore.AsyncClient | None = None,
+        *,
+        project: str | None = None,
+        database: str = "(default)",
+        retention: timedelta = timedelta(days=30),
+        commit_attempts: int = 5,
+        known_executions: int = 10_000,
+    ) -> None:
+        self._owns_client = client is None
+        self._client = client or firestore.AsyncClient(project=project, database=database)
+        self._executions = self._client.collection("executions")
+        self._retention = retention
+        self._known: OrderedDict[str, int] = OrderedDict()
+        self._known_max = known_executions
+        self._io = CountedDocs(self._client, commit_attempts=commit_attempts)
+
+    @classmethod
+    def from_url(cls, url: str) -> FirestoreEventStore:
+        """Build a store from ``firestore://PROJECT/DATABASE`` (database default ``(default)``).
+
+        ``firestore:///`` takes the project from the environment.
+        """
+        parts = urlparse(url)
+        if parts.scheme != "firestore":
+            raise ConfigurationError(f"not a firestore:// URL: {url!r}")
+        database = unquote(parts.path.strip("/")) or "(default)"
+        if "/" in database:
+            raise ConfigurationError(f"expected firestore://PROJECT/DATABASE, got {url!r}")
+        return cls(project=parts.netloc or None, database=database)
+
+    @property
+    def ops(self) -> dict[str, int]:
+        """Documents read, written and deleted so far (billing units), for benchmarks."""
+        return dict(self._io.ops)
+
+    def reset_ops(self) -> None:
+        """Start counting document operations from zero."""
+        self._io.reset()
+
+    # -- the SPI ----------------------------------------------------------------------------
+
+    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+        eid = started.execution_id
+        first = started.model_copy(update={"seq": 1})
+        fields = event_fields(first)
+
+        def build() -> tuple[AsyncWriteBatch, int]:
+            batch = self._client.batch()
+            batch.create(self._exec_ref(eid), new_execution_fields(started.flow, time.time()))
+            batch.create(self._event_ref(eid, 1), fields)
+            return batch, 0
+
+        with translating(f"create {eid!r}"):
+            try:
+                await self._io.commit(build)
+            except Collision as collision:
+                return await self._stored_start(eid, fields, collision.maybe_ours)
+        self._note(eid, 1)
+        return True, first
+
+    async def append(self, request: AppendRequest) -> int:
+        check_numbering(request)
+        if not request.events:
+            raise ValueError("an append needs at least one event")
+        eid, expected = request.execution_id, request.expected_seq
+        new_last = expected + len(request.events)
+        docs = [event_fields(e) for e in request.events]
+        status = request.status
+
+        def build() -> tuple[AsyncWriteBatch, int]:
+            batch = self._client.batch()
+            for fields in docs:
+                batch.create(self._event_ref(eid, fields["seq"]), fields)
+            if status is not None:
+                batch.update(self._exec_ref(eid), status_fields(status, new_last, self._retention))
+            return batch, 0
+
+        with translating(f"append to {eid!r}"):
+            await self._require_log_end(eid, expected)
+            try:
+                await self._io.commit(build)
+            except Collision as collision:
+                if not (collision.maybe_ours and await self._stored_equal(eid, docs)):
+                    raise AppendConflictError(
+                        f"log of {eid!r} does not end at {expected}"
+                    ) from None
+            except gexc.NotFound:
+                raise UnknownExecutionError(f"unknown execution {eid!r}") from None
+        self._note(eid, new_last)
+        return new_last
+
+    async def load(self, execution_id: str) -> LoadedLog:
+        with translating(f"load {execution_id!r}"):
+            # A snapshot saved between reading the pointer and its parts deletes the old
+            # parts; reading the pointer again finds the new ones.
+            for _ in range(self._io.attempts):
+                doc = await self._exec_doc(execution_id)
+                pointer = SnapshotPointer.from_fields(doc)
+                snapshot = None
+                if pointer is not None:
+                    state = await self._snapshot_state(execution_id, pointer)
+                    if state is None:
+                        continue
+                    snapshot = Snapshot(pointer.seq, state)
+                    self._note(execution_id, pointer.seq)
+                events = await self._events_after(execution_id, snapshot.seq if snapshot else 0)
+                return LoadedLog(snapshot, events)
+        raise StoreError(f"snapshot of {execution_id!r} kept changing while loading")
+
+    async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
+        with translating(f"read {execution_id!r}"):
+            events = await self._events_after(execution_id, after_seq)
+            if not events:
+                await self._exec_doc(execution_id)
+        return events
+
+    async def save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
+        if snapshot.seq < 1:
+            raise ValueError(f"snapshot at {snapshot.seq}: seqs start at 1")
+        parts = encode_snapshot(snapshot.state)
+        pointer = SnapshotPointer(
+            snapshot.seq, f"{event_doc_id(snapshot.seq)}.{secrets.token_hex(4)}", len(parts)
+        )
+        with translating(f"snapshot of {execution_id!r}"):
+            await self._require_seq(execution_id, snapshot.seq)
+            for _ in range(self._io.attempts):
+                if await self._swap_snapshot(execution_id, pointer, parts):
+                    return
+        raise StoreError(f"snapshot of {execution_id!r}: too much contention")
+
+    async def summary(self, execution_id: str) -> ExecutionSummary:
+        with translating(f"summary of {execution_id!r}"):
+            fields = await self._exec_doc(execution_id)
+            # Events appended since the last status change are not on the execution
+            # document: the newest event document says where the log ends.
+            query = (
+                self._events(execution_id)
+                .where(filter=FieldFilter("seq", ">", int(fields["last_seq"])))
+                .order_by("seq", direction=firestore.Query.DESCENDING)
+                .limit(1)
+            )
+            tail = await self._io.query(query)
+        if not tail:
+            return summary_from_fields(execution_id, fields)
+        newest: Doc = tail[0]
+        last = int(newest.get("seq"))
+        self._note(execution_id, last)
+        created = cast("datetime | None", newest.create_time)
+        updated = timestamp_seconds(created)
+        return summary_from_fields(execution_id, fields, last_seq=last, updated_at=updated)
+
+    async def list(
+        self,
+        status: str | None = None,
+        *,
+        due_before: float | None = None,
+        limit: int = 1000,
+    ) -> list[ExecutionSummary]:
+        """Summaries from execution documents only; ``last_seq`` is as of the last status change.
+
+        With ``due_before`` the query takes the ``limit`` earliest due (what a sweeper wants),
+        returned newest first like every other listing.
+        """
+        query: AsyncQuery = self._executions  # type: ignore[assignment]
+        if status is not None:
+            query = query.where(filter=FieldFilter("status", "==", status))
+        if due_before is not None:
+            query = query.where(filter=FieldFilter("wake_at", "<=", due_before)).order_by("wake_at")
+        else:
+            query = query.order_by("created_at", direction=firestore.Query.DESCENDING)
+        with translating("list"):
+            docs = await self._io.query(query.limit(limit))
+        rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
+        rows.sort(key=lambda r: r.created_at, reverse=True)
+        return rows
+
+    async def purge(self, execution_id: str) -> None:
+        """Delete an execution with its events and snapshots (for retention jobs and tests).
+
+        Only for finished executions whose id will not be reused soon: other store objects
+        may still remember seqs of the deleted log.
+        """
+        with translating(f"purge {execution_id!r}"):
+            deleted = await self._client.recursive_delete(self._exec_ref(execution_id))
+        self._io.ops["deletes"] += deleted
+        self._known.pop(execution_id, None)
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            # ``AsyncClient.close`` leaves the gRPC channel open; close the transport itself.
+            await self._client._firestore_api.transport.close()  # pyright: ignore[reportPrivateUsage]
+
+    # -- references and accounting ----------------------------------------------------------
+
+    def _exec_ref(self, execution_id: str) -> AsyncDocumentReference:
+        return self._executions.document(execution_id)
+
+    def _events(self, execution_id: str) -> AsyncCollectionReference:
+        return cast(AsyncCollectionReference, self._exec_ref(execution_id).collection("events"))
+
+    def _event_ref(self, execution_id: str, seq: int) -> AsyncDocumentReference:
+        return self._events(execution_id).document(event_doc_id(seq))
+
+    def _snapshot_refs(
+        self, execution_id: str, pointer: SnapshotPointer
+    ) -> list[AsyncDocumentReference]:
+        snapshots = cast(
+            AsyncCollectionReference, self._exec_ref(execution_id).collection("snapshots")
+        )
+        return [snapshots.document(part_id) for part_id in pointer.part_ids()]
+
+    def _known_seq(self, execution_id: str) -> int:
+        return self._known.get(execution_id, 0)
+
+    def _note(self, execution_id: str, seq: int) -> None:
+        """Remember that event ``seq`` of the execution exists (a fact that stays true)."""
+        if seq > self._known.get(execution_id, 0):
+            self._known[execution_id] = seq
+        if execution_id in self._known:
+            self._known.move_to_end(execution_id)
+        while len(self._known) > self._known_max:
+            self._known.popitem(last=False)
+
+    # -- helpers of the SPI methods ---------------------------------------------------------
+
+    async def _exec_doc(self, execution_id: str) -> dict[str, Any]:
+        doc = await self._io.get(self._exec_ref(execution_id))
+        if not doc.exists:
+            raise UnknownExecutionError(f"unknown execution {execution_id!r}")
+        return doc.to_dict() or {}
+
+    async def _require_log_end(self, execution_id: str, expected: int) -> None:
+        """Refuse unless event ``expected`` exists and, as far as we know, is the last."""
+        known = self._known_seq(execution_id)
+        if known > expected:
+            raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
+        if expected < 1:  # seq 1 is written by ``create`` only
+            await self._exec_doc(execution_id)
+            raise AppendConflictError(f"log of {execution_id!r} already has its first event")
+        if known == expected:
+            return
+        if (await self._io.get(self._event_ref(execution_id, expected))).exists:
+            self._note(execution_id, expected)
+            return
+        await self._exec_doc(execution_id)  # UnknownExecutionError if there is no execution
+        raise AppendConflictError(f"log of {execution_id!r} does not reach {expected}")
+
+    async def _require_seq(self, execution_id: str, seq: int) -> None:
+        """Refuse a snapshot ahead of the log."""
+        if self._known_seq(execution_id) >= seq:
+            return
+        if (await self._io.get(self._event_ref(execution_id, seq))).exists:
+            self._note(execution_id, seq)
+            return
+        await self._exec_doc(execution_id)
+        raise ValueError(f"snapshot at {seq} is ahead of the log of {execution_id!r}")
+
+    async def _stored_start(
+        self, execution_id: str, fields: Mapping[str, Any], maybe_ours: bool
+    ) -> tuple[bool, ExecutionStarted]:
+        doc = await self._io.get(self._event_ref(execution_id, 1))
+        if not doc.exists:
+            raise StoreError(f"execution {execution_id!r} exists without its first event")
+        stored = doc.to_dict() or {}
+        event = event_from_fields(stored)
+        assert isinstance(event, ExecutionStarted)
+        self._note(execution_id, 1)
+        return maybe_ours and stored.get("body") == fields["body"], event
+
+    async def _stored_equal(self, execution_id: str, docs: list[dict[str, Any]]) -> bool:
+        """Whether every event document of the batch exists with exactly our content."""
+        refs = [self._event_ref(execution_id, d["seq"]) for d in docs]
+        stored = await self._io.get_all(refs)
+        for ref, fields in zip(refs, docs, strict=True):
+            snap = stored.get(ref.path)
+            if snap is None or not snap.exists or snap.get("body") != fields["body"]:
+                return False
+        return True
+
+    async def _events_after(self, execution_id: str, after_seq: int) -> list[Event]:
+        query = (
+            self._events(execution_id)
+            .where(filter=FieldFilter("seq", ">", after_seq))
+            .order_by("seq")
+        )
+        docs = await self._io.query(query)
+        events = [event_from_fields(d.to_dict() or {}) for d in docs]
+        if events:
+            self._note(execution_id, events[-1].seq)
+        return events
+
+    async def _snapshot_state(self, execution_id: str, pointer: SnapshotPointer) -> str | None:
+        """The state the pointer names, or None if it was replaced meanwhile."""
+        refs = self._snapshot_refs(execution_id, pointer)
+        found = await self._io.get_all(refs)
+        parts: list[bytes] = []
+        for ref in refs:
+            snap = found.get(ref.path)
+            if snap is None or not snap.exists:
+                return None
+            parts.append(snap.get("data"))
+        return decode_snapshot(parts)
+
+    async def _swap_snapshot(
+        self, execution_id: str, pointer: SnapshotPointer, parts: list[bytes]
+    ) -> bool:
+        """Point the execution at a new snapshot unless it has a newer one.
+
+        Returns False when the execution document changed under us (try again). The
+        ``last_update_time`` precondition makes the swap safe without a transaction; appends
+        never wait for it.
+        """
+        doc = await self._io.get(self._exec_ref(execution_id))
+        if not doc.exists:
+            raise UnknownExecutionError(f"unknown execution {execution_id!r}")
+        old = SnapshotPointer.from_fields(doc.to_dict() or {})
+        if old is not None and old.seq >= pointer.seq:
+            return True
+        read_at = cast("datetime | None", doc.update_time)
+        option = self._client.write_option(last_update_time=read_at)
+
+        def build() -> tuple[AsyncWriteBatch, int]:
+            batch = self._client.batch()
+            refs = self._snapshot_refs(execution_id, pointer)
+            for ref, data in zip(refs, parts, strict=True):
+                batch.create(ref, {"seq": pointer.seq, "data": data})
+            batch.update(self._exec_ref(execution_id), pointer.fields(), option=option)
+            stale = self._snapshot_refs(execution_id, old) if old else []
+            for ref in stale:
+                batch.delete(ref)
+            return batch, len(stale)
+
+        try:
+            await self._io.commit(build)
+        except (Collision, gexc.FailedPrecondition):
+            return False
+        return True

@@ -70,8 +70,9 @@ def reserve(ctx: EffectContext, item: str) -> str:
     return f"rsv-{item}-{ctx.idempotency_key}"
 
 
-@app.effect("payments.charge", idempotent=False, timeout=timedelta(seconds=10),
-            requires={"payments"})
+@app.effect(
+    "payments.charge", idempotent=False, timeout=timedelta(seconds=10), requires={"payments"}
+)
 async def charge(ctx: EffectContext, req: Charge) -> Receipt:
     """Charge the customer. Not idempotent: a crash mid-charge parks the step in doubt."""
     await asyncio.sleep(0)
@@ -97,8 +98,12 @@ async def fulfil(ctx: FlowContext, order: Order) -> Outcome:
     await ctx.sleep(timedelta(seconds=order.cooling_off_s))
     receipt = await ctx.execute(charge, Charge(order_id=order.order_id, amount=q.total))
     await ctx.execute(send_email, f"order {order.order_id} charged {q.total}")
-    return Outcome(order_id=order.order_id, total=q.total, receipt=receipt,
-                   approved_by=(approval or {}).get("by"))
+    return Outcome(
+        order_id=order.order_id,
+        total=q.total,
+        receipt=receipt,
+        approved_by=(approval or {}).get("by"),
+    )
 
 
 @app.flow("order.express")

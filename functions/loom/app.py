@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar, get_type_hints
@@ -127,7 +127,7 @@ class FlowDef:
     """A registered flow."""
 
     name: str
-    fn: Callable[..., Awaitable[Any]]
+    fn: Callable[..., Coroutine[Any, Any, Any]]
     version: str = "1"
 
     def __post_init__(self) -> None:
@@ -212,9 +212,7 @@ class Loom:
         try:
             return self.effects[name]
         except KeyError:
-            raise UnknownEffectError(
-                f"unknown effect {name!r}", details={"effect": name}
-            ) from None
+            raise UnknownEffectError(f"unknown effect {name!r}", details={"effect": name}) from None
 
 
 async def call_effect(defn: EffectDef, ctx: Any, value: Any) -> Any:

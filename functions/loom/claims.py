@@ -29,8 +29,9 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def claim_is_live(claim: dict[str, Any] | None, now: float,
-                  active: set[str] = ACTIVE_HOLDERS) -> bool:
+def claim_is_live(
+    claim: dict[str, Any] | None, now: float, active: set[str] = ACTIVE_HOLDERS
+) -> bool:
     """Whether ``claim`` (``{"holder", "until"}``) still holds at ``now``."""
     if claim is None or claim["until"] <= now:
         return False

@@ -7,6 +7,7 @@ Errors are one line naming what was wrong, and a non-zero exit: 2 for bad input,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -52,7 +53,7 @@ def _json_arg(text: str | None, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"{what} is not valid JSON: {exc.msg} at char {exc.pos}")
+        raise click.BadParameter(f"{what} is not valid JSON: {exc.msg} at char {exc.pos}") from None
 
 
 class Embedded:
@@ -87,7 +88,7 @@ def _default_blobs(settings: Settings) -> Any:
     if settings.store.startswith("sqlite:///"):
         from loom.blobs import LocalBlobStore
 
-        return LocalBlobStore(Path(settings.store[len("sqlite:///"):]).parent / "blobs")
+        return LocalBlobStore(Path(settings.store[len("sqlite:///") :]).parent / "blobs")
     return None
 
 
@@ -101,8 +102,13 @@ def _with(settings: Settings, body: Callable[[Embedded], Awaitable[T]], need_app
 
 @click.group()
 @click.option("--app", envvar="LOOM_APP", help="module:attr of your Loom app (or LOOM_APP).")
-@click.option("--store", envvar="LOOM_STORE", default=DEFAULT_STORE, show_default=True,
-              help="Event store URL (or LOOM_STORE).")
+@click.option(
+    "--store",
+    envvar="LOOM_STORE",
+    default=DEFAULT_STORE,
+    show_default=True,
+    help="Event store URL (or LOOM_STORE).",
+)
 @click.pass_context
 def main(ctx: click.Context, app: str | None, store: str) -> None:
     """Loom: durable execution for Python flows."""
@@ -122,14 +128,21 @@ def _print_result(result: Any) -> None:
 @click.option("--capability", "capabilities", multiple=True, help="Grant a capability.")
 @click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
 @click.pass_obj
-def start(settings: Settings, flow: str, input_json: str, execution_id: str | None,
-          capabilities: tuple[str, ...], wait: float) -> None:
+def start(
+    settings: Settings,
+    flow: str,
+    input_json: str,
+    execution_id: str | None,
+    capabilities: tuple[str, ...],
+    wait: float,
+) -> None:
     """Start FLOW (idempotent by --id) and run it until it blocks."""
     value = _json_arg(input_json, "--input")
 
     async def body(env: Embedded) -> Any:
-        result = await env.runtime.start(flow, value, execution_id=execution_id,
-                                         capabilities=set(capabilities))
+        result = await env.runtime.start(
+            flow, value, execution_id=execution_id, capabilities=set(capabilities)
+        )
         return await _settle(env, result.execution_id, wait)
 
     _print_result(_with(settings, body))
@@ -137,10 +150,8 @@ def start(settings: Settings, flow: str, input_json: str, execution_id: str | No
 
 async def _settle(env: Embedded, execution_id: str, wait: float) -> Any:
     if wait > 0:
-        try:
+        with contextlib.suppress(TimeoutError):
             await env.dispatcher.drain(timers_within=wait, timeout=wait + 5)
-        except TimeoutError:
-            pass
     return await env.runtime.result(execution_id)
 
 
@@ -165,8 +176,9 @@ def execute(settings: Settings, execution_id: str) -> None:
 @click.option("--payload", default="null", help="The resume payload, as JSON.")
 @click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
 @click.pass_obj
-def resume(settings: Settings, execution_id: str, on: str, key: str, payload: str,
-           wait: float) -> None:
+def resume(
+    settings: Settings, execution_id: str, on: str, key: str, payload: str, wait: float
+) -> None:
     """Deliver a resume to a gate (buffered if it is not open yet)."""
     value = _json_arg(payload, "--payload")
 
@@ -185,14 +197,22 @@ def resume(settings: Settings, execution_id: str, on: str, key: str, payload: st
 @click.option("--error", default=None, help="failed: the error message.")
 @click.option("--by", default="cli", help="Who gives the verdict (recorded).")
 @click.pass_obj
-def verdict(settings: Settings, execution_id: str, step_id: str, verdict: str,
-            output: str | None, error: str | None, by: str) -> None:
+def verdict(
+    settings: Settings,
+    execution_id: str,
+    step_id: str,
+    verdict: str,
+    output: str | None,
+    error: str | None,
+    by: str,
+) -> None:
     """Resolve an in-doubt step."""
     value = _json_arg(output, "--output")
 
     async def body(env: Embedded) -> Any:
-        return await env.runtime.verdict(execution_id, step_id, verdict, output=value,
-                                         error=error, by=by)
+        return await env.runtime.verdict(
+            execution_id, step_id, verdict, output=value, error=error, by=by
+        )
 
     _print_result(_with(settings, body))
 
@@ -203,8 +223,9 @@ def verdict(settings: Settings, execution_id: str, step_id: str, verdict: str,
 @click.pass_obj
 def cancel(settings: Settings, execution_id: str, reason: str) -> None:
     """Cancel an execution."""
-    _print_result(_with(settings, lambda env: env.runtime.cancel(execution_id, reason),
-                        need_app=False))
+    _print_result(
+        _with(settings, lambda env: env.runtime.cancel(execution_id, reason), need_app=False)
+    )
 
 
 @main.command()
@@ -235,8 +256,11 @@ def list_executions(settings: Settings, status: str | None) -> None:
 
     async def body(env: Embedded) -> tuple[Any, Any]:
         rows = await env.runtime.list(status)
-        doubts = {r.execution_id: await env.runtime.result(r.execution_id)
-                  for r in rows if r.status == "in_doubt"}
+        doubts = {
+            r.execution_id: await env.runtime.result(r.execution_id)
+            for r in rows
+            if r.status == "in_doubt"
+        }
         return rows, doubts
 
     rows, doubts = _with(settings, body, need_app=False)

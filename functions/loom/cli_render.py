@@ -17,8 +17,12 @@ from loom.wire import ExecutionResult
 console = Console(highlight=False)
 
 _STATUS_STYLE = {
-    "completed": "green", "failed": "red", "cancelled": "yellow",
-    "suspended": "cyan", "in_doubt": "magenta", "running": "blue",
+    "completed": "green",
+    "failed": "red",
+    "cancelled": "yellow",
+    "suspended": "cyan",
+    "in_doubt": "magenta",
+    "running": "blue",
 }
 
 
@@ -77,8 +81,13 @@ def render_timeline(result: ExecutionResult, events: Sequence[Event]) -> None:
     for col in ("seq", "time", "event", "step", "detail"):
         table.add_column(col)
     for event in events:
-        table.add_row(str(event.seq), _when(event.at), event.type,
-                      getattr(event, "step_id", "") or "", _detail(event))
+        table.add_row(
+            str(event.seq),
+            _when(event.at),
+            event.type,
+            getattr(event, "step_id", "") or "",
+            _detail(event),
+        )
     console.print(table)
 
 
@@ -103,11 +112,20 @@ def render_list(rows: Sequence[ExecutionSummary], doubts: dict[str, ExecutionRes
         table.add_column(col)
     for row in rows:
         detail = row.parked_reason or ""
-        for d in doubts.get(row.execution_id, ExecutionResult(
-                execution_id="", flow="", status="", last_seq=0)).in_doubt:
-            detail += (f"step {d.step_id} {d.effect} key={d.idempotency_key} "
-                       f"started {_when(d.started_at)} ")
-        table.add_row(row.execution_id, row.flow, row.status, str(row.last_seq),
-                      _when(row.updated_at), detail.strip())
+        for d in doubts.get(
+            row.execution_id, ExecutionResult(execution_id="", flow="", status="", last_seq=0)
+        ).in_doubt:
+            detail += (
+                f"step {d.step_id} {d.effect} key={d.idempotency_key} "
+                f"started {_when(d.started_at)} "
+            )
+        table.add_row(
+            row.execution_id,
+            row.flow,
+            row.status,
+            str(row.last_seq),
+            _when(row.updated_at),
+            detail.strip(),
+        )
     console.print(table)
     console.print(f"{len(rows)} execution(s)")

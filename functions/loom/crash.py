@@ -18,5 +18,5 @@ _POINT, _, _STEP = _spec.partition(":")
 
 def point(name: str, step_id: str | None = None) -> None:
     """Die here if this is the configured crash point (and step)."""
-    if _POINT and name == _POINT and (not _STEP or _STEP == step_id):
+    if _POINT and name == _POINT and (not _STEP or step_id == _STEP):
         os.kill(os.getpid(), signal.SIGKILL)

@@ -42,7 +42,12 @@ def _kill_worker(store: str, execution_id: str, crash_at: str) -> int:
     env = {**os.environ, "LOOM_CRASH_AT": crash_at, "LOOM_APP": APP_REF, "LOOM_STORE": store}
     proc = subprocess.run(
         [sys.executable, "-m", "loom", "execute", execution_id],
-        cwd=_repo_root(), env=env, capture_output=True, text=True, timeout=60, check=False,
+        cwd=_repo_root(),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     return proc.returncode
 
@@ -61,8 +66,9 @@ async def run_demo(store_url: str | None = None) -> None:
         first = await _gate_and_timer(env, f"demo-fulfil-{tag}")
         second = await _crash_and_verdict(env, url, f"demo-express-{tag}")
         await _replay(env, [first, second])
-    console.print(f"[green]demo flows completed: 2 of 2[/green] — try `loom --store {url} show "
-                  f"{second}`")
+    console.print(
+        f"[green]demo flows completed: 2 of 2[/green] — try `loom --store {url} show {second}`"
+    )
 
 
 async def _gate_and_timer(env: Any, eid: str) -> str:
@@ -70,8 +76,9 @@ async def _gate_and_timer(env: Any, eid: str) -> str:
 
     console.rule("1. steps, a gate resumed from outside, a durable timer")
     order = {"order_id": "A-1001", "items": ["book", "pen"], "cooling_off_s": 1.0}
-    result = await env.runtime.start("order.fulfil", order, execution_id=eid,
-                                     capabilities={"payments"})
+    result = await env.runtime.start(
+        "order.fulfil", order, execution_id=eid, capabilities={"payments"}
+    )
     console.print(status_text(result))
     gate = result.waiting_on[0]
     console.print(f"an approver answers: resume on={gate.on} key={gate.correlation_key}")
@@ -91,23 +98,31 @@ async def _crash_and_verdict(env: Any, url: str, eid: str) -> str:
 
     console.rule("2. a worker killed mid-flow: recovery and an in-doubt charge")
     order = {"order_id": "B-2002", "items": ["lamp"]}
-    await env.runtime.start("order.express", order, execution_id=eid,
-                            capabilities={"payments"}, run=False)
+    await env.runtime.start(
+        "order.express", order, execution_id=eid, capabilities={"payments"}, run=False
+    )
     code = _kill_worker(url, eid, "after_effect:2")
-    console.print(f"worker killed (exit {code}) after inventory.reserve returned, before its "
-                  "completion was recorded")
+    console.print(
+        f"worker killed (exit {code}) after inventory.reserve returned, before its "
+        "completion was recorded"
+    )
     code = _kill_worker(url, eid, "after_effect:3")
-    console.print(f"worker killed (exit {code}) after payments.charge returned, before its "
-                  "completion was recorded — did the customer pay?")
+    console.print(
+        f"worker killed (exit {code}) after payments.charge returned, before its "
+        "completion was recorded — did the customer pay?"
+    )
     result = await env.runtime.execute(ExecutionPackage(execution_id=eid))
     console.print(status_text(result))
     _expect(result.status == "in_doubt", f"{eid} is {result.status}, expected in_doubt")
     doubt = result.in_doubt[0]
     receipt = {"charge_id": f"ch_{doubt.idempotency_key}", "amount": 3400}
-    console.print(f"the operator checks the payment provider by key {doubt.idempotency_key} "
-                  f"and records: performed {receipt}")
-    result = await env.runtime.verdict(eid, doubt.step_id, "performed", output=receipt,
-                                       by="ops@example.com")
+    console.print(
+        f"the operator checks the payment provider by key {doubt.idempotency_key} "
+        f"and records: performed {receipt}"
+    )
+    result = await env.runtime.verdict(
+        eid, doubt.step_id, "performed", output=receipt, by="ops@example.com"
+    )
     render_timeline(result, await env.runtime.history(eid))
     _expect(result.status == "completed", f"{eid} ended {result.status}")
     return eid

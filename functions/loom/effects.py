@@ -37,7 +37,9 @@ def backoff_delay(policy: Retry, attempt: int, rng: random.Random | None = None)
     return max(0.0, base + (rng or random).uniform(-spread, spread))
 
 
-async def _attempt(defn: EffectDef, ectx: EffectContext, value: Any, clock: Callable[[], float]) -> Any:
+async def _attempt(
+    defn: EffectDef, ectx: EffectContext, value: Any, clock: Callable[[], float]
+) -> Any:
     if defn.timeout is None:
         return await call_effect(defn, ectx, value)
     ectx.deadline = clock() + defn.timeout
@@ -51,8 +53,11 @@ async def _attempt(defn: EffectDef, ectx: EffectContext, value: Any, clock: Call
 
 def _error(exc: BaseException, timeout: float | None) -> ErrorInfo:
     if isinstance(exc, TimeoutError) and timeout is not None:
-        return ErrorInfo(code="timeout", type="TimeoutError",
-                         message=f"attempt exceeded its timeout of {timeout:g}s")
+        return ErrorInfo(
+            code="timeout",
+            type="TimeoutError",
+            message=f"attempt exceeded its timeout of {timeout:g}s",
+        )
     return ErrorInfo(code="error", type=type(exc).__name__, message=str(exc))
 
 
@@ -64,8 +69,10 @@ async def invoke_with_retry(
     started = time.perf_counter()
     error = ErrorInfo()
     for n in range(1, policy.max_attempts + 1):
-        attempt_ctx = ectx if n == 1 else replace(
-            ectx, attempt=ectx.attempt + n - 1, _cancelled=threading.Event()
+        attempt_ctx = (
+            ectx
+            if n == 1
+            else replace(ectx, attempt=ectx.attempt + n - 1, _cancelled=threading.Event())
         )
         try:
             result = await _attempt(defn, attempt_ctx, value, clock)

@@ -141,8 +141,12 @@ def _effect_started(s: ExecutionState, e: ev.EffectStarted) -> None:
 def _effect_completed(s: ExecutionState, e: ev.EffectCompleted) -> None:
     prior = s.steps.get(e.step_id)
     attempt = prior.get("attempt", 1) if prior else 1
-    s.steps[e.step_id] = {"effect": e.effect, "status": "completed", "output": e.output,
-                          "attempt": attempt}
+    s.steps[e.step_id] = {
+        "effect": e.effect,
+        "status": "completed",
+        "output": e.output,
+        "attempt": attempt,
+    }
     m = s.meter
     m.effect_calls += 1
     m.attempts += e.attempts
@@ -151,8 +155,7 @@ def _effect_completed(s: ExecutionState, e: ev.EffectCompleted) -> None:
 
 
 def _effect_failed(s: ExecutionState, e: ev.EffectFailed) -> None:
-    s.steps[e.step_id] = {"effect": e.effect, "status": "failed",
-                          "error": e.error.model_dump()}
+    s.steps[e.step_id] = {"effect": e.effect, "status": "failed", "error": e.error.model_dump()}
     m = s.meter
     m.effect_calls += 1 if e.attempts else 0
     m.attempts += e.attempts
@@ -164,8 +167,7 @@ def _decision(s: ExecutionState, e: ev.DecisionRecorded) -> None:
 
 
 def _suspended(s: ExecutionState, e: ev.ExecutionSuspended) -> None:
-    s.gates[e.step_id] = {"on": e.on, "correlation_key": e.correlation_key,
-                          "wake_at": e.wake_at}
+    s.gates[e.step_id] = {"on": e.on, "correlation_key": e.correlation_key, "wake_at": e.wake_at}
     s.claim = None
     if not s.finished and not s.in_doubt:
         s.status = "suspended"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from loom.errors import ConfigurationError
 
@@ -45,8 +45,17 @@ class PayloadCodec:
 
     async def decode(self, stored: Any) -> Any:
         """Return the value a stored form stands for, fetching a blob if it is a reference."""
-        if isinstance(stored, dict) and len(stored) == 1 and _REF in stored:  # pyright: ignore[reportUnknownArgumentType]
-            if self.blobs is None:
-                raise ConfigurationError("the log references a blob but no blob store is set")
-            return json.loads(await self.blobs.get(str(stored[_REF])))  # pyright: ignore[reportUnknownArgumentType]
-        return stored
+        ref = _blob_ref(stored)
+        if ref is None:
+            return stored
+        if self.blobs is None:
+            raise ConfigurationError("the log references a blob but no blob store is set")
+        return json.loads(await self.blobs.get(ref))
+
+
+def _blob_ref(stored: Any) -> str | None:
+    if isinstance(stored, dict):
+        mapping = cast(dict[str, Any], stored)
+        if len(mapping) == 1 and _REF in mapping:
+            return str(mapping[_REF])
+    return None

@@ -12,7 +12,6 @@ import itertools
 import logging
 import os
 import random
-
 import time
 import uuid
 from collections.abc import Callable
@@ -103,7 +102,9 @@ class Runtime:
 
     async def save_snapshot(self, state: ExecutionState) -> None:
         """Store ``state`` as the snapshot at its last seq."""
-        await self.store.save_snapshot(state.execution_id, Snapshot(state.last_seq, state.to_json()))
+        await self.store.save_snapshot(
+            state.execution_id, Snapshot(state.last_seq, state.to_json())
+        )
 
     def new_decision(self, kind: str) -> Any:
         """A fresh value for ``ctx.now/uuid/random`` (recorded by the session)."""
@@ -118,7 +119,7 @@ class Runtime:
     async def start(
         self,
         flow: str,
-        input: Any = None,  # noqa: A002 - the design's name for it
+        input: Any = None,
         *,
         execution_id: str | None = None,
         capabilities: set[str] | frozenset[str] | list[str] = frozenset(),
@@ -137,8 +138,13 @@ class Runtime:
         eid = execution_id or str(uuid.uuid4())
         stored, _ = await self.payloads.encode(value, f"{eid}/input")
         started = ev.ExecutionStarted(
-            execution_id=eid, flow=flow, input=stored, flow_version=defn.version,
-            capabilities=sorted(capabilities), budgets=budgets or {}, at=self.clock(),
+            execution_id=eid,
+            flow=flow,
+            input=stored,
+            flow_version=defn.version,
+            capabilities=sorted(capabilities),
+            budgets=budgets or {},
+            at=self.clock(),
         )
         created, first = await self.store.create(started)
         if not created:
@@ -158,11 +164,13 @@ class Runtime:
                 details={"execution_id": started.execution_id, "flow": first.flow},
             )
 
-    async def _dispatch(self, eid: str, flow: str, reason: Reason, dispatch_id: str,
-                        not_before: float | None = None) -> ExecutionResult | None:
+    async def _dispatch(
+        self, eid: str, flow: str, reason: Reason, dispatch_id: str, not_before: float | None = None
+    ) -> ExecutionResult | None:
         """Hand the execution on; return its result when it ran inline (no dispatcher)."""
-        package = ExecutionPackage(execution_id=eid, flow=flow, reason=reason,
-                                   dispatch_id=dispatch_id)
+        package = ExecutionPackage(
+            execution_id=eid, flow=flow, reason=reason, dispatch_id=dispatch_id
+        )
         if self.dispatcher is not None:
             await self.dispatcher.dispatch(package, dispatch_id, not_before=not_before)
             if self.dispatcher.inline and not_before is None:
@@ -222,7 +230,7 @@ class Runtime:
 
     async def _park_in_doubt(self, state: ExecutionState) -> bool:
         """Append ``EffectInDoubt`` for intent records with no outcome. True if any."""
-        doubts = [
+        doubts: list[ev.Event] = [
             ev.EffectInDoubt(step_id=sid, effect=rec.get("effect", "?"))
             for sid, rec in state.steps.items()
             if rec.get("status") == "started"
@@ -237,18 +245,22 @@ class Runtime:
         batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + self.claim_ttl)]
         for gate in state.open_gates().values():
             if gate["wake_at"] is not None and gate["wake_at"] <= now:
-                batch.append(ev.ExecutionResumed(on=gate["on"],
-                                                 correlation_key=gate["correlation_key"],
-                                                 timed_out=True))
+                batch.append(
+                    ev.ExecutionResumed(
+                        on=gate["on"], correlation_key=gate["correlation_key"], timed_out=True
+                    )
+                )
         for offset, event in enumerate(batch, start=1):
             object.__setattr__(event, "seq", state.last_seq + offset)
             object.__setattr__(event, "at", now)
         try:
-            await self.store.append(AppendRequest(
-                state.execution_id, state.last_seq, batch, StatusChange("running")))
+            await self.store.append(
+                AppendRequest(state.execution_id, state.last_seq, batch, StatusChange("running"))
+            )
         except AppendConflictError as exc:
             raise ExecutionSupersededError(
-                f"execution {state.execution_id!r} changed while claiming it") from exc
+                f"execution {state.execution_id!r} changed while claiming it"
+            ) from exc
         fold(batch, state)
         return Session(self, state, self.app.get_flow(state.flow), holder)
 
@@ -257,14 +269,19 @@ class Runtime:
         if state.status == "suspended" and state.parked_reason is None:
             wake = state.next_wake_at()
             if wake is not None:
-                await self._dispatch(state.execution_id, state.flow, "timer",
-                                     f"{state.execution_id}:{state.last_seq}:timer",
-                                     not_before=wake)
+                await self._dispatch(
+                    state.execution_id,
+                    state.flow,
+                    "timer",
+                    f"{state.execution_id}:{state.last_seq}:timer",
+                    not_before=wake,
+                )
 
     # -- control calls ------------------------------------------------------------------
 
-    async def _append_control(self, state: ExecutionState, events: list[ev.Event],
-                              change: StatusChange | None) -> ExecutionState:
+    async def _append_control(
+        self, state: ExecutionState, events: list[ev.Event], change: StatusChange | None
+    ) -> ExecutionState:
         """Append control events at the log's end, retrying over concurrent appends."""
         for _ in range(20):
             now = self.clock()
@@ -272,15 +289,17 @@ class Runtime:
                 object.__setattr__(event, "seq", state.last_seq + offset)
                 object.__setattr__(event, "at", now)
             try:
-                await self.store.append(AppendRequest(state.execution_id, state.last_seq,
-                                                      events, change))
+                await self.store.append(
+                    AppendRequest(state.execution_id, state.last_seq, events, change)
+                )
                 return fold(events, state)
             except AppendConflictError:
                 state = await self.load_state(state.execution_id)
         raise ExecutionSupersededError(f"log of {state.execution_id!r} keeps changing")
 
-    async def resume(self, execution_id: str, on: str, correlation_key: str,
-                     payload: Any = None) -> ExecutionResult:
+    async def resume(
+        self, execution_id: str, on: str, correlation_key: str, payload: Any = None
+    ) -> ExecutionResult:
         """Deliver a resume. Early ones are buffered; a duplicate (same on + key) is a no-op.
 
         Raises:
@@ -291,23 +310,33 @@ class Runtime:
         if state.finished:
             raise ExecutionFinishedError(
                 f"execution {execution_id!r} is {state.status}; resume refused",
-                details={"status": state.status})
+                details={"status": state.status},
+            )
         if resume_key(on, correlation_key) in state.resumes:
             return ExecutionResult.from_state(state)
-        stored, _ = await self.payloads.encode(
-            to_json_value(payload), f"{execution_id}/resume")
+        stored, _ = await self.payloads.encode(to_json_value(payload), f"{execution_id}/resume")
         event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored)
-        opens = any(g["on"] == on and g["correlation_key"] == correlation_key
-                    for g in state.open_gates().values())
+        opens = any(
+            g["on"] == on and g["correlation_key"] == correlation_key
+            for g in state.open_gates().values()
+        )
         change = StatusChange("running") if opens and state.status == "suspended" else None
         state = await self._append_control(state, [event], change)
-        ran = await self._dispatch(execution_id, state.flow, "resume",
-                                   f"{execution_id}:{state.last_seq}")
+        ran = await self._dispatch(
+            execution_id, state.flow, "resume", f"{execution_id}:{state.last_seq}"
+        )
         return ran or ExecutionResult.from_state(state)
 
-    async def verdict(self, execution_id: str, step_id: str, verdict: str, *,
-                      output: Any = None, error: str | None = None,
-                      by: str = "operator") -> ExecutionResult:
+    async def verdict(
+        self,
+        execution_id: str,
+        step_id: str,
+        verdict: str,
+        *,
+        output: Any = None,
+        error: str | None = None,
+        by: str = "operator",
+    ) -> ExecutionResult:
         """Resolve an in-doubt step: ``performed`` (with output), ``not_performed``, ``failed``.
 
         Raises:
@@ -320,42 +349,54 @@ class Runtime:
             known = ", ".join(state.in_doubt) or "none"
             raise VerdictError(
                 f"step {step_id!r} of {execution_id!r} is not in doubt (in doubt: {known})",
-                details={"step_id": step_id, "in_doubt": list(state.in_doubt)})
+                details={"step_id": step_id, "in_doubt": list(state.in_doubt)},
+            )
         event = self._verdict_event(rec.get("effect", "?"), step_id, verdict, output, error, by)
         change = StatusChange("running") if len(state.in_doubt) == 1 else None
         state = await self._append_control(state, [event], change)
         ran = None
         if not state.in_doubt:
-            ran = await self._dispatch(execution_id, state.flow, "verdict",
-                                       f"{execution_id}:{state.last_seq}")
+            ran = await self._dispatch(
+                execution_id, state.flow, "verdict", f"{execution_id}:{state.last_seq}"
+            )
         return ran or ExecutionResult.from_state(state)
 
-    def _verdict_event(self, effect: str, step_id: str, verdict: str, output: Any,
-                       error: str | None, by: str) -> ev.EffectVerdict:
+    def _verdict_event(
+        self, effect: str, step_id: str, verdict: str, output: Any, error: str | None, by: str
+    ) -> ev.EffectVerdict:
         if verdict == "performed":
             try:
                 output = to_json_value(self.app.get_effect(effect).typed.parse_output(output))
             except InvalidPayloadError as exc:
-                raise VerdictError(f"verdict output for step {step_id!r}: {exc.message}",
-                                   details=exc.details) from None
+                raise VerdictError(
+                    f"verdict output for step {step_id!r}: {exc.message}", details=exc.details
+                ) from None
             return ev.EffectVerdict(step_id=step_id, verdict="performed", output=output, by=by)
         if verdict == "not_performed":
             return ev.EffectVerdict(step_id=step_id, verdict="not_performed", by=by)
         if verdict == "failed":
-            info = ev.ErrorInfo(code="verdict", type="OperatorVerdict",
-                                message=error or f"operator {by} said the effect failed")
+            info = ev.ErrorInfo(
+                code="verdict",
+                type="OperatorVerdict",
+                message=error or f"operator {by} said the effect failed",
+            )
             return ev.EffectVerdict(step_id=step_id, verdict="failed", error=info, by=by)
-        raise VerdictError(f"unknown verdict {verdict!r}: use performed, not_performed or failed",
-                           details={"verdict": verdict})
+        raise VerdictError(
+            f"unknown verdict {verdict!r}: use performed, not_performed or failed",
+            details={"verdict": verdict},
+        )
 
     async def cancel(self, execution_id: str, reason: str = "") -> ExecutionResult:
         """End an execution as ``cancelled``; a holder mid-run stops at its next append."""
         state = await self.load_state(execution_id)
         if state.finished:
-            raise ExecutionFinishedError(f"execution {execution_id!r} is already {state.status}",
-                                         details={"status": state.status})
-        state = await self._append_control(state, [ev.ExecutionCancelled(reason=reason)],
-                                           StatusChange("cancelled"))
+            raise ExecutionFinishedError(
+                f"execution {execution_id!r} is already {state.status}",
+                details={"status": state.status},
+            )
+        state = await self._append_control(
+            state, [ev.ExecutionCancelled(reason=reason)], StatusChange("cancelled")
+        )
         return ExecutionResult.from_state(state)
 
     async def result(self, execution_id: str) -> ExecutionResult:
@@ -375,5 +416,6 @@ class Runtime:
         try:
             return await self.store.summary(execution_id)
         except UnknownExecutionError:
-            raise UnknownExecutionError(f"unknown execution {execution_id!r}",
-                                        details={"execution_id": execution_id}) from None
+            raise UnknownExecutionError(
+                f"unknown execution {execution_id!r}", details={"execution_id": execution_id}
+            ) from None

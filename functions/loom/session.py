@@ -10,7 +10,6 @@ merged and the append retried; another holder's claim or a cancel ends the sessi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -169,8 +168,9 @@ class Session:
         recorded = self.state.decisions.get(step_id)
         if recorded is not None:
             if recorded["kind"] != kind:
-                self._park(step_id, f"step {step_id}: log has {recorded['kind']}(), flow asked "
-                                    f"{kind}()")
+                self._park(
+                    step_id, f"step {step_id}: log has {recorded['kind']}(), flow asked {kind}()"
+                )
             return recorded["value"]
         self._check_unused(step_id, f"{kind}()")
         value = self.rt.new_decision(kind)
@@ -181,12 +181,13 @@ class Session:
     def _check_unused(self, step_id: str, what: str) -> None:
         s = self.state
         if step_id in s.steps or step_id in s.decisions or step_id in s.gates:
-            recorded = (
-                s.steps.get(step_id, {}).get("effect")
-                or (s.decisions.get(step_id) or {}).get("kind")
-                or (s.gates.get(step_id) or {}).get("on")
-            )
-            self._park(step_id, f"step {step_id}: log has {recorded!r}, flow called {what}")
+            if step_id in s.steps:
+                recorded = f"effect {s.steps[step_id].get('effect')!r}"
+            elif step_id in s.gates:
+                recorded = f"a gate on {s.gates[step_id]['on']!r}"
+            else:
+                recorded = f"{s.decisions[step_id]['kind']}()"
+            self._park(step_id, f"step {step_id}: log has {recorded}, flow called {what}")
 
     # -- effects ------------------------------------------------------------------------
 
@@ -201,9 +202,11 @@ class Session:
                 self._check_unused(step_id, f"effect {defn.name!r}")
             return await self._live(step_id, defn, value, 1)
         if rec.get("effect") != defn.name:
-            self._park(step_id, f"step {step_id}: log has effect {rec.get('effect')!r}, "
-                                f"flow called {defn.name!r}")
-        status = rec["status"]
+            self._park(
+                step_id,
+                f"step {step_id}: log has effect {rec.get('effect')!r}, flow called {defn.name!r}",
+            )
+        status = rec.get("status")
         if status == "completed":
             return defn.typed.parse_output(await self.rt.payloads.decode(rec.get("output")))
         if status == "failed":
@@ -227,29 +230,55 @@ class Session:
         key = f"{self.execution_id}:{step_id}"
         missing = defn.requires.difference(self.state.capabilities)
         if missing:
-            error = ev.ErrorInfo(code="unauthorized", type="CapabilityError",
-                                 message=f"effect {defn.name!r} requires {sorted(missing)}")
+            error = ev.ErrorInfo(
+                code="unauthorized",
+                type="CapabilityError",
+                message=f"effect {defn.name!r} requires {sorted(missing)}",
+            )
             await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=error)])
             raise _failed_error(defn.name, step_id, error.model_dump())
         self._check_budget(defn.name)
         crash.point("before_intent", step_id)
         if not defn.idempotent:
-            await self.append([ev.EffectStarted(step_id=step_id, effect=defn.name,
-                                                attempt=attempt, idempotency_key=key)])
+            await self.append(
+                [
+                    ev.EffectStarted(
+                        step_id=step_id, effect=defn.name, attempt=attempt, idempotency_key=key
+                    )
+                ]
+            )
             crash.point("after_intent", step_id)
         ectx = EffectContext(self.execution_id, step_id, key, attempt, defn.name)
         outcome = await invoke_with_retry(defn, ectx, value, self.rt.clock)
         crash.point("after_effect", step_id)
         if outcome.error is not None:
-            await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name,
-                                               error=outcome.error, attempts=outcome.attempts,
-                                               duration_s=outcome.duration)])
+            await self.append(
+                [
+                    ev.EffectFailed(
+                        step_id=step_id,
+                        effect=defn.name,
+                        error=outcome.error,
+                        attempts=outcome.attempts,
+                        duration_s=outcome.duration,
+                    )
+                ]
+            )
             raise _failed_error(defn.name, step_id, outcome.error.model_dump())
         stored, size = await self.rt.payloads.encode(
-            outcome.value, f"{self.execution_id}/{step_id}/output")
-        await self.append([ev.EffectCompleted(step_id=step_id, effect=defn.name, output=stored,
-                                              attempts=outcome.attempts,
-                                              duration_s=outcome.duration, output_bytes=size)])
+            outcome.value, f"{self.execution_id}/{step_id}/output"
+        )
+        await self.append(
+            [
+                ev.EffectCompleted(
+                    step_id=step_id,
+                    effect=defn.name,
+                    output=stored,
+                    attempts=outcome.attempts,
+                    duration_s=outcome.duration,
+                    output_bytes=size,
+                )
+            ]
+        )
         crash.point("after_complete", step_id)
         return defn.typed.parse_output(outcome.value)
 
@@ -263,10 +292,14 @@ class Session:
         ):
             limit = budgets.get(name)
             if limit is not None and used >= limit:
-                self._raise(StopSignal(BudgetExceededError(
-                    f"budget {name}={limit:g} exhausted ({used:g} used) before effect {effect!r}",
-                    details={"budget": name, "limit": limit, "used": used},
-                )))
+                self._raise(
+                    StopSignal(
+                        BudgetExceededError(
+                            f"budget {name}={limit:g} exhausted ({used:g} used) before effect {effect!r}",
+                            details={"budget": name, "limit": limit, "used": used},
+                        )
+                    )
+                )
 
     # -- gates --------------------------------------------------------------------------
 
@@ -278,8 +311,11 @@ class Session:
         if recorded is None:
             self._check_unused(step_id, f"suspend(on={on!r})")
         elif (recorded["on"], recorded["correlation_key"]) != (on, key):
-            self._park(step_id, f"step {step_id}: log waits on {recorded['on']!r}/"
-                                f"{recorded['correlation_key']!r}, flow on {on!r}/{key!r}")
+            self._park(
+                step_id,
+                f"step {step_id}: log waits on {recorded['on']!r}/"
+                f"{recorded['correlation_key']!r}, flow on {on!r}/{key!r}",
+            )
         got = self.state.resumes.get(resume_key(on, key))
         if got is None:
             got = await self._wait(step_id, on, key, timeout, recorded)
@@ -289,13 +325,14 @@ class Session:
             raise GateTimeoutError(f"gate {on!r}/{key!r} timed out", details={"step_id": step_id})
         return await self.rt.payloads.decode(got["payload"])
 
-    async def _wait(self, step_id: str, on: str, key: str, timeout: float | None,
-                    recorded: GateRecord | None) -> ResumeRecord:
+    async def _wait(
+        self, step_id: str, on: str, key: str, timeout: float | None, recorded: GateRecord | None
+    ) -> ResumeRecord:
         if recorded is not None:
             gate = recorded
         else:
             wake_at = self.rt.clock() + timeout if timeout is not None else None
-            gate = {"on": on, "correlation_key": key, "wake_at": wake_at}
+            gate: GateRecord = {"on": on, "correlation_key": key, "wake_at": wake_at}
         fut: asyncio.Future[ResumeRecord] = asyncio.get_running_loop().create_future()
         self._waiting[step_id] = _Waiting(gate, fut, recorded is None)
         self._poke()
@@ -328,9 +365,12 @@ class Session:
                 fresh = [(sid, w.gate) for sid, w in self._waiting.items() if w.new]
                 gates = fresh or [(sid, w.gate) for sid, w in self._waiting.items()]
                 batch: list[ev.Event] = [
-                    ev.ExecutionSuspended(step_id=sid, on=g["on"],
-                                          correlation_key=g["correlation_key"],
-                                          wake_at=g["wake_at"])
+                    ev.ExecutionSuspended(
+                        step_id=sid,
+                        on=g["on"],
+                        correlation_key=g["correlation_key"],
+                        wake_at=g["wake_at"],
+                    )
                     for sid, g in gates
                 ]
                 if await self._try_append(batch):
@@ -384,8 +424,14 @@ class Session:
             return  # the suspension was appended by _block
         if isinstance(signal, ParkSignal):
             err: NondeterminismError = signal.args[0]
-            await self.append([ev.ExecutionParked(reason=f"nondeterminism: {err.message}",
-                                                  step_id=getattr(signal, "step_id", None))])
+            await self.append(
+                [
+                    ev.ExecutionParked(
+                        reason=f"nondeterminism: {err.message}",
+                        step_id=getattr(signal, "step_id", None),
+                    )
+                ]
+            )
             return
         if isinstance(signal, StopSignal):
             await self.append([ev.ExecutionFailed(error=_error_info(signal.args[0]))])
@@ -403,7 +449,9 @@ def _task_signal(task: asyncio.Task[Any]) -> BaseException | None:
     if task.cancelled():
         return SupersededSignal()
     exc = task.exception()
-    return exc if isinstance(exc, (SuspendSignal, ParkSignal, StopSignal, SupersededSignal)) else None
+    return (
+        exc if isinstance(exc, (SuspendSignal, ParkSignal, StopSignal, SupersededSignal)) else None
+    )
 
 
 def _error_info(exc: BaseException) -> ev.ErrorInfo:

@@ -55,8 +55,10 @@ class _ReplaySession(Session):
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         self._check_budget(defn.name)  # a budget stop is reproduced, not a divergence
-        self._park(step_id, f"replay reached step {step_id} ({defn.name!r}), which the "
-                            "history does not record")
+        self._park(
+            step_id,
+            f"replay reached step {step_id} ({defn.name!r}), which the history does not record",
+        )
 
     def decide(self, step_id: str, kind: str) -> Any:
         if step_id not in self.state.decisions:
@@ -98,7 +100,8 @@ def _outcome(session: _ReplaySession) -> ReplayOutcome:
 def check_replay(outcome: ReplayOutcome, result: ExecutionResult) -> None:
     """Raise if a replay did not reach where the live run did."""
     if result.status == "completed" and (outcome.status, outcome.output) != (
-        "completed", result.output
+        "completed",
+        result.output,
     ):
         raise NondeterminismError(
             f"replay ended {outcome.status} with {outcome.output!r}, the run completed with "

@@ -67,11 +67,19 @@ class ExecutionResult(BaseModel):
     @classmethod
     def from_state(cls, state: ExecutionState, *, include_state: bool = True) -> ExecutionResult:
         """Summarize a folded state."""
-        waiting = [
-            WaitingGate(step_id=sid, on=g["on"], correlation_key=g["correlation_key"],
-                        wake_at=g["wake_at"])
-            for sid, g in state.open_gates().items()
-        ] if state.status == "suspended" else []
+        waiting = (
+            [
+                WaitingGate(
+                    step_id=sid,
+                    on=g["on"],
+                    correlation_key=g["correlation_key"],
+                    wake_at=g["wake_at"],
+                )
+                for sid, g in state.open_gates().items()
+            ]
+            if state.status == "suspended"
+            else []
+        )
         doubts = [
             InDoubtStep(
                 step_id=sid,

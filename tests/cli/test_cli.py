@@ -37,11 +37,22 @@ def show(run, eid: str) -> dict:
 
 
 def test_start_gate_resume_timer_and_show(run):
-    code, out = run("start", "order.fulfil", "--input", ORDER, "--id", "c1",
-                    "--capability", "payments")
+    code, out = run(
+        "start", "order.fulfil", "--input", ORDER, "--id", "c1", "--capability", "payments"
+    )
     assert code == 0 and "suspended" in out and "approval" in out
-    code, out = run("resume", "c1", "--on", "approval", "--key", "c1:approval#1",
-                    "--payload", '{"by": "kim"}', "--wait", "2")
+    code, out = run(
+        "resume",
+        "c1",
+        "--on",
+        "approval",
+        "--key",
+        "c1:approval#1",
+        "--payload",
+        '{"by": "kim"}',
+        "--wait",
+        "2",
+    )
     assert code == 0 and "completed" in out, out
     doc = show(run, "c1")
     assert doc["status"] == "completed" and doc["output"]["approved_by"] == "kim"
@@ -73,32 +84,60 @@ def test_verdict_and_in_doubt_listing(run, tmp_path: Path):
     import asyncio
 
     async def forge() -> None:
-        await store.create(ev.ExecutionStarted(execution_id="c5", flow="order.express",
-                                               input={"order_id": "z", "items": []},
-                                               capabilities=["payments"]))
-        await store.append(AppendRequest("c5", 1, [
-            ev.EffectCompleted(seq=2, step_id="1", effect="pricing.quote",
-                               output={"order_id": "z", "total": 0}),
-            ev.EffectStarted(seq=3, step_id="2", effect="payments.charge",
-                             idempotency_key="c5:2")]))
+        await store.create(
+            ev.ExecutionStarted(
+                execution_id="c5",
+                flow="order.express",
+                input={"order_id": "z", "items": []},
+                capabilities=["payments"],
+            )
+        )
+        await store.append(
+            AppendRequest(
+                "c5",
+                1,
+                [
+                    ev.EffectCompleted(
+                        seq=2,
+                        step_id="1",
+                        effect="pricing.quote",
+                        output={"order_id": "z", "total": 0},
+                    ),
+                    ev.EffectStarted(
+                        seq=3, step_id="2", effect="payments.charge", idempotency_key="c5:2"
+                    ),
+                ],
+            )
+        )
 
     asyncio.run(forge())
     code, out = run("execute", "c5")
     assert code == 0 and "in_doubt" in out
     code, out = run("ls", "--status", "in_doubt")
     assert "c5" in out and "payments.charge" in out and "c5:2" in out
-    code, out = run("verdict", "c5", "2", "performed", "--output",
-                    '{"charge_id": "ch_1", "amount": 0}', "--by", "ops")
+    code, out = run(
+        "verdict",
+        "c5",
+        "2",
+        "performed",
+        "--output",
+        '{"charge_id": "ch_1", "amount": 0}',
+        "--by",
+        "ops",
+    )
     assert code == 0 and "completed" in out, out
 
 
-@pytest.mark.parametrize("args,message", [
-    (("start", "nope", "--input", "1"), "unknown flow 'nope'"),
-    (("start", "order.fulfil", "--input", '{"items": 3}'), "input for flow 'order.fulfil'"),
-    (("start", "order.fulfil", "--input", "{bad json"), "--input is not valid JSON"),
-    (("resume", "ghost", "--on", "a", "--key", "b"), "unknown execution 'ghost'"),
-    (("show", "ghost"), "unknown execution 'ghost'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("start", "nope", "--input", "1"), "unknown flow 'nope'"),
+        (("start", "order.fulfil", "--input", '{"items": 3}'), "input for flow 'order.fulfil'"),
+        (("start", "order.fulfil", "--input", "{bad json"), "--input is not valid JSON"),
+        (("resume", "ghost", "--on", "a", "--key", "b"), "unknown execution 'ghost'"),
+        (("show", "ghost"), "unknown execution 'ghost'"),
+    ],
+)
 def test_bad_input_is_a_clear_error_and_nothing_is_written(run, args, message):
     code, out = run(*args)
     assert code == 2
@@ -108,8 +147,16 @@ def test_bad_input_is_a_clear_error_and_nothing_is_written(run, args, message):
 
 
 def test_verdict_for_a_step_not_in_doubt(run):
-    run("start", "order.express", "--input", '{"order_id": "a", "items": []}', "--id", "c6",
-        "--capability", "payments")
+    run(
+        "start",
+        "order.express",
+        "--input",
+        '{"order_id": "a", "items": []}',
+        "--id",
+        "c6",
+        "--capability",
+        "payments",
+    )
     code, out = run("verdict", "c6", "3", "performed", "--output", "{}")
     assert code == 2 and "not in doubt" in out
 
@@ -117,8 +164,15 @@ def test_verdict_for_a_step_not_in_doubt(run):
 @pytest.mark.slow
 def test_loom_demo_runs_end_to_end_in_a_fresh_process(tmp_path: Path):
     env = {**os.environ, "HOME": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-m", "loom", "demo"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "loom", "demo"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "demo flows completed: 2 of 2" in proc.stdout
     assert "in_doubt" in proc.stdout and "EffectVerdict" in proc.stdout

@@ -50,8 +50,9 @@ def app_with(calls: list[str], order: tuple[str, str] = ("a", "b")) -> Loom:
 
 async def _claim(store: SqliteEventStore, eid: str, holder: str, until: float) -> None:
     last = (await store.summary(eid)).last_seq
-    await store.append(AppendRequest(eid, last, [ev.ExecutionClaimed(seq=last + 1, holder=holder,
-                                                                     until=until)]))
+    await store.append(
+        AppendRequest(eid, last, [ev.ExecutionClaimed(seq=last + 1, holder=holder, until=until)])
+    )
 
 
 async def test_a_live_claim_by_another_holder_supersedes(tmp_path: Path):
@@ -66,12 +67,16 @@ async def test_a_live_claim_by_another_holder_supersedes(tmp_path: Path):
     assert calls == [] and len(await rt.history("c1")) == count
 
 
-@pytest.mark.parametrize("holder,until_offset", [
-    (f"{HOST}:999999:1", 60.0),   # a process of this machine that no longer exists
-    ("elsewhere:77:1", -1.0),     # an expired lease
-])
-async def test_dead_or_expired_claims_do_not_block(tmp_path: Path, holder: str,
-                                                   until_offset: float):
+@pytest.mark.parametrize(
+    "holder,until_offset",
+    [
+        (f"{HOST}:999999:1", 60.0),  # a process of this machine that no longer exists
+        ("elsewhere:77:1", -1.0),  # an expired lease
+    ],
+)
+async def test_dead_or_expired_claims_do_not_block(
+    tmp_path: Path, holder: str, until_offset: float
+):
     calls: list[str] = []
     store = SqliteEventStore(tmp_path / "l.db")
     rt = Runtime(app_with(calls), store)

@@ -37,14 +37,25 @@ CASES = {
 
 
 def _kill_worker(db: Path, side: Path, eid: str, point: str) -> int:
-    env = {**os.environ, "LOOM_APP": "tests.delivery.crash_app:app",
-           "LOOM_STORE": f"sqlite:///{db}", "LOOM_TEST_SIDE_FILE": str(side)}
+    env = {
+        **os.environ,
+        "LOOM_APP": "tests.delivery.crash_app:app",
+        "LOOM_STORE": f"sqlite:///{db}",
+        "LOOM_TEST_SIDE_FILE": str(side),
+    }
     if point == "in_effect":
         env["LOOM_TEST_DIE_IN_EFFECT"] = "1"
     else:
         env["LOOM_CRASH_AT"] = f"{point}:1" if point != "before_reply" else point
-    proc = subprocess.run([sys.executable, "-m", "loom", "execute", eid], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "loom", "execute", eid],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     return proc.returncode
 
 
@@ -54,9 +65,7 @@ def _invocations(side: Path) -> list[str]:
 
 def _check_log(events: list[Event]) -> None:
     assert [e.seq for e in events] == list(range(1, len(events) + 1)), "log has a gap"
-    outcomes = Counter(
-        getattr(e, "step_id") for e in events if e.type in ("EffectCompleted", "EffectFailed")
-    )
+    outcomes = Counter(e.step_id for e in events if e.type in ("EffectCompleted", "EffectFailed"))
     assert all(n == 1 for n in outcomes.values()), f"a step recorded twice: {outcomes}"
 
 
@@ -94,8 +103,7 @@ async def test_non_idempotent_effect_is_never_silently_rerun(tmp_path: Path, poi
 @pytest.mark.slow
 @pytest.mark.parametrize("verdict", ["performed", "not_performed"])
 @pytest.mark.parametrize("point", ["after_intent", "in_effect", "after_effect"])
-async def test_verdicts_drive_parked_cases_to_completion(tmp_path: Path, point: str,
-                                                         verdict: str):
+async def test_verdicts_drive_parked_cases_to_completion(tmp_path: Path, point: str, verdict: str):
     db, side, eid = tmp_path / "loom.db", tmp_path / "side.txt", f"v-{point}-{verdict}"
     runtime = Runtime(crash_app.app, SqliteEventStore(db))
     await runtime.start("crash.once", None, execution_id=eid, run=False)
@@ -128,6 +136,7 @@ async def test_idempotent_effect_is_reinvoked_with_the_same_key(tmp_path: Path, 
     keys = {line.split()[0] for line in _invocations(side)}
     assert keys == {f"{eid}:1"}
     recorded_before_crash = point in ("after_complete", "before_reply")
-    assert len(_invocations(side)) == (1 if recorded_before_crash else
-                                      2 if point in ("in_effect", "after_effect") else 1)
+    assert len(_invocations(side)) == (
+        1 if recorded_before_crash else 2 if point in ("in_effect", "after_effect") else 1
+    )
     _check_log(await runtime.history(eid))

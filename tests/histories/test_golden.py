@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from examples import orders
+
 from loom import FlowContext, Loom
 from loom.errors import NondeterminismError
 from loom.events import EVENTS_ADAPTER, Event, ExecutionCompleted
@@ -44,10 +44,11 @@ async def test_history_replays_to_its_recorded_end(path: Path):
 async def test_the_in_doubt_history_records_the_verdict_and_who_gave_it():
     events = load(HERE / "order_express_in_doubt.json")
     types = [e.type for e in events]
-    assert types.index("EffectStarted") < types.index("EffectInDoubt") < types.index(
-        "EffectVerdict")
+    assert (
+        types.index("EffectStarted") < types.index("EffectInDoubt") < types.index("EffectVerdict")
+    )
     verdict = next(e for e in events if e.type == "EffectVerdict")
-    assert getattr(verdict, "by") == "ops@example.com"
+    assert verdict.by == "ops@example.com"
 
 
 async def test_changed_code_fails_the_replay():
@@ -62,5 +63,3 @@ async def test_changed_code_fails_the_replay():
 
     with pytest.raises(NondeterminismError, match="step 1"):
         await replay(swapped, load(HERE / "order_express_in_doubt.json"))
-
-

@@ -103,10 +103,12 @@ class InProcessDispatcher(Dispatcher):
             count += 1
         for row in await store.list("suspended"):
             if row.wake_at is not None and row.parked_reason is None:
-                package = ExecutionPackage(execution_id=row.execution_id, flow=row.flow,
-                                           reason="timer")
-                await self.dispatch(package, f"{row.execution_id}:{row.last_seq}:timer",
-                                    not_before=row.wake_at)
+                package = ExecutionPackage(
+                    execution_id=row.execution_id, flow=row.flow, reason="timer"
+                )
+                await self.dispatch(
+                    package, f"{row.execution_id}:{row.last_seq}:timer", not_before=row.wake_at
+                )
                 count += 1
         return count
 

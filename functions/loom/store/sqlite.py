@@ -135,8 +135,14 @@ class SqliteEventStore(EventStore):
                 con.execute(
                     "UPDATE executions SET last_seq=?, updated_at=?, status=?, wake_at=?,"
                     " parked_reason=? WHERE id=?",
-                    (new_last, time.time(), status.status, status.wake_at,
-                     status.parked_reason, eid),
+                    (
+                        new_last,
+                        time.time(),
+                        status.status,
+                        status.wake_at,
+                        status.parked_reason,
+                        eid,
+                    ),
                 )
             con.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -155,9 +161,7 @@ class SqliteEventStore(EventStore):
         return [EVENT_ADAPTER.validate_json(body) for (body,) in cur]
 
     def _require(self, execution_id: str) -> None:
-        row = self._con().execute(
-            "SELECT 1 FROM executions WHERE id=?", (execution_id,)
-        ).fetchone()
+        row = self._con().execute("SELECT 1 FROM executions WHERE id=?", (execution_id,)).fetchone()
         if row is None:
             raise UnknownExecutionError(f"unknown execution {execution_id!r}")
 
@@ -202,9 +206,11 @@ class SqliteEventStore(EventStore):
             raise
 
     async def summary(self, execution_id: str) -> ExecutionSummary:
-        row = self._con().execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM executions WHERE id=?", (execution_id,)
-        ).fetchone()
+        row = (
+            self._con()
+            .execute(f"SELECT {_SUMMARY_COLUMNS} FROM executions WHERE id=?", (execution_id,))
+            .fetchone()
+        )
         if row is None:
             raise UnknownExecutionError(f"unknown execution {execution_id!r}")
         return ExecutionSummary(*row)
@@ -226,8 +232,7 @@ class SqliteEventStore(EventStore):
             args.append(due_before)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         cur = self._con().execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM executions {where}"
-            " ORDER BY created_at DESC LIMIT ?",
+            f"SELECT {_SUMMARY_COLUMNS} FROM executions {where} ORDER BY created_at DESC LIMIT ?",
             (*args, limit),
         )
         return [ExecutionSummary(*row) for row in cur]

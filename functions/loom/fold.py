@@ -10,10 +10,11 @@ snapshot is one ``json.dumps`` away.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, TypedDict
+
+import orjson
 
 from loom import events as ev
 
@@ -61,9 +62,17 @@ class Meter:
     bytes_stored: int = 0
 
 
-@dataclass
+_TAIL = ("steps", "decisions")
+
+
+@dataclass(eq=False)
 class ExecutionState:
-    """The folded state of one execution. Built only by :func:`fold` / :func:`evolve`."""
+    """The folded state of one execution. Built only by :func:`fold` / :func:`evolve`.
+
+    A snapshot keeps the small fields and the per-step records apart, and the step records
+    are parsed only when something reads them: a resume or a status query on a 10,000-step
+    execution never pays for its step history.
+    """
 
     execution_id: str = ""
     flow: str = ""
@@ -75,8 +84,6 @@ class ExecutionState:
     last_seq: int = 0
     started_at: float = 0.0
     updated_at: float = 0.0
-    steps: dict[str, StepRecord] = field(default_factory=dict[str, StepRecord])
-    decisions: dict[str, Any] = field(default_factory=dict[str, Any])
     gates: dict[str, GateRecord] = field(default_factory=dict[str, GateRecord])
     resumes: dict[str, ResumeRecord] = field(default_factory=dict[str, ResumeRecord])
     claim: dict[str, Any] | None = None
@@ -85,6 +92,35 @@ class ExecutionState:
     output: Any = None
     error: dict[str, Any] | None = None
     meter: Meter = field(default_factory=Meter)
+    _steps: dict[str, StepRecord] | None = field(default=None, repr=False)
+    _decisions: dict[str, Any] | None = field(default=None, repr=False)
+    _raw_tail: bytes | None = field(default=None, repr=False)
+    _deferred: list[Any] = field(default_factory=list[Any], repr=False)
+
+    @property
+    def steps(self) -> dict[str, StepRecord]:
+        """Effect steps by step id."""
+        if self._steps is None:
+            self._load_tail()
+        assert self._steps is not None
+        return self._steps
+
+    @property
+    def decisions(self) -> dict[str, Any]:
+        """Recorded ``now/uuid/random`` values by step id."""
+        if self._decisions is None:
+            self._load_tail()
+        assert self._decisions is not None
+        return self._decisions
+
+    def _load_tail(self) -> None:
+        tail: dict[str, Any] = orjson.loads(self._raw_tail) if self._raw_tail else {}
+        self._steps = tail.get("steps", {})
+        self._decisions = tail.get("decisions", {})
+        self._raw_tail = None
+        deferred, self._deferred = self._deferred, []
+        for event in deferred:
+            _STEP[event.type](self, event)
 
     @property
     def finished(self) -> bool:
@@ -104,16 +140,37 @@ class ExecutionState:
         times = [g["wake_at"] for g in self.open_gates().values() if g["wake_at"] is not None]
         return min(times) if times else None
 
+    def _head(self) -> dict[str, Any]:
+        head = {f.name: getattr(self, f.name) for f in fields(self) if f.name[0] != "_"}
+        head["meter"] = self.meter.__dict__
+        return head
+
     def to_json(self) -> str:
-        """Serialize for a snapshot."""
-        return json.dumps(asdict(self), separators=(",", ":"))
+        """Serialize for a snapshot: the small fields, a newline, then the step records."""
+        tail = self._raw_tail
+        if tail is None or self._deferred:
+            tail = orjson.dumps({"steps": self.steps, "decisions": self.decisions})
+        return (orjson.dumps(self._head()) + b"\n" + tail).decode()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-able values (parses the step records)."""
+        return {**orjson.loads(orjson.dumps(self._head())), "steps": self.steps,
+                "decisions": self.decisions}
 
     @classmethod
     def from_json(cls, data: str) -> ExecutionState:
-        """Rebuild from a snapshot written by :meth:`to_json`."""
-        raw = json.loads(data)
+        """Rebuild from a snapshot written by :meth:`to_json` (step records stay unparsed)."""
+        head, _, tail = data.encode().partition(b"\n")
+        raw = orjson.loads(head)
         raw["meter"] = Meter(**raw["meter"])
-        return cls(**raw)
+        return cls(**raw, _raw_tail=tail)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ExecutionState):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
@@ -126,6 +183,10 @@ def _claimed(s: ExecutionState, e: ev.ExecutionClaimed) -> None:
     s.claim = {"holder": e.holder, "until": e.until}
     if not s.finished and not s.in_doubt:
         s.status = "running"
+
+
+# Step handlers touch only ``steps``/``decisions``; they are deferred while a snapshot's step
+# records are still unparsed, so a resume never parses a long history.
 
 
 def _effect_started(s: ExecutionState, e: ev.EffectStarted) -> None:
@@ -147,6 +208,35 @@ def _effect_completed(s: ExecutionState, e: ev.EffectCompleted) -> None:
         "output": e.output,
         "attempt": attempt,
     }
+
+
+def _effect_failed(s: ExecutionState, e: ev.EffectFailed) -> None:
+    s.steps[e.step_id] = {"effect": e.effect, "status": "failed", "error": e.error.model_dump()}
+
+
+def _decision(s: ExecutionState, e: ev.DecisionRecorded) -> None:
+    s.decisions[e.step_id] = {"kind": e.kind, "value": e.value}
+
+
+def _in_doubt_step(s: ExecutionState, e: ev.EffectInDoubt) -> None:
+    s.steps.setdefault(e.step_id, {"effect": e.effect})["status"] = "in_doubt"
+
+
+def _verdict_step(s: ExecutionState, e: ev.EffectVerdict) -> None:
+    rec = s.steps.setdefault(e.step_id, {})
+    rec["verdict_by"] = e.by
+    if e.verdict == "performed":
+        rec.update(status="completed", output=e.output)
+    elif e.verdict == "failed":
+        rec.update(status="failed", error=(e.error or ev.ErrorInfo(code="verdict")).model_dump())
+    else:
+        rec["status"] = "not_performed"
+
+
+# Head handlers: everything else, always applied at once.
+
+
+def _completed_meter(s: ExecutionState, e: ev.EffectCompleted) -> None:
     m = s.meter
     m.effect_calls += 1
     m.attempts += e.attempts
@@ -154,16 +244,11 @@ def _effect_completed(s: ExecutionState, e: ev.EffectCompleted) -> None:
     m.bytes_stored += e.output_bytes
 
 
-def _effect_failed(s: ExecutionState, e: ev.EffectFailed) -> None:
-    s.steps[e.step_id] = {"effect": e.effect, "status": "failed", "error": e.error.model_dump()}
+def _failed_meter(s: ExecutionState, e: ev.EffectFailed) -> None:
     m = s.meter
     m.effect_calls += 1 if e.attempts else 0
     m.attempts += e.attempts
     m.effect_seconds += e.duration_s
-
-
-def _decision(s: ExecutionState, e: ev.DecisionRecorded) -> None:
-    s.decisions[e.step_id] = {"kind": e.kind, "value": e.value}
 
 
 def _suspended(s: ExecutionState, e: ev.ExecutionSuspended) -> None:
@@ -186,7 +271,6 @@ def _resumed(s: ExecutionState, e: ev.ExecutionResumed) -> None:
 
 
 def _in_doubt(s: ExecutionState, e: ev.EffectInDoubt) -> None:
-    s.steps.setdefault(e.step_id, {"effect": e.effect})["status"] = "in_doubt"
     if e.step_id not in s.in_doubt:
         s.in_doubt.append(e.step_id)
     s.claim = None
@@ -194,15 +278,8 @@ def _in_doubt(s: ExecutionState, e: ev.EffectInDoubt) -> None:
 
 
 def _verdict(s: ExecutionState, e: ev.EffectVerdict) -> None:
-    rec = s.steps.setdefault(e.step_id, {})
-    rec["verdict_by"] = e.by
     if e.verdict == "performed":
-        rec.update(status="completed", output=e.output)
         s.meter.effect_calls += 1
-    elif e.verdict == "failed":
-        rec.update(status="failed", error=(e.error or ev.ErrorInfo(code="verdict")).model_dump())
-    else:
-        rec["status"] = "not_performed"
     if e.step_id in s.in_doubt:
         s.in_doubt.remove(e.step_id)
     if not s.in_doubt and s.status == "in_doubt":
@@ -229,13 +306,11 @@ def _cancelled(s: ExecutionState, e: ev.ExecutionCancelled) -> None:
     s.error = {"code": "cancelled", "type": None, "message": e.reason}
 
 
-_HANDLERS: dict[str, Callable[[ExecutionState, Any], None]] = {
+_HEAD: dict[str, Callable[[ExecutionState, Any], None]] = {
     "ExecutionStarted": _started,
     "ExecutionClaimed": _claimed,
-    "EffectStarted": _effect_started,
-    "EffectCompleted": _effect_completed,
-    "EffectFailed": _effect_failed,
-    "DecisionRecorded": _decision,
+    "EffectCompleted": _completed_meter,
+    "EffectFailed": _failed_meter,
     "ExecutionSuspended": _suspended,
     "ExecutionResumed": _resumed,
     "EffectInDoubt": _in_doubt,
@@ -246,6 +321,15 @@ _HANDLERS: dict[str, Callable[[ExecutionState, Any], None]] = {
     "ExecutionCancelled": _cancelled,
 }
 
+_STEP: dict[str, Callable[[ExecutionState, Any], None]] = {
+    "EffectStarted": _effect_started,
+    "EffectCompleted": _effect_completed,
+    "EffectFailed": _effect_failed,
+    "DecisionRecorded": _decision,
+    "EffectInDoubt": _in_doubt_step,
+    "EffectVerdict": _verdict_step,
+}
+
 
 def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
     """Apply one event to ``state`` in place and return it.
@@ -253,7 +337,15 @@ def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
     Progress (any event but a resume, a claim or a park) clears a parked reason: a fixed flow
     that moves on is no longer parked.
     """
-    _HANDLERS[event.type](state, event)
+    head = _HEAD.get(event.type)
+    if head is not None:
+        head(state, event)
+    step = _STEP.get(event.type)
+    if step is not None:
+        if state._raw_tail is not None:  # pyright: ignore[reportPrivateUsage]
+            state._deferred.append(event)  # pyright: ignore[reportPrivateUsage]
+        else:
+            step(state, event)
     if state.parked_reason is not None and event.type not in _KEEPS_PARK:
         state.parked_reason = None
     state.last_seq = event.seq

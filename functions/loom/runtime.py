@@ -151,7 +151,7 @@ class Runtime:
             self._check_same_start(first, started)
             return await self.result(eid)
         ran = await self._dispatch(eid, flow, "start", f"{eid}:1") if run else None
-        return ran or ExecutionResult.from_state(fold([first]))
+        return ran or ExecutionResult.from_state(fold([first]), include_state=False)
 
     @staticmethod
     def _check_same_start(first: ev.ExecutionStarted, started: ev.ExecutionStarted) -> None:
@@ -313,7 +313,7 @@ class Runtime:
                 details={"status": state.status},
             )
         if resume_key(on, correlation_key) in state.resumes:
-            return ExecutionResult.from_state(state)
+            return ExecutionResult.from_state(state, include_state=False)
         stored, _ = await self.payloads.encode(to_json_value(payload), f"{execution_id}/resume")
         event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored)
         opens = any(
@@ -325,7 +325,7 @@ class Runtime:
         ran = await self._dispatch(
             execution_id, state.flow, "resume", f"{execution_id}:{state.last_seq}"
         )
-        return ran or ExecutionResult.from_state(state)
+        return ran or ExecutionResult.from_state(state, include_state=False)
 
     async def verdict(
         self,
@@ -359,7 +359,7 @@ class Runtime:
             ran = await self._dispatch(
                 execution_id, state.flow, "verdict", f"{execution_id}:{state.last_seq}"
             )
-        return ran or ExecutionResult.from_state(state)
+        return ran or ExecutionResult.from_state(state, include_state=False)
 
     def _verdict_event(
         self, effect: str, step_id: str, verdict: str, output: Any, error: str | None, by: str

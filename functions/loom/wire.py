@@ -106,6 +106,4 @@ class ExecutionResult(BaseModel):
 
 
 def _state_dict(state: ExecutionState) -> dict[str, Any]:
-    import json
-
-    return json.loads(state.to_json())
+    return state.to_dict()

@@ -1,0 +1,196 @@
+"""Engine benchmarks on the embedded default (SQLite on disk, every append fsync'd).
+
+Each function returns a dict of figures; ``bench/run.py`` runs them side by side and writes
+``bench/RESULTS.md``. Medians throughout: these machines are noisy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from loom import EffectContext, FlowContext, Loom
+from loom.runtime import Runtime
+from loom.store import SqliteEventStore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+app = Loom("bench")
+
+
+@app.effect("noop")
+async def noop(ctx: EffectContext, n: int) -> int:
+    """Does nothing: what is measured is the durable step around it."""
+    return n
+
+
+@app.flow("steps")
+async def steps(ctx: FlowContext, n: int) -> int:
+    """``n`` sequential durable steps."""
+    for i in range(n):
+        await ctx.execute(noop, i)
+    return n
+
+
+@app.flow("steps_then_wait")
+async def steps_then_wait(ctx: FlowContext, n: int) -> int:
+    """``n`` steps, then a gate."""
+    for i in range(n):
+        await ctx.execute(noop, i)
+    await ctx.suspend("go", "k")
+    return n
+
+
+def _db() -> Path:
+    return Path(tempfile.mkdtemp(prefix="loom-bench-")) / "loom.db"
+
+
+def fsync_baseline(commits: int = 2000) -> dict[str, Any]:
+    """One tiny SQLite transaction per commit, WAL + synchronous=FULL: the floor we build on."""
+    con = sqlite3.connect(_db(), isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    con.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
+    times: list[float] = []
+    for i in range(commits):
+        t = time.perf_counter()
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("INSERT INTO t VALUES (?, ?)", (i, '{"type":"EffectCompleted"}'))
+        con.execute("COMMIT")
+        times.append(time.perf_counter() - t)
+    return {"sqlite_commit_ms": statistics.median(times) * 1000}
+
+
+async def _flows(runtime: Runtime, flow: str, n: int, count: int, tag: str) -> list[float]:
+    times: list[float] = []
+    for i in range(count):
+        t = time.perf_counter()
+        result = await runtime.start(flow, n, execution_id=f"{tag}-{i}")
+        times.append(time.perf_counter() - t)
+        assert result.status in ("completed", "suspended"), result
+    return times
+
+
+async def noop_step(flows: int = 200, steps_per_flow: int = 10) -> dict[str, Any]:
+    """200 flows × 10 durable no-op steps; also 200 empty flows, to separate the fixed cost."""
+    runtime = Runtime(app, SqliteEventStore(_db()))
+    await _flows(runtime, "steps", steps_per_flow, 20, "warm")
+    empty = await _flows(runtime, "steps", 0, flows, "empty")
+    full = await _flows(runtime, "steps", steps_per_flow, flows, "full")
+    per_flow = statistics.median(full)
+    return {
+        "flows": flows,
+        "steps_per_flow": steps_per_flow,
+        "all_in_ms_per_step": per_flow / steps_per_flow * 1000,
+        "marginal_ms_per_step": (per_flow - statistics.median(empty)) / steps_per_flow * 1000,
+        "empty_flow_ms": statistics.median(empty) * 1000,
+    }
+
+
+async def scaling(small: int = 100, large: int = 10_000) -> dict[str, Any]:
+    """Per-step cost of a long execution against a short one (no re-reading per step)."""
+    runtime = Runtime(app, SqliteEventStore(_db()))
+    await _flows(runtime, "steps", small, 3, "warm")
+    small_t = statistics.median(await _flows(runtime, "steps", small, 15, "small")) / small
+    large_t = statistics.median(await _flows(runtime, "steps", large, 3, "large")) / large
+    return {
+        f"ms_per_step_at_{small}": small_t * 1000,
+        f"ms_per_step_at_{large}": large_t * 1000,
+        "ratio": large_t / small_t,
+    }
+
+
+class _Parked:
+    """A dispatcher that only records: the resume call is measured without the run."""
+
+    inline = False
+
+    async def dispatch(self, package: Any, dispatch_id: str, not_before: Any = None) -> None:
+        return None
+
+
+async def resume_long(n: int = 10_000, repeats: int = 15) -> dict[str, Any]:
+    """Resume of a suspended n-step execution: the resume call (snapshot + tail + append),
+    and the whole execute call that follows (replaying n recorded steps)."""
+    store = SqliteEventStore(_db())
+    runtime = Runtime(app, store)
+    resume_times: list[float] = []
+    execute_times: list[float] = []
+    from loom.wire import ExecutionPackage
+
+    for i in range(repeats):
+        eid = f"long-{i}"
+        await runtime.start("steps_then_wait", n, execution_id=eid)
+        parked = Runtime(app, store, dispatcher=_Parked())  # type: ignore[arg-type]
+        t = time.perf_counter()
+        await parked.resume(eid, "go", "k", None)
+        resume_times.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        done = await runtime.execute(ExecutionPackage(execution_id=eid))
+        execute_times.append(time.perf_counter() - t)
+        assert done.status == "completed"
+    return {
+        "steps": n,
+        "resume_call_ms": statistics.median(resume_times) * 1000,
+        "execute_after_resume_ms": statistics.median(execute_times) * 1000,
+    }
+
+
+async def concurrent(flows: int = 50, steps_per_flow: int = 10, repeats: int = 7) -> dict[str, Any]:
+    """50 concurrent 10-step flows on one SQLite file: total wall time."""
+    runtime = Runtime(app, SqliteEventStore(_db()))
+    totals: list[float] = []
+    for r in range(repeats):
+        t = time.perf_counter()
+        await asyncio.gather(
+            *(runtime.start("steps", steps_per_flow, execution_id=f"c{r}-{i}") for i in range(flows))
+        )
+        totals.append(time.perf_counter() - t)
+    return {"flows": flows, "steps_per_flow": steps_per_flow,
+            "total_s": statistics.median(totals)}
+
+
+_FIRST_RUN = textwrap.dedent("""
+    import asyncio, sys, tempfile
+    from loom import Loom
+    from loom.runtime import Runtime
+    from loom.store import SqliteEventStore
+    app = Loom("cold")
+    @app.effect("one")
+    async def one(ctx, n: int) -> int:
+        return n
+    @app.flow("f")
+    async def f(ctx, n: int) -> int:
+        return await ctx.execute(one, n)
+    rt = Runtime(app, SqliteEventStore(tempfile.mkdtemp() + "/l.db"))
+    assert asyncio.run(rt.start("f", 1, execution_id="x")).status == "completed"
+""")
+
+
+def _wall(args: list[str], repeats: int) -> float:
+    times: list[float] = []
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    for _ in range(repeats):
+        t = time.perf_counter()
+        subprocess.run(args, check=True, cwd=ROOT, env=env)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def startup(repeats: int = 9) -> dict[str, Any]:
+    """``python -c "import loom"`` and process start → first finished one-step execution."""
+    bare = _wall([sys.executable, "-c", "pass"], repeats)
+    return {
+        "python_bare_s": bare,
+        "import_loom_s": _wall([sys.executable, "-c", "import loom"], repeats),
+        "first_execution_s": _wall([sys.executable, "-c", _FIRST_RUN], repeats),
+    }

@@ -1,0 +1,117 @@
+"""Run every benchmark side by side and write ``bench/RESULTS.md``.
+
+    python bench/run.py              # engine + start-up + Firestore op counts (emulator)
+    python bench/run.py --quick      # fewer repeats, for a smoke run
+
+Targets come from the issues; each row says whether this run met it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import core  # noqa: E402
+
+HERE = Path(__file__).parent
+
+
+def _sub(script: str, *args: str) -> dict[str, Any] | None:
+    proc = subprocess.run([sys.executable, str(HERE / script), *args], capture_output=True,
+                          text=True, cwd=HERE.parent, check=False, timeout=900)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    print(f"{script} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}", file=sys.stderr)
+    return None
+
+
+async def engine(quick: bool) -> dict[str, Any]:
+    flows = 50 if quick else 200
+    return {
+        "fsync": core.fsync_baseline(500 if quick else 2000),
+        "noop": await core.noop_step(flows=flows),
+        "scaling": await core.scaling(large=2000 if quick else 10_000),
+        "resume": await core.resume_long(n=2000 if quick else 10_000, repeats=5 if quick else 15),
+        "concurrent": await core.concurrent(repeats=3 if quick else 7),
+        "startup": core.startup(repeats=3 if quick else 9),
+    }
+
+
+def _row(name: str, value: float, unit: str, target: float | None, cmp: str = "<=") -> str:
+    met = "" if target is None else ("met" if value <= target else "**missed**")
+    goal = "" if target is None else f"{cmp} {target:g} {unit}"
+    return f"| {name} | {value:.3f} {unit} | {goal} | {met} |"
+
+
+def render(r: dict[str, Any], when: str, command: str) -> str:
+    e = r["engine"]
+    n, sc, rs, st = e["noop"], e["scaling"], e["resume"], e["startup"]
+    big = [k for k in sc if k.startswith("ms_per_step_at_")]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Measured {when} on {platform.machine()} with Python {platform.python_version()}, "
+        f"by `{command}`. Medians; every figure in a table was measured in the same run.",
+        "",
+        "## Engine on SQLite (each append fsync'd)",
+        "",
+        "| what | this run | target | |",
+        "|---|---|---|---|",
+        _row("SQLite commit alone (WAL, synchronous=FULL): the floor", e["fsync"]["sqlite_commit_ms"], "ms", None),
+        _row(f"durable no-op step, marginal ({n['flows']} flows × {n['steps_per_flow']})", n["marginal_ms_per_step"], "ms", 0.30),
+        _row("durable no-op step, all-in (flow time / steps)", n["all_in_ms_per_step"], "ms", None),
+        _row("empty flow (start, claim, complete)", n["empty_flow_ms"], "ms", None),
+        _row(big[0].replace("ms_per_step_at_", "per step at ") + " steps", sc[big[0]], "ms", None),
+        _row(big[1].replace("ms_per_step_at_", "per step at ") + " steps", sc[big[1]], "ms", None),
+        _row("ratio long / short", sc["ratio"], "×", 1.2),
+        _row(f"resume call on a suspended {rs['steps']}-step execution", rs["resume_call_ms"], "ms", 5.0),
+        _row(f"execute after that resume (replays {rs['steps']} steps)", rs["execute_after_resume_ms"], "ms", None),
+        _row("50 concurrent 10-step flows, total", e["concurrent"]["total_s"], "s", 0.25),
+        _row("`python -c pass` (for scale)", st["python_bare_s"], "s", None),
+        _row("`python -c \"import loom\"`", st["import_loom_s"], "s", 0.30),
+        _row("process start → first finished one-step execution", st["first_execution_s"], "s", 0.40),
+        "",
+        f"Ratio of the marginal step to the bare SQLite commit: "
+        f"{n['marginal_ms_per_step'] / e['fsync']['sqlite_commit_ms']:.2f}×. For comparison, the "
+        "issue quotes Restate at 1.0 ms and DBOS at 1.4 ms per step on this kind of machine "
+        "(not measured here).",
+    ]
+    if r.get("importtime"):
+        lines += ["", "## Cloud Run entry point", "",
+                  "| what | this run | target | |", "|---|---|---|---|",
+                  _row("import of functions/main.py (`python -X importtime`)",
+                       r["importtime"]["main_import_s"], "s", 0.30)]
+    if r.get("firestore"):
+        lines += ["", "## Firestore document operations (emulator, counted by the store)", "",
+                  "```json", json.dumps(r["firestore"], indent=1), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-firestore", action="store_true")
+    args = parser.parse_args()
+    command = "python bench/run.py" + (" --quick" if args.quick else "")
+    results: dict[str, Any] = {"engine": asyncio.run(engine(args.quick))}
+    if (HERE.parent / "functions" / "main.py").exists():
+        results["importtime"] = _sub("importtime.py")
+    if not args.no_firestore:
+        results["firestore"] = _sub("firestore_ops.py", "--json", "-")
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    (HERE / "RESULTS.md").write_text(render(results, when, command))
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -81,7 +81,7 @@ async def _flows(runtime: Runtime, flow: str, n: int, count: int, tag: str) -> l
 
 
 async def noop_step(flows: int = 200, steps_per_flow: int = 10) -> dict[str, Any]:
-    """200 flows × 10 durable no-op steps; also 200 empty flows, to separate the fixed cost."""
+    """200 flows x 10 durable no-op steps; also 200 empty flows, to separate the fixed cost."""
     runtime = Runtime(app, SqliteEventStore(_db()))
     await _flows(runtime, "steps", steps_per_flow, 20, "warm")
     empty = await _flows(runtime, "steps", 0, flows, "empty")
@@ -152,11 +152,13 @@ async def concurrent(flows: int = 50, steps_per_flow: int = 10, repeats: int = 7
     for r in range(repeats):
         t = time.perf_counter()
         await asyncio.gather(
-            *(runtime.start("steps", steps_per_flow, execution_id=f"c{r}-{i}") for i in range(flows))
+            *(
+                runtime.start("steps", steps_per_flow, execution_id=f"c{r}-{i}")
+                for i in range(flows)
+            )
         )
         totals.append(time.perf_counter() - t)
-    return {"flows": flows, "steps_per_flow": steps_per_flow,
-            "total_s": statistics.median(totals)}
+    return {"flows": flows, "steps_per_flow": steps_per_flow, "total_s": statistics.median(totals)}
 
 
 _FIRST_RUN = textwrap.dedent("""

@@ -20,14 +20,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import core  # noqa: E402
+from bench import core
 
 HERE = Path(__file__).parent
 
 
 def _sub(script: str, *args: str) -> dict[str, Any] | None:
-    proc = subprocess.run([sys.executable, str(HERE / script), *args], capture_output=True,
-                          text=True, cwd=HERE.parent, check=False, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, str(HERE / script), *args],
+        capture_output=True,
+        text=True,
+        cwd=HERE.parent,
+        check=False,
+        timeout=900,
+    )
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
             return json.loads(line)
@@ -67,33 +73,70 @@ def render(r: dict[str, Any], when: str, command: str) -> str:
         "",
         "| what | this run | target | |",
         "|---|---|---|---|",
-        _row("SQLite commit alone (WAL, synchronous=FULL): the floor", e["fsync"]["sqlite_commit_ms"], "ms", None),
-        _row(f"durable no-op step, marginal ({n['flows']} flows × {n['steps_per_flow']})", n["marginal_ms_per_step"], "ms", 0.30),
+        _row(
+            "SQLite commit alone (WAL, synchronous=FULL): the floor",
+            e["fsync"]["sqlite_commit_ms"],
+            "ms",
+            None,
+        ),
+        _row(
+            f"durable no-op step, marginal ({n['flows']} flows x {n['steps_per_flow']})",
+            n["marginal_ms_per_step"],
+            "ms",
+            0.30,
+        ),
         _row("durable no-op step, all-in (flow time / steps)", n["all_in_ms_per_step"], "ms", None),
         _row("empty flow (start, claim, complete)", n["empty_flow_ms"], "ms", None),
         _row(big[0].replace("ms_per_step_at_", "per step at ") + " steps", sc[big[0]], "ms", None),
         _row(big[1].replace("ms_per_step_at_", "per step at ") + " steps", sc[big[1]], "ms", None),
-        _row("ratio long / short", sc["ratio"], "×", 1.2),
-        _row(f"resume call on a suspended {rs['steps']}-step execution", rs["resume_call_ms"], "ms", 5.0),
-        _row(f"execute after that resume (replays {rs['steps']} steps)", rs["execute_after_resume_ms"], "ms", None),
+        _row("ratio long / short", sc["ratio"], "x", 1.2),
+        _row(
+            f"resume call on a suspended {rs['steps']}-step execution",
+            rs["resume_call_ms"],
+            "ms",
+            5.0,
+        ),
+        _row(
+            f"execute after that resume (replays {rs['steps']} steps)",
+            rs["execute_after_resume_ms"],
+            "ms",
+            None,
+        ),
         _row("50 concurrent 10-step flows, total", e["concurrent"]["total_s"], "s", 0.25),
         _row("`python -c pass` (for scale)", st["python_bare_s"], "s", None),
-        _row("`python -c \"import loom\"`", st["import_loom_s"], "s", 0.30),
-        _row("process start → first finished one-step execution", st["first_execution_s"], "s", 0.40),
+        _row('`python -c "import loom"`', st["import_loom_s"], "s", 0.30),
+        _row(
+            "process start → first finished one-step execution", st["first_execution_s"], "s", 0.40
+        ),
         "",
         f"Ratio of the marginal step to the bare SQLite commit: "
-        f"{n['marginal_ms_per_step'] / e['fsync']['sqlite_commit_ms']:.2f}×. For comparison, the "
+        f"{n['marginal_ms_per_step'] / e['fsync']['sqlite_commit_ms']:.2f}x. For comparison, the "
         "issue quotes Restate at 1.0 ms and DBOS at 1.4 ms per step on this kind of machine "
         "(not measured here).",
     ]
     if r.get("importtime"):
-        lines += ["", "## Cloud Run entry point", "",
-                  "| what | this run | target | |", "|---|---|---|---|",
-                  _row("import of functions/main.py (`python -X importtime`)",
-                       r["importtime"]["main_import_s"], "s", 0.30)]
+        lines += [
+            "",
+            "## Cloud Run entry point",
+            "",
+            "| what | this run | target | |",
+            "|---|---|---|---|",
+            _row(
+                "import of functions/main.py (`python -X importtime`)",
+                r["importtime"]["main_import_s"],
+                "s",
+                0.30,
+            ),
+        ]
     if r.get("firestore"):
-        lines += ["", "## Firestore document operations (emulator, counted by the store)", "",
-                  "```json", json.dumps(r["firestore"], indent=1), "```"]
+        lines += [
+            "",
+            "## Firestore document operations (emulator, counted by the store)",
+            "",
+            "```json",
+            json.dumps(r["firestore"], indent=1),
+            "```",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,111 @@
+resource "google_cloud_run_v2_service" "loom" {
+  for_each = local.services
+
+  project             = var.project_id
+  location            = var.region
+  name                = "${var.name_prefix}-${each.key}"
+  description         = "Loom functions-framework target '${each.key}'."
+  ingress             = each.value.ingress
+  deletion_protection = var.deletion_protection
+  labels              = local.labels
+
+  template {
+    service_account                  = google_service_account.worker.email
+    timeout                          = "${var.request_timeout_seconds}s"
+    max_instance_request_concurrency = var.max_concurrency
+    execution_environment            = "EXECUTION_ENVIRONMENT_GEN2"
+    labels                           = local.labels
+
+    scaling {
+      # Scale to zero: an idle Loom costs nothing but storage.
+      min_instance_count = 0
+      max_instance_count = var.max_instance_count
+    }
+
+    containers {
+      image = var.image
+
+      ports {
+        container_port = 8080
+      }
+
+      resources {
+        # Request-based CPU: the engine does no work after it has answered.
+        cpu_idle          = true
+        startup_cpu_boost = true
+        limits = {
+          cpu    = var.cpu
+          memory = var.memory
+        }
+      }
+
+      env {
+        name  = "FUNCTION_TARGET"
+        value = each.key
+      }
+      env {
+        name  = "LOOM_APP"
+        value = var.loom_app
+      }
+      env {
+        name  = "LOOM_STORE"
+        value = "firestore://${var.project_id}/${google_firestore_database.loom.name}"
+      }
+      env {
+        name  = "LOOM_DISPATCH"
+        value = "cloudtasks://projects/${var.project_id}/locations/${var.region}/queues/${google_cloud_tasks_queue.loom.name}"
+      }
+      env {
+        name  = "LOOM_TASKS_TARGET_URL"
+        value = local.tasks_url
+      }
+      env {
+        name  = "LOOM_TASKS_SERVICE_ACCOUNT"
+        value = google_service_account.invoker.email
+      }
+      env {
+        name  = "LOOM_BLOBS"
+        value = "gs://${google_storage_bucket.payloads.name}/${var.payload_prefix}"
+      }
+      env {
+        name  = "LOOM_LOG_FORMAT"
+        value = "json"
+      }
+      env {
+        name = "LOOM_RESUME_SECRET"
+        value_source {
+          secret_key_ref {
+            secret  = google_secret_manager_secret.resume.secret_id
+            version = "latest"
+          }
+        }
+      }
+    }
+  }
+
+  lifecycle {
+    # Cloud Build rolls out new images with gcloud run deploy (docs/adr/0010);
+    # Terraform owns everything else about the services.
+    ignore_changes = [
+      template[0].containers[0].image,
+      client,
+      client_version,
+    ]
+
+    precondition {
+      condition     = var.request_timeout_seconds >= var.dispatch_deadline_seconds
+      error_message = "request_timeout_seconds must be >= dispatch_deadline_seconds, or Cloud Run cuts requests that Cloud Tasks still waits for."
+    }
+
+    precondition {
+      condition     = var.request_timeout_seconds >= var.sweep_deadline_seconds
+      error_message = "request_timeout_seconds must be >= sweep_deadline_seconds."
+    }
+  }
+
+  depends_on = [
+    google_project_service.apis,
+    google_secret_manager_secret_iam_member.worker_resume_secret,
+    google_secret_manager_secret_version.resume,
+  ]
+}

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from loom.errors import ConfigurationError
+
 if TYPE_CHECKING:
     from loom.app import EffectDef
     from loom.session import Session
@@ -88,7 +90,10 @@ def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
         return
     if current is not None:
         # Someone else's factory (e.g. an instrumentation library): keep theirs outside flows.
-        raise RuntimeError("loom needs the event loop's task factory; another one is set")
+        raise ConfigurationError(
+            "loom numbers flow steps through the event loop's task factory, and another "
+            "task factory is already installed on this loop"
+        )
     loop.set_task_factory(_task_factory)  # type: ignore[arg-type]
 
 

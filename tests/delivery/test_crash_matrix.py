@@ -1,4 +1,5 @@
-"""The crash matrix: a worker process SIGKILLed at every point of a step, on SQLite.
+"""The crash matrix: a worker process SIGKILLed at every point of a step, on SQLite and on
+the Firestore emulator.
 
 For each point and each kind of effect: no event lost or duplicated, a gap-free log, a
 non-idempotent effect invoked at most once unless a ``not_performed`` verdict asks again,
@@ -12,14 +13,15 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from loom.config import open_store
 from loom.events import Event
 from loom.runtime import Runtime
-from loom.store import SqliteEventStore
 from loom.wire import ExecutionPackage
 from tests.delivery import crash_app
 
@@ -36,11 +38,24 @@ CASES = {
 }
 
 
-def _kill_worker(db: Path, side: Path, eid: str, point: str) -> int:
+@pytest.fixture(params=["sqlite", pytest.param("firestore", marks=pytest.mark.slow)])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store URL that a child process can open too."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/loom.db"
+    request.getfixturevalue("firestore_emulator")  # sets FIRESTORE_EMULATOR_HOST
+    return f"firestore://loom-test/c{uuid.uuid4().hex[:24]}"
+
+
+def _runtime(db: str) -> Runtime:
+    return Runtime(crash_app.app, open_store(db))
+
+
+def _kill_worker(db: str, side: Path, eid: str, point: str) -> int:
     env = {
         **os.environ,
         "LOOM_APP": "tests.delivery.crash_app:app",
-        "LOOM_STORE": f"sqlite:///{db}",
+        "LOOM_STORE": db,
         "LOOM_TEST_SIDE_FILE": str(side),
     }
     if point == "in_effect":
@@ -69,18 +84,18 @@ def _check_log(events: list[Event]) -> None:
     assert all(n == 1 for n in outcomes.values()), f"a step recorded twice: {outcomes}"
 
 
-async def _recover(db: Path, side: Path, eid: str) -> tuple[Runtime, str]:
+async def _recover(db: str, side: Path, eid: str) -> tuple[Runtime, str]:
     os.environ["LOOM_TEST_SIDE_FILE"] = str(side)
-    runtime = Runtime(crash_app.app, SqliteEventStore(db))
+    runtime = _runtime(db)
     result = await runtime.execute(ExecutionPackage(execution_id=eid))
     return runtime, result.status
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", list(CASES))
-async def test_non_idempotent_effect_is_never_silently_rerun(tmp_path: Path, point: str):
-    db, side, eid = tmp_path / "loom.db", tmp_path / "side.txt", f"once-{point}"
-    runtime = Runtime(crash_app.app, SqliteEventStore(db))
+async def test_non_idempotent_effect_is_never_silently_rerun(db: str, tmp_path: Path, point: str):
+    side, eid = tmp_path / "side.txt", f"once-{point}"
+    runtime = _runtime(db)
     await runtime.start("crash.once", None, execution_id=eid, run=False)
     assert _kill_worker(db, side, eid, point) == -signal.SIGKILL
     expected_status, invoked = CASES[point]
@@ -103,9 +118,11 @@ async def test_non_idempotent_effect_is_never_silently_rerun(tmp_path: Path, poi
 @pytest.mark.slow
 @pytest.mark.parametrize("verdict", ["performed", "not_performed"])
 @pytest.mark.parametrize("point", ["after_intent", "in_effect", "after_effect"])
-async def test_verdicts_drive_parked_cases_to_completion(tmp_path: Path, point: str, verdict: str):
-    db, side, eid = tmp_path / "loom.db", tmp_path / "side.txt", f"v-{point}-{verdict}"
-    runtime = Runtime(crash_app.app, SqliteEventStore(db))
+async def test_verdicts_drive_parked_cases_to_completion(
+    db: str, tmp_path: Path, point: str, verdict: str
+):
+    side, eid = tmp_path / "side.txt", f"v-{point}-{verdict}"
+    runtime = _runtime(db)
     await runtime.start("crash.once", None, execution_id=eid, run=False)
     _kill_worker(db, side, eid, point)
     runtime, status = await _recover(db, side, eid)
@@ -125,9 +142,11 @@ async def test_verdicts_drive_parked_cases_to_completion(tmp_path: Path, point: 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("point", [p for p in CASES if p != "after_intent"])  # no intent record
-async def test_idempotent_effect_is_reinvoked_with_the_same_key(tmp_path: Path, point: str):
-    db, side, eid = tmp_path / "loom.db", tmp_path / "side.txt", f"idem-{point}"
-    runtime = Runtime(crash_app.app, SqliteEventStore(db))
+async def test_idempotent_effect_is_reinvoked_with_the_same_key(
+    db: str, tmp_path: Path, point: str
+):
+    side, eid = tmp_path / "side.txt", f"idem-{point}"
+    runtime = _runtime(db)
     await runtime.start("crash.idempotent", None, execution_id=eid, run=False)
     assert _kill_worker(db, side, eid, point) == -signal.SIGKILL
     runtime, status = await _recover(db, side, eid)

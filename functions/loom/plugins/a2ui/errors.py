@@ -1,0 +1,66 @@
+"""Errors of the A2UI plugin, under :class:`~loom.errors.LoomError`.
+
+The tree::
+
+    A2UIError                        root of the plugin's errors
+    ├── A2UIProtocolError            a message that is not the A2UI message expected (InputError)
+    ├── CorrelationError             a reply for another surface, call or function, or for a
+    │                                call nobody is waiting on (unsolicited, forged, late)
+    ├── CatalogValidationError       arguments or a result that fail the catalog's schema
+    ├── ResumeAuthenticationError    a reply the configured authenticator refused
+    ├── ClientFunctionError          the client answered with an error
+    └── A2UITimeoutError             the client did not answer within the request timeout
+
+The first four are also :class:`~loom.errors.InputError`: they are raised on bad input from
+a client, before anything is appended, so an HTTP layer answers them with a 4xx.
+"""
+
+from __future__ import annotations
+
+from loom.errors import InputError, LoomError
+
+
+class A2UIError(LoomError):
+    """Root of the A2UI plugin's errors."""
+
+    code = "a2ui"
+
+
+class A2UIProtocolError(A2UIError, InputError):
+    """A message is malformed, or is not the kind of A2UI message expected."""
+
+    code = "a2ui_protocol"
+
+
+class CorrelationError(A2UIError, InputError):
+    """A reply does not belong to the request it claims to answer.
+
+    Raised for a reply addressed to another surface, another call or another function, and
+    for a reply to a call that is not awaiting one (never issued, or already answered).
+    """
+
+    code = "a2ui_correlation"
+
+
+class CatalogValidationError(A2UIError, InputError):
+    """Arguments or a result fail the catalog's declared schema, or the function is unknown."""
+
+    code = "a2ui_invalid"
+
+
+class ResumeAuthenticationError(A2UIError, InputError):
+    """The configured resume authenticator refused a reply."""
+
+    code = "unauthenticated"
+
+
+class ClientFunctionError(A2UIError):
+    """The client ran the function and answered with an error."""
+
+    code = "a2ui_client_error"
+
+
+class A2UITimeoutError(A2UIError):
+    """The client did not answer a ``callFunction`` within the request timeout."""
+
+    code = "a2ui_timeout"

@@ -1,0 +1,208 @@
+"""``WebSocketCallFunctionTransport``: grain B over WebSocket, served by the Loom side.
+
+A client connects to ``ws://HOST:PORT/a2ui/{surfaceId}``, which binds the connection to that
+surface (an optional authenticator checks the handshake). ``call`` sends the ``callFunction``
+to the surface's connection — or, if none is open, when one opens — and waits for the
+``functionResponse`` carrying the same call id. Requests still waiting are sent again to a
+reconnecting client, with the same call id (the client dedups).
+
+A reply is taken only if it is a ``functionResponse`` for the connection's own surface that
+answers a call now waiting, naming the function that was called. Anything else — malformed,
+another surface, unsolicited, late, duplicate — is refused: logged, kept in
+:attr:`~WebSocketCallFunctionTransport.refused`, and never handed to a waiting call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import unquote
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from loom.errors import ConfigurationError
+from loom.plugins.a2ui.effect import A2UICallFunctionTransport
+from loom.plugins.a2ui.errors import A2UIProtocolError
+from loom.plugins.a2ui.protocol import (
+    CallFunctionMessage,
+    ClientToServerMessage,
+    FunctionResponseMessage,
+    is_function_response,
+    parse_client_message,
+)
+
+log = logging.getLogger("loom.a2ui")
+
+ConnectAuthenticator = Callable[[Mapping[str, str], str], bool]
+"""``authenticate(handshake_headers, surface_id) -> bool``: True admits the connection."""
+
+MessageHandler = Callable[[str, ClientToServerMessage], Coroutine[Any, Any, None]]
+"""Receives client messages other than replies (``action``, ``error``), with the surface."""
+
+
+@dataclass
+class _Waiting:
+    message: CallFunctionMessage
+    reply: asyncio.Future[FunctionResponseMessage]
+
+
+@dataclass(frozen=True)
+class RefusedReply:
+    """A message the transport did not hand to any call, and why."""
+
+    surface_id: str
+    call_id: str | None
+    reason: str
+
+
+class WebSocketCallFunctionTransport(A2UICallFunctionTransport):
+    """Serves clients over WebSocket and correlates their replies by surface and call id.
+
+    Args:
+        authenticate: Checks each handshake; a refused one gets HTTP 401.
+        on_message: Receives the clients' other messages.
+        path_prefix: URL path before the surface id.
+    """
+
+    def __init__(
+        self,
+        *,
+        authenticate: ConnectAuthenticator | None = None,
+        on_message: MessageHandler | None = None,
+        path_prefix: str = "/a2ui/",
+    ) -> None:
+        self._authenticate = authenticate
+        self._on_message = on_message
+        self._prefix = path_prefix
+        self._server: Server | None = None
+        self._connections: dict[str, ServerConnection] = {}
+        self._waiting: dict[tuple[str, str], _Waiting] = {}
+        self._background: set[asyncio.Task[None]] = set()
+        self.refused: deque[RefusedReply] = deque(maxlen=256)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        """Listen on ``host:port`` (0 = an ephemeral port) and return the port."""
+        self._server = await serve(self._serve, host, port, process_request=self._check_handshake)
+        return self.port
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on."""
+        if self._server is None:
+            raise ConfigurationError("the WebSocket transport is not started")
+        return int(next(iter(self._server.sockets)).getsockname()[1])
+
+    def connected(self, surface_id: str) -> bool:
+        """Whether a client of ``surface_id`` is connected now."""
+        return surface_id in self._connections
+
+    async def aclose(self) -> None:
+        """Stop serving and fail the calls still waiting."""
+        for waiting in self._waiting.values():
+            if not waiting.reply.done():
+                waiting.reply.set_exception(ConnectionError("transport closed"))
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    # -- calls --------------------------------------------------------------------------
+
+    async def call(self, message: CallFunctionMessage) -> FunctionResponseMessage:
+        """Send ``message`` to its surface's client and wait for the matching reply."""
+        payload = message.callFunction
+        key = (payload.surfaceId, payload.callId)
+        waiting = _Waiting(message, asyncio.get_running_loop().create_future())
+        self._waiting[key] = waiting
+        try:
+            connection = self._connections.get(payload.surfaceId)
+            if connection is not None:
+                await self._send(connection, message)
+            return await waiting.reply
+        finally:
+            if self._waiting.get(key) is waiting:
+                del self._waiting[key]
+
+    async def _send(self, connection: ServerConnection, message: CallFunctionMessage) -> None:
+        # A closed connection is not an error here: the request waits for the next one.
+        with contextlib.suppress(ConnectionClosed):
+            await connection.send(message.to_json())
+
+    # -- connections ----------------------------------------------------------------------
+
+    def _surface_of(self, path: str) -> str | None:
+        path = path.split("?", 1)[0]
+        if not path.startswith(self._prefix):
+            return None
+        surface = unquote(path[len(self._prefix) :])
+        return surface if surface and "/" not in surface else None
+
+    def _check_handshake(self, connection: ServerConnection, request: Request) -> Response | None:
+        surface = self._surface_of(request.path)
+        if surface is None:
+            hint = f"connect to {self._prefix}{{surfaceId}}\n"
+            return connection.respond(HTTPStatus.NOT_FOUND, hint)
+        headers = {k.lower(): v for k, v in request.headers.raw_items()}
+        if self._authenticate is not None and not self._authenticate(headers, surface):
+            return connection.respond(HTTPStatus.UNAUTHORIZED, "unauthenticated\n")
+        return None
+
+    async def _serve(self, connection: ServerConnection) -> None:
+        surface = self._surface_of(connection.request.path if connection.request else "")
+        if surface is None:
+            return
+        self._connections[surface] = connection
+        try:
+            for (sid, _), waiting in list(self._waiting.items()):
+                if sid == surface:
+                    await self._send(connection, waiting.message)
+            async for raw in connection:
+                self._receive(surface, raw)
+        except ConnectionClosed:
+            pass
+        finally:
+            if self._connections.get(surface) is connection:
+                del self._connections[surface]
+
+    def _receive(self, surface: str, raw: str | bytes) -> None:
+        try:
+            message = parse_client_message(raw)
+        except A2UIProtocolError as exc:
+            self._refuse(surface, None, f"malformed: {exc.message}")
+            return
+        if not is_function_response(message):
+            if self._on_message is not None:
+                task = asyncio.get_running_loop().create_task(self._on_message(surface, message))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            return
+        self._match(surface, message)
+
+    def _match(self, surface: str, message: FunctionResponseMessage) -> None:
+        reply = message.functionResponse
+        if reply.surfaceId != surface:
+            self._refuse(surface, reply.callId, f"names surface {reply.surfaceId!r}")
+            return
+        waiting = self._waiting.get((surface, reply.callId))
+        if waiting is None or waiting.reply.done():
+            self._refuse(surface, reply.callId, "no call is waiting for it (unsolicited or late)")
+            return
+        called = waiting.message.callFunction.name
+        if reply.name != called:
+            self._refuse(surface, reply.callId, f"names function {reply.name!r}, not {called!r}")
+            return
+        waiting.reply.set_result(message)
+
+    def _refuse(self, surface: str, call_id: str | None, reason: str) -> None:
+        log.warning("a2ui: refused reply on surface %r (call %r): %s", surface, call_id, reason)
+        self.refused.append(RefusedReply(surface, call_id, reason))

@@ -268,13 +268,17 @@ def list_executions(settings: Settings, status: str | None) -> None:
 
 
 @main.command()
-@click.option("--keep", is_flag=True, help="Keep the demo database instead of a fresh one.")
+@click.option(
+    "--use-store",
+    is_flag=True,
+    help="Run in the configured --store instead of a fresh SQLite file.",
+)
 @click.pass_obj
-def demo(settings: Settings, keep: bool) -> None:
-    """Run the example flows end to end on SQLite, with a crash and recovery."""
+def demo(settings: Settings, use_store: bool) -> None:
+    """Run the example flows end to end (a fresh SQLite file), with a crash and recovery."""
     from loom.demo import run_demo
 
-    _run(run_demo(settings.store if keep else None))
+    _run(run_demo(settings.store if use_store else None))
 
 
 @main.command()

@@ -112,6 +112,8 @@ class Session:
             batch.insert(0, ev.ExecutionClaimed(holder=self.holder, until=self._claim_until))
         expected = state.last_seq
         before = (state.status, state.parked_reason)
+        if not batch:
+            return True
         for offset, event in enumerate(batch, start=1):
             # Events are not shared until appended, so numbering them in place is safe and
             # saves a model copy per step on the hot path.
@@ -341,6 +343,13 @@ class Session:
         finally:
             self._waiting.pop(step_id, None)
 
+    async def _heartbeat(self) -> None:
+        """Extend the claim while a long effect runs and nothing else is appended."""
+        while True:
+            await asyncio.sleep(self.rt.claim_ttl / 3)
+            if self._inflight and self.signal is None:
+                await self.append([])  # prepends a claim extension when one is due
+
     async def _watch(self, flow_task: asyncio.Task[Any]) -> None:
         """Suspend the flow once it waits on gates only and nothing else can move it."""
         while not flow_task.done():
@@ -398,11 +407,11 @@ class Session:
         self.track(flow_task)
         self._flow_task = flow_task
         watcher = loop.create_task(self._watch(flow_task))
+        heartbeat = loop.create_task(self._heartbeat())
         try:
             await asyncio.wait([flow_task])
         finally:
-            watcher.cancel()
-            await self._reap([watcher, *self._tasks])
+            await self._reap([watcher, heartbeat, *self._tasks])
         await self._finish(flow_task)
 
     async def _reap(self, tasks: list[asyncio.Task[Any]]) -> None:

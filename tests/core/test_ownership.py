@@ -187,3 +187,25 @@ def test_the_fold_is_pure():
     assert first == second and first is not second
     assert (first.status, first.claim, first.last_seq) == ("suspended", None, 4)
     assert os.environ.get("LOOM_CRASH_AT") is None
+
+
+async def test_a_long_effect_keeps_its_claim_alive(tmp_path: Path):
+    store = SqliteEventStore(tmp_path / "l.db")
+    app = Loom("long")
+
+    @app.effect("slow")
+    async def slow(ctx: EffectContext, _: None) -> str:
+        await asyncio.sleep(0.35)  # several claim TTLs below
+        return "done"
+
+    @app.flow("f")
+    async def f(ctx: FlowContext, _: None) -> str:
+        return await ctx.execute(slow, None)
+
+    rt = Runtime(app, store, claim_ttl=0.1)
+    result = await rt.start("f", None, execution_id="h1")
+    assert result.status == "completed"
+    claims = [e for e in await rt.history("h1") if e.type == "ExecutionClaimed"]
+    assert len(claims) >= 3  # the first claim, then extensions while the effect ran
+    untils = [c.until for c in claims]  # type: ignore[attr-defined]
+    assert untils == sorted(untils)

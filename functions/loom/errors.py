@@ -45,10 +45,14 @@ class LoomError(Exception):
 
     code = "internal"
 
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, message: str, *, details: dict[str, Any] | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.details: dict[str, Any] = details or {}
+        if code is not None:
+            self.code = code  # a more precise code than the class's, for JSON error bodies
 
     def to_json(self) -> dict[str, Any]:
         """The JSON error body of DESIGN §7: ``{"code", "message", "details"}``."""

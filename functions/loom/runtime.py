@@ -175,7 +175,7 @@ class Runtime:
             await self.dispatcher.dispatch(package, dispatch_id, not_before=not_before)
             if self.dispatcher.inline and not_before is None:
                 return await self.result(eid)  # it ran here: report where it got to
-        elif not_before is None:
+        elif not_before is None or not_before <= self.clock():
             try:
                 return await self.execute(package)
             except ExecutionSupersededError:
@@ -307,13 +307,14 @@ class Runtime:
             ExecutionFinishedError: The execution already ended.
         """
         state = await self.load_state(execution_id)
+        if resume_key(on, correlation_key) in state.resumes:
+            # A redelivered resume (at-least-once transports) is a no-op, even after the end.
+            return ExecutionResult.from_state(state, include_state=False)
         if state.finished:
             raise ExecutionFinishedError(
                 f"execution {execution_id!r} is {state.status}; resume refused",
                 details={"status": state.status},
             )
-        if resume_key(on, correlation_key) in state.resumes:
-            return ExecutionResult.from_state(state, include_state=False)
         stored, _ = await self.payloads.encode(to_json_value(payload), f"{execution_id}/resume")
         event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored)
         opens = any(
@@ -369,7 +370,9 @@ class Runtime:
                 output = to_json_value(self.app.get_effect(effect).typed.parse_output(output))
             except InvalidPayloadError as exc:
                 raise VerdictError(
-                    f"verdict output for step {step_id!r}: {exc.message}", details=exc.details
+                    f"verdict output for step {step_id!r}: {exc.message}",
+                    details=exc.details,
+                    code="invalid_output",
                 ) from None
             return ev.EffectVerdict(step_id=step_id, verdict="performed", output=output, by=by)
         if verdict == "not_performed":
@@ -384,6 +387,7 @@ class Runtime:
         raise VerdictError(
             f"unknown verdict {verdict!r}: use performed, not_performed or failed",
             details={"verdict": verdict},
+            code="invalid_verdict",
         )
 
     async def cancel(self, execution_id: str, reason: str = "") -> ExecutionResult:

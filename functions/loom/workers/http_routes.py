@@ -1,0 +1,359 @@
+"""The routes of the HTTP worker (DESIGN §7): request models, body parsing, one function each.
+
+A route function takes the worker's services, the request and the path parameters, and
+returns ``(status, body)``; it raises :class:`HttpError`, an
+:class:`~loom.workers.auth.AuthError` or a :class:`~loom.errors.LoomError` for the server to
+turn into the JSON error body. Nothing here keeps state between requests: each call reads
+what it needs from the store through the runtime.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+from urllib.parse import unquote, urlsplit
+
+from flask import Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from loom.events import Event
+from loom.fold import fold
+from loom.runtime import Runtime
+from loom.wire import ExecutionPackage, ExecutionResult
+from loom.workers.auth import Action, Authenticator, AuthRequest
+from loom.workers.base import WorkerRuntime
+from loom.workers.logs import bind
+from loom.workers.loop import PROCESS_LOOP
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+Reply = tuple[int, Any]
+
+# -- request and response models (the OpenAPI document is generated from these) ----------
+
+
+class ExecuteRequest(BaseModel):
+    """``POST /execute``: one execute call (ADR 0002)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    executionPackage: ExecutionPackage  # camelCase: the wire name fixed by ADR 0002
+
+
+class StartRequest(BaseModel):
+    """``POST /executions``: start a flow; idempotent by ``execution_id``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    flow: str = Field(min_length=1, max_length=256)
+    input: Any = None
+    execution_id: str | None = Field(default=None, min_length=1, max_length=512)
+    capabilities: list[str] = Field(default_factory=list[str], max_length=256)
+
+
+class ResumeRequest(BaseModel):
+    """``POST /executions/{id}/resume``: deliver a resume to a gate (buffered if early)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    on: str = Field(min_length=1, max_length=256)
+    correlation_key: str = Field(min_length=1, max_length=1024)
+    payload: Any = None
+
+
+class VerdictRequest(BaseModel):
+    """``POST /executions/{id}/verdict``: resolve an in-doubt step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step_id: str = Field(min_length=1, max_length=256)
+    verdict: Literal["performed", "not_performed", "failed"]
+    output: Any = None
+    error: str | None = Field(default=None, max_length=4096)
+    by: str | None = Field(default=None, min_length=1, max_length=256)
+
+
+class ErrorBody(BaseModel):
+    """The JSON error body of every non-2xx answer."""
+
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict[str, Any])
+
+
+class Health(BaseModel):
+    """``GET /health``."""
+
+    healthy: bool
+    version: str
+    error: ErrorBody | None = None
+
+
+class ExecutionView(BaseModel):
+    """``GET /executions/{id}``: where the execution stands, and its events."""
+
+    execution: ExecutionResult
+    history: list[Event] = Field(default_factory=list[Event])
+
+
+# -- errors and body parsing -------------------------------------------------------------
+
+
+class HttpError(Exception):
+    """An answer other than 2xx decided by the HTTP layer (bad body, no route…)."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.details = details or {}
+        self.headers = headers or {}
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON error body."""
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, refused with 413 if over ``limit`` bytes.
+
+    Checked twice: the declared ``Content-Length`` before reading anything, and the bytes
+    actually read (a chunked body declares no length).
+    """
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise _too_large(declared, limit)
+    data = request.stream.read(limit + 1)
+    if len(data) > limit:
+        raise _too_large(None, limit)
+    return data
+
+
+def _too_large(size: int | None, limit: int) -> HttpError:
+    what = f"{size} bytes" if size is not None else f"more than {limit} bytes"
+    return HttpError(
+        413, "too_large", f"request body is {what}; the limit is {limit}", {"limit": limit}
+    )
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json(request: Request, raw: bytes) -> dict[str, Any]:
+    """Parse a JSON object body; 415 for another content type, 400 for anything malformed."""
+    mimetype = request.mimetype
+    if mimetype != "application/json" and not mimetype.endswith("+json"):
+        raise HttpError(
+            415,
+            "unsupported_media_type",
+            f"send Content-Type: application/json, not {mimetype or 'nothing'!r}",
+        )
+    try:
+        value = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        # Lone surrogates decode from \ud800 escapes but cannot be stored as UTF-8.
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (ValueError, UnicodeError, RecursionError) as exc:
+        raise HttpError(400, "malformed_json", f"request body is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise HttpError(400, "malformed_json", "request body must be a JSON object")
+    return value  # type: ignore[return-value]
+
+
+def parse_model(model: type[M], data: dict[str, Any]) -> M:
+    """Validate ``data`` against ``model``; 400 with the field errors if it does not fit."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        raise HttpError(
+            400,
+            "invalid_request",
+            f"request body does not fit {model.__name__}: {errors[0]['msg']}",
+            {"errors": errors},
+        ) from None
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a runtime call on the process's shared event loop and wait for it.
+
+    Not ``asyncio.run`` per request: async clients (Firestore's, any ``grpc.aio`` channel)
+    stay bound to the first loop that used them, so every request must use the same one.
+    The runtime holds no execution state between calls, so sharing it is safe.
+    """
+    return PROCESS_LOOP.run(coro)
+
+
+# -- routes ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Services:
+    """What the routes use: built once per process from the environment.
+
+    Attributes:
+        runtime: Flows, effects and the store. Holds no execution state between requests.
+        worker: Where ``POST /execute`` runs packages (``LocalWorkerRuntime(runtime)``).
+        resume_auth: Checks resume requests.
+        verdict_auth: Checks verdict requests.
+        max_body: The request body limit in bytes.
+    """
+
+    runtime: Runtime
+    worker: WorkerRuntime
+    resume_auth: Authenticator
+    verdict_auth: Authenticator
+    max_body: int
+
+
+def _bind_result(result: ExecutionResult) -> None:
+    """Log where the execution stands, with the step it waits on or doubts."""
+    step = None
+    if result.in_doubt:
+        step = result.in_doubt[0].step_id
+    elif result.waiting_on:
+        step = result.waiting_on[0].step_id
+    bind(execution_id=result.execution_id, status=result.status, step_id=step)
+
+
+def execute(s: Services, request: Request, args: Sequence[str]) -> Reply:
+    """``POST /execute``: allocate → execute → release on the injected worker."""
+    body = parse_model(ExecuteRequest, parse_json(request, read_body(request, s.max_body)))
+    package = body.executionPackage
+    bind(execution_id=package.execution_id)
+    result = run(s.worker.run(package))
+    _bind_result(result)
+    return 200, result
+
+
+def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
+    """``POST /executions``: start (idempotent), then run until it blocks."""
+    body = parse_model(StartRequest, parse_json(request, read_body(request, s.max_body)))
+    bind(execution_id=body.execution_id, flow=body.flow)
+    result = run(
+        s.runtime.start(
+            body.flow, body.input, execution_id=body.execution_id, capabilities=body.capabilities
+        )
+    )
+    _bind_result(result)
+    return 200, result
+
+
+def _authorize(
+    check: Authenticator, action: Action, execution_id: str, request: Request, raw: bytes
+) -> str:
+    principal = check(AuthRequest(action, execution_id, request.headers, raw))
+    bind(principal=principal)
+    return principal
+
+
+def resume(s: Services, request: Request, args: Sequence[str]) -> Reply:
+    """``POST /executions/{id}/resume``: authenticated, then appended and run."""
+    execution_id = args[0]
+    bind(execution_id=execution_id)
+    raw = read_body(request, s.max_body)
+    _authorize(s.resume_auth, "resume", execution_id, request, raw)
+    body = parse_model(ResumeRequest, parse_json(request, raw))
+    result = run(s.runtime.resume(execution_id, body.on, body.correlation_key, body.payload))
+    _bind_result(result)
+    return 200, result
+
+
+def verdict(s: Services, request: Request, args: Sequence[str]) -> Reply:
+    """``POST /executions/{id}/verdict``: authorized, recorded with who gave it."""
+    execution_id = args[0]
+    bind(execution_id=execution_id)
+    raw = read_body(request, s.max_body)
+    principal = _authorize(s.verdict_auth, "verdict", execution_id, request, raw)
+    body = parse_model(VerdictRequest, parse_json(request, raw))
+    bind(step_id=body.step_id)
+    by = f"{body.by} (via {principal})" if body.by else principal
+    result = run(
+        s.runtime.verdict(
+            execution_id, body.step_id, body.verdict, output=body.output, error=body.error, by=by
+        )
+    )
+    _bind_result(result)
+    return 200, result
+
+
+def _flag(request: Request, name: str, default: bool) -> bool:
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    if raw.lower() in ("1", "true", "yes"):
+        return True
+    if raw.lower() in ("0", "false", "no"):
+        return False
+    raise HttpError(
+        400,
+        "invalid_request",
+        f"query parameter {name!r} must be true or false",
+        {"parameter": name},
+    )
+
+
+def get_execution(s: Services, request: Request, args: Sequence[str]) -> Reply:
+    """``GET /executions/{id}[?history=false]``: state and history."""
+    execution_id = args[0]
+    bind(execution_id=execution_id)
+    with_history = _flag(request, "history", True)
+
+    async def view() -> ExecutionView:
+        await s.runtime.require(execution_id)
+        if not with_history:
+            return ExecutionView(execution=await s.runtime.result(execution_id))
+        # One read: the state is folded from the very events returned, so they agree.
+        events = await s.runtime.history(execution_id)
+        return ExecutionView(execution=ExecutionResult.from_state(fold(events)), history=events)
+
+    return 200, run(view())
+
+
+def path_segments(req: Request) -> list[str]:
+    """The request path split into percent-decoded segments.
+
+    Read from the raw request URI when the server gives it, so an execution id with an
+    encoded ``/`` (``%2F``) stays one segment.
+    """
+    raw = req.environ.get("RAW_URI") or req.environ.get("REQUEST_URI")
+    path = urlsplit(raw).path if isinstance(raw, str) and raw else req.path
+    stripped = path.strip("/")
+    if not stripped:
+        return []
+    return [unquote(part) for part in stripped.split("/")]
+
+
+def match(pattern: tuple[str, ...], segments: list[str]) -> list[str] | None:
+    """The path parameters if ``segments`` fit ``pattern`` (``"*"`` is one parameter)."""
+    if len(pattern) != len(segments):
+        return None
+    args: list[str] = []
+    for want, got in zip(pattern, segments, strict=True):
+        if want == "*":
+            if not got:
+                return None
+            args.append(got)
+        elif want != got:
+            return None
+    return args
+
+
+Route = Callable[[Services, Request, Sequence[str]], Reply]
+
+# (method, path pattern with "*" for a parameter, function)
+ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
+    ("POST", ("execute",), execute),
+    ("POST", ("executions",), start),
+    ("GET", ("executions", "*"), get_execution),
+    ("POST", ("executions", "*", "resume"), resume),
+    ("POST", ("executions", "*", "verdict"), verdict),
+]

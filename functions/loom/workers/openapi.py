@@ -1,0 +1,208 @@
+"""The OpenAPI 3.1 document of the HTTP worker, served at ``GET /openapi.json``.
+
+Schemas come from the pydantic models the routes validate with and answer with, so the
+document cannot drift from the code; the tests check real answers against it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from loom import __version__
+from loom.wire import ExecutionResult
+from loom.workers.http_routes import (
+    ErrorBody,
+    ExecuteRequest,
+    ExecutionView,
+    Health,
+    ResumeRequest,
+    StartRequest,
+    VerdictRequest,
+)
+
+_REF = "#/components/schemas/{model}"
+
+_MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+    (ExecuteRequest, "validation"),
+    (StartRequest, "validation"),
+    (ResumeRequest, "validation"),
+    (VerdictRequest, "validation"),
+    (ExecutionResult, "serialization"),
+    (ExecutionView, "serialization"),
+    (Health, "serialization"),
+    (ErrorBody, "serialization"),
+]
+
+_ERRORS = {
+    400: "Malformed JSON, or a body that does not fit the schema",
+    401: "No credential came with the request",
+    403: "The credential does not allow this",
+    404: "Unknown execution or flow",
+    405: "Method not allowed on this path",
+    409: "Superseded (another holder owns the execution), a conflicting start, or a "
+    "request for a finished execution",
+    413: "Request body over the limit (default 1 MiB)",
+    415: "Content-Type is not application/json",
+    500: "Internal error; details.error_id is also in the log line",
+}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": _REF.format(model=name)}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _operation(
+    op_id: str,
+    summary: str,
+    ok: tuple[str, str],
+    errors: list[int],
+    *,
+    body: str | None = None,
+    secured: bool = False,
+    params: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    responses: dict[str, Any] = {"200": _json(_ref(ok[0]), ok[1])}
+    for status in sorted({*errors, 405, 500}):
+        responses[str(status)] = _json(_ref("ErrorBody"), _ERRORS[status])
+    operation: dict[str, Any] = {"operationId": op_id, "summary": summary, "responses": responses}
+    if body is not None:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": _ref(body)}},
+        }
+    if secured:
+        operation["security"] = [{"bearer": []}, {"signature": []}]
+    if params:
+        operation["parameters"] = params
+    return operation
+
+
+_ID = {
+    "name": "execution_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "minLength": 1},
+}
+_HISTORY = {
+    "name": "history",
+    "in": "query",
+    "required": False,
+    "description": "Include the events (default true).",
+    "schema": {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
+}
+
+
+def _paths() -> dict[str, Any]:
+    return {
+        "/health": {
+            "get": {
+                "operationId": "health",
+                "summary": "Liveness, and whether the app loads",
+                "responses": {
+                    "200": _json(_ref("Health"), "Healthy"),
+                    "405": _json(_ref("ErrorBody"), _ERRORS[405]),
+                    "503": _json(_ref("Health"), "The app or store configuration is broken"),
+                },
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "operationId": "openapi",
+                "summary": "This document",
+                "responses": {
+                    "200": _json({"type": "object"}, "The OpenAPI document"),
+                    "405": _json(_ref("ErrorBody"), _ERRORS[405]),
+                },
+            }
+        },
+        "/execute": {
+            "post": _operation(
+                "execute",
+                "One execute call: allocate, execute, release (ADR 0002)",
+                ("ExecutionResult", "Where the execution stands"),
+                [400, 404, 409, 413, 415],
+                body="ExecuteRequest",
+            )
+        },
+        "/executions": {
+            "post": _operation(
+                "start",
+                "Start a flow (idempotent by execution_id) and run it until it blocks",
+                ("ExecutionResult", "Where the execution stands"),
+                [400, 404, 409, 413, 415],
+                body="StartRequest",
+            )
+        },
+        "/executions/{execution_id}": {
+            "get": _operation(
+                "getExecution",
+                "State and history of an execution",
+                ("ExecutionView", "The execution and its events"),
+                [400, 404],
+                params=[_ID, _HISTORY],
+            )
+        },
+        "/executions/{execution_id}/resume": {
+            "post": _operation(
+                "resume",
+                "Deliver a resume to a gate (buffered if early; duplicates are no-ops)",
+                ("ExecutionResult", "Where the execution stands"),
+                [400, 401, 403, 404, 409, 413, 415],
+                body="ResumeRequest",
+                secured=True,
+                params=[_ID],
+            )
+        },
+        "/executions/{execution_id}/verdict": {
+            "post": _operation(
+                "verdict",
+                "Resolve an in-doubt step",
+                ("ExecutionResult", "Where the execution stands"),
+                [400, 401, 403, 404, 409, 413, 415],
+                body="VerdictRequest",
+                secured=True,
+                params=[_ID],
+            )
+        },
+    }
+
+
+@functools.cache
+def document() -> dict[str, Any]:
+    """The OpenAPI document (built once)."""
+    _, schemas = models_json_schema(_MODELS, ref_template=_REF)
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Loom worker",
+            "version": __version__,
+            "description": "The HTTP worker of Loom for Cloud Run (DESIGN §7).",
+        },
+        "paths": _paths(),
+        "components": {
+            "schemas": schemas["$defs"],
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The shared secret, or a token your "
+                    "authenticator verifies (OIDC)",
+                },
+                "signature": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "X-Loom-Signature",
+                    "description": "sha256=HMAC-SHA256(secret, "
+                    "'{action}\\n{execution_id}\\n' + body), hex",
+                },
+            },
+        },
+    }

@@ -1,0 +1,387 @@
+"""The HTTP worker (DESIGN §7, ADR 0002): one routing function over ``flask.Request``.
+
+:class:`WorkerHandler` is what the functions-framework ``worker`` target in
+``functions/main.py`` calls and what ``loom serve`` mounts on a local HTTP server. Per
+request it routes, runs the runtime call on the process's shared event loop
+(:mod:`loom.workers.loop`), and answers JSON: the result, or ``{"code", "message",
+"details"}`` with the status DESIGN §7 gives the error. Bad input is never a 500; an
+internal error answers 500 with an ``error_id`` that is also in the log line carrying the
+traceback.
+
+The worker keeps no execution state between requests: the runtime (app + store) is built
+once per process by :func:`build_runtime` and every call rebuilds the execution from the
+store.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, Request, Response, request
+from pydantic import BaseModel
+from werkzeug.exceptions import HTTPException
+
+from loom import __version__
+from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
+from loom.dispatch.inprocess import InProcessDispatcher
+from loom.errors import (
+    ConfigurationError,
+    ExecutionConflictError,
+    ExecutionFinishedError,
+    ExecutionSupersededError,
+    InputError,
+    LoomError,
+    PayloadTooLargeError,
+    UnknownExecutionError,
+    UnknownFlowError,
+    WorkerError,
+)
+from loom.runtime import Runtime
+from loom.workers.auth import (
+    Authenticator,
+    AuthError,
+    resume_auth_from_env,
+    verdict_auth_from_env,
+)
+from loom.workers.base import WorkerRuntime
+from loom.workers.http_routes import ROUTES, HttpError, Reply, Services, match, path_segments
+from loom.workers.local import LocalWorkerRuntime
+from loom.workers.logs import bind, configure_logging, log_context, trace_fields
+from loom.workers.loop import PROCESS_LOOP
+
+log = logging.getLogger("loom.worker")
+
+DEFAULT_MAX_BODY = 1024 * 1024
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+
+def build_runtime(app_ref: str | None = None, store_url: str | None = None) -> Runtime:
+    """The runtime the worker serves: the one place the worker's backends are chosen.
+
+    The app comes from ``app_ref`` or ``LOOM_APP``, the store from ``store_url`` or
+    ``LOOM_STORE``, blobs from ``LOOM_BLOBS`` (for a SQLite store: a ``blobs`` directory
+    beside the database, as the CLI does, so ``loom serve`` and ``loom start`` share them).
+    With no dispatcher, control calls (start, resume, verdict) run the execution inline
+    until it blocks; a dispatcher chosen from the environment (Cloud Tasks) goes here.
+
+    Raises:
+        ConfigurationError: A bad app reference or store URL.
+    """
+    app = load_app(app_ref)
+    store = open_store(store_url)
+    url = store_url or os.environ.get("LOOM_STORE") or DEFAULT_STORE
+    blobs = open_blob_store() or _default_blobs(url)
+    return Runtime(app, store, dispatcher=None, blobs=blobs)
+
+
+def _default_blobs(store_url: str) -> Any:
+    if store_url.startswith("sqlite:///"):
+        from loom.blobs import LocalBlobStore
+
+        return LocalBlobStore(Path(store_url[len("sqlite:///") :]).parent / "blobs")
+    return None
+
+
+def _max_body_from_env() -> int:
+    raw = os.environ.get("LOOM_MAX_BODY_BYTES")
+    if not raw:
+        return DEFAULT_MAX_BODY
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigurationError(f"LOOM_MAX_BODY_BYTES must be a positive integer, not {raw!r}")
+    return int(raw)
+
+
+class WorkerHandler:
+    """The HTTP worker's routing function: ``handler(flask_request) -> flask.Response``.
+
+    Everything is built on first use (so importing ``functions/main.py`` never fails, and
+    a broken configuration shows as an unhealthy ``/health``) and then shared by every
+    request of the process: loading the app and opening the store is a cold start's cost,
+    not a request's. What is shared holds no execution state; each call rebuilds from the
+    store.
+
+    Args:
+        runtime: A runtime, or a factory for one (default :func:`build_runtime`).
+        worker: The worker runtime ``POST /execute`` uses, or a factory taking the runtime
+            (default ``LocalWorkerRuntime(runtime)``).
+        resume_auth: Checks resumes (default from the environment, see
+            :mod:`loom.workers.auth`).
+        verdict_auth: Checks verdicts (default from the environment).
+        max_body_bytes: The request body limit (default ``LOOM_MAX_BODY_BYTES`` or 1 MiB).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime | Callable[[], Runtime] = build_runtime,
+        *,
+        worker: WorkerRuntime | Callable[[Runtime], WorkerRuntime] | None = None,
+        resume_auth: Authenticator | None = None,
+        verdict_auth: Authenticator | None = None,
+        max_body_bytes: int | None = None,
+    ) -> None:
+        self._runtime = runtime
+        self._worker = worker
+        self._resume_auth = resume_auth
+        self._verdict_auth = verdict_auth
+        self._max_body = max_body_bytes
+        self._services: Services | None = None
+        self._lock = threading.Lock()
+
+    def services(self) -> Services:
+        """The runtime, worker and checks, built on the first call.
+
+        Raises:
+            ConfigurationError: The environment names a bad app, store or authenticator.
+        """
+        if self._services is None:
+            with self._lock:
+                if self._services is None:
+                    self._services = self._build()
+        return self._services
+
+    def _build(self) -> Services:
+        runtime = self._runtime if isinstance(self._runtime, Runtime) else self._runtime()
+        worker = self._worker
+        if worker is None:
+            worker = LocalWorkerRuntime(runtime)
+        elif not isinstance(worker, WorkerRuntime):
+            worker = worker(runtime)
+        return Services(
+            runtime=runtime,
+            worker=worker,
+            resume_auth=self._resume_auth or resume_auth_from_env(),
+            verdict_auth=self._verdict_auth or verdict_auth_from_env(),
+            max_body=self._max_body or _max_body_from_env(),
+        )
+
+    def __call__(self, req: Request) -> Response:
+        """Answer one request (see the module docstring)."""
+        started = time.perf_counter()
+        with log_context(**trace_fields(req.headers)):
+            try:
+                status, body = self._route(req)
+                headers: dict[str, str] = {}
+            except Exception as exc:  # every error, expected or not, becomes a JSON answer
+                status, body, headers = _error_reply(exc)
+            _access_log(req, status, time.perf_counter() - started)
+        return _json_response(status, body, headers)
+
+    def _route(self, req: Request) -> Reply:
+        segments = path_segments(req)
+        method = "GET" if req.method == "HEAD" else req.method
+        if segments == ["health"]:
+            _require_get(method)
+            return self._health()
+        if segments == ["openapi.json"]:
+            from loom.workers.openapi import document
+
+            _require_get(method)
+            return 200, document()
+        allowed: list[str] = []
+        for route_method, pattern, route in ROUTES:
+            args = match(pattern, segments)
+            if args is None:
+                continue
+            if route_method == method:
+                return route(self.services(), req, args)
+            allowed.append(route_method)
+        if allowed:
+            raise _not_allowed(req.method, allowed)
+        raise HttpError(404, "not_found", f"no route {req.method} {req.path}")
+
+    def _health(self) -> Reply:
+        try:
+            self.services()
+        except LoomError as exc:
+            return 503, {"healthy": False, "version": __version__, "error": exc.to_json()}
+        return 200, {"healthy": True, "version": __version__}
+
+
+def _require_get(method: str) -> None:
+    if method != "GET":
+        raise _not_allowed(method, ["GET"])
+
+
+def _not_allowed(method: str, allowed: list[str]) -> HttpError:
+    return HttpError(
+        405,
+        "method_not_allowed",
+        f"{method} is not allowed here",
+        {"allowed": allowed},
+        {"Allow": ", ".join(allowed)},
+    )
+
+
+_INPUT_STATUS: list[tuple[type[InputError], int]] = [
+    (UnknownFlowError, 404),
+    (UnknownExecutionError, 404),
+    (ExecutionConflictError, 409),
+    (ExecutionFinishedError, 409),
+    (PayloadTooLargeError, 413),
+]
+
+
+def input_status(exc: InputError) -> int:
+    """The HTTP status of a bad-input error: 404, 409, 413, or 400."""
+    for kind, status in _INPUT_STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 400
+
+
+def _error_reply(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]]:
+    if isinstance(exc, HttpError):
+        return exc.status, exc.to_json(), exc.headers
+    if isinstance(exc, AuthError):
+        headers = {"WWW-Authenticate": 'Bearer realm="loom"'} if exc.status == 401 else {}
+        return exc.status, {"code": exc.code, "message": exc.message, "details": {}}, headers
+    if isinstance(exc, ExecutionSupersededError):
+        return 409, exc.to_json(), {}
+    if isinstance(exc, InputError):
+        return input_status(exc), exc.to_json(), {}
+    return _internal_error(exc)
+
+
+def _internal_error(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """500 (502 for a failing remote worker) with an error id the log line also carries."""
+    error_id = uuid.uuid4().hex
+    bind(error_id=error_id)
+    log.error("internal error %s: %s: %s", error_id, type(exc).__name__, exc, exc_info=exc)
+    status = 502 if isinstance(exc, WorkerError) else 500
+    if isinstance(exc, LoomError):
+        # Loom's own errors name what is wrong (a bad LOOM_APP, a store that failed).
+        code, message = exc.code, exc.message
+    else:
+        code, message = "internal", "internal error; the log entry with this error_id has more"
+    return status, {"code": code, "message": message, "details": {"error_id": error_id}}, {}
+
+
+def _json_response(status: int, body: Any, headers: dict[str, str]) -> Response:
+    if isinstance(body, BaseModel):
+        text = body.model_dump_json()
+    else:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), default=str)
+    response = Response(text, status=status, mimetype="application/json", headers=headers)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _access_log(req: Request, status: int, seconds: float) -> None:
+    level = logging.ERROR if status >= 500 else logging.INFO
+    log.log(
+        level,
+        "%s %s %d",
+        req.method,
+        req.path,
+        status,
+        extra={
+            "httpRequest": {
+                "requestMethod": req.method,
+                "requestUrl": req.path,
+                "status": status,
+                "latency": f"{seconds:.6f}s",
+                "userAgent": req.headers.get("User-Agent", ""),
+            }
+        },
+    )
+
+
+def http_exception_reply(exc: HTTPException) -> Response:
+    """The JSON error body for an error the web framework raised before the worker ran.
+
+    functions-framework routes ``/<path:path>`` to the target, and that pattern does not
+    match every path (one with an encoded newline, ``/robots.txt``); those answers would be
+    HTML. Register this as the app's handler for ``HTTPException`` to keep them JSON.
+    """
+    status = exc.code or 500
+    code = _FRAMEWORK_CODES.get(status) or (exc.name or "error").lower().replace(" ", "_")
+    body: dict[str, Any] = {"code": code, "message": exc.description or exc.name, "details": {}}
+    with log_context(**trace_fields(request.headers)):
+        _access_log(request, status, 0.0)
+    return _json_response(status, body, {})
+
+
+_FRAMEWORK_CODES = {
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    400: "bad_request",
+}
+
+
+def create_wsgi_app(handler: WorkerHandler) -> Flask:
+    """A Flask app that sends every path and method to ``handler`` (for ``loom serve``)."""
+    app = Flask("loom_worker")
+    app.register_error_handler(HTTPException, http_exception_reply)
+
+    def view(path: str = "") -> Response:
+        return handler(request._get_current_object())  # type: ignore[attr-defined]
+
+    for rule in ("/", "/<path:path>"):
+        app.add_url_rule(
+            rule,
+            "worker",
+            view,
+            methods=_METHODS,
+            provide_automatic_options=False,
+            strict_slashes=False,
+        )
+    return app
+
+
+def _embedded_runtime(app_ref: str | None, store_url: str | None) -> Runtime:
+    """``loom serve``'s runtime: the worker's, plus an in-process dispatcher on the
+    process loop, so durable timers fire in this process when they fall due."""
+    runtime = build_runtime(app_ref, store_url)
+    runtime.dispatcher = InProcessDispatcher(LocalWorkerRuntime(runtime))
+    return runtime
+
+
+def serve_forever(
+    app_ref: str | None, store_url: str | None, host: str = "127.0.0.1", port: int = 8080
+) -> None:
+    """Serve the worker on ``host:port`` until interrupted (``loom serve``).
+
+    The store defaults to the embedded SQLite file, so a ``loom start`` in another terminal
+    and this server share executions.
+    """
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class _Quiet(WSGIRequestHandler):
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            return None  # the worker writes its own JSON access line
+
+    configure_logging()
+    handler = WorkerHandler(lambda: _embedded_runtime(app_ref, store_url))
+    try:
+        runtime = handler.services().runtime  # a bad app or store fails now, not later
+    except LoomError as exc:
+        raise SystemExit(f"error: {exc.message}") from None
+    dispatcher = runtime.dispatcher
+    assert isinstance(dispatcher, InProcessDispatcher)
+    # Timers armed before this process started (or by `loom start`) fire here when due.
+    PROCESS_LOOP.run(dispatcher.recover(runtime.store))
+    server = make_server(
+        host, port, create_wsgi_app(handler), threaded=True, request_handler=_Quiet
+    )
+    print(
+        f"loom worker listening on http://{host}:{server.port} "
+        f"(store {store_url or os.environ.get('LOOM_STORE') or 'default'})",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

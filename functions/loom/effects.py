@@ -17,7 +17,9 @@ from typing import Any
 from loom.app import EffectDef, Retry, call_effect, to_json_value
 from loom.context import EffectContext
 from loom.context import _Signal as Signal  # pyright: ignore[reportPrivateUsage]
+from loom.errors import BudgetExceededError, EffectFailedError, LoomError
 from loom.events import ErrorInfo
+from loom.fold import Meter
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +87,39 @@ async def invoke_with_retry(
                 return Outcome(None, error, n, time.perf_counter() - started)
         await asyncio.sleep(backoff_delay(policy, n))
     return Outcome(None, error, policy.max_attempts, time.perf_counter() - started)
+
+
+def budget_exceeded(
+    budgets: dict[str, float], meter: Meter, effect: str
+) -> BudgetExceededError | None:
+    """The budget an execution has used up before invoking ``effect``, if any."""
+    for name, used in (
+        ("max_effect_calls", meter.effect_calls),
+        ("max_attempts", meter.attempts),
+        ("max_effect_seconds", meter.effect_seconds),
+        ("max_bytes_stored", meter.bytes_stored),
+    ):
+        limit = budgets.get(name)
+        if limit is not None and used >= limit:
+            return BudgetExceededError(
+                f"budget {name}={limit:g} exhausted ({used:g} used) before effect {effect!r}",
+                details={"budget": name, "limit": limit, "used": used},
+            )
+    return None
+
+
+def error_info(exc: BaseException) -> ErrorInfo:
+    """How a failure is recorded: its code, type and message."""
+    code = exc.code if isinstance(exc, LoomError) else "flow_error"
+    return ErrorInfo(code=code, type=type(exc).__name__, message=str(exc))
+
+
+def failed_error(effect: str, step_id: str, error: dict[str, Any]) -> EffectFailedError:
+    """The typed error a flow receives for a recorded effect failure."""
+    return EffectFailedError(
+        f"effect {effect!r} failed at step {step_id}: {error.get('message', '')}",
+        effect=effect,
+        step_id=step_id,
+        error_code=error.get("code", "error"),
+        error_type=error.get("type"),
+    )

@@ -27,13 +27,10 @@ from loom.context import (
     install_task_factory,
     root_scope,
 )
-from loom.effects import invoke_with_retry
+from loom.effects import budget_exceeded, error_info, failed_error, invoke_with_retry
 from loom.errors import (
     AppendConflictError,
-    BudgetExceededError,
-    EffectFailedError,
     GateTimeoutError,
-    LoomError,
     NondeterminismError,
 )
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, evolve, resume_key
@@ -212,7 +209,7 @@ class Session:
         if status == "completed":
             return defn.typed.parse_output(await self.rt.payloads.decode(rec.get("output")))
         if status == "failed":
-            raise _failed_error(defn.name, step_id, rec.get("error") or {})
+            raise failed_error(defn.name, step_id, rec.get("error") or {})
         if status == "not_performed":
             return await self._live(step_id, defn, value, rec.get("attempt", 1) + 1)
         # started / in_doubt: the runtime parks those before the flow runs; never re-invoke.
@@ -238,7 +235,7 @@ class Session:
                 message=f"effect {defn.name!r} requires {sorted(missing)}",
             )
             await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=error)])
-            raise _failed_error(defn.name, step_id, error.model_dump())
+            raise failed_error(defn.name, step_id, error.model_dump())
         self._check_budget(defn.name)
         crash.point("before_intent", step_id)
         if not defn.idempotent:
@@ -265,7 +262,7 @@ class Session:
                     )
                 ]
             )
-            raise _failed_error(defn.name, step_id, outcome.error.model_dump())
+            raise failed_error(defn.name, step_id, outcome.error.model_dump())
         stored, size = await self.rt.payloads.encode(
             outcome.value, f"{self.execution_id}/{step_id}/output"
         )
@@ -285,23 +282,9 @@ class Session:
         return defn.typed.parse_output(outcome.value)
 
     def _check_budget(self, effect: str) -> None:
-        budgets, meter = self.state.budgets, self.state.meter
-        for name, used in (
-            ("max_effect_calls", meter.effect_calls),
-            ("max_attempts", meter.attempts),
-            ("max_effect_seconds", meter.effect_seconds),
-            ("max_bytes_stored", meter.bytes_stored),
-        ):
-            limit = budgets.get(name)
-            if limit is not None and used >= limit:
-                self._raise(
-                    StopSignal(
-                        BudgetExceededError(
-                            f"budget {name}={limit:g} exhausted ({used:g} used) before effect {effect!r}",
-                            details={"budget": name, "limit": limit, "used": used},
-                        )
-                    )
-                )
+        exceeded = budget_exceeded(self.state.budgets, self.state.meter, effect)
+        if exceeded is not None:
+            self._raise(StopSignal(exceeded))
 
     # -- gates --------------------------------------------------------------------------
 
@@ -443,11 +426,11 @@ class Session:
             )
             return
         if isinstance(signal, StopSignal):
-            await self.append([ev.ExecutionFailed(error=_error_info(signal.args[0]))])
+            await self.append([ev.ExecutionFailed(error=error_info(signal.args[0]))])
             return
         exc = flow_task.exception()
         if exc is not None:
-            await self.append([ev.ExecutionFailed(error=_error_info(exc))])
+            await self.append([ev.ExecutionFailed(error=error_info(exc))])
             return
         value = to_json_value(flow_task.result())
         output, _ = await self.rt.payloads.encode(value, f"{self.execution_id}/output")
@@ -460,19 +443,4 @@ def _task_signal(task: asyncio.Task[Any]) -> BaseException | None:
     exc = task.exception()
     return (
         exc if isinstance(exc, (SuspendSignal, ParkSignal, StopSignal, SupersededSignal)) else None
-    )
-
-
-def _error_info(exc: BaseException) -> ev.ErrorInfo:
-    code = exc.code if isinstance(exc, LoomError) else "flow_error"
-    return ev.ErrorInfo(code=code, type=type(exc).__name__, message=str(exc))
-
-
-def _failed_error(effect: str, step_id: str, error: dict[str, Any]) -> EffectFailedError:
-    return EffectFailedError(
-        f"effect {effect!r} failed at step {step_id}: {error.get('message', '')}",
-        effect=effect,
-        step_id=step_id,
-        error_code=error.get("code", "error"),
-        error_type=error.get("type"),
     )

@@ -411,6 +411,11 @@ class Runtime:
         """Every event of the execution, in order."""
         return await self.store.read(execution_id)
 
+    async def get(self, execution_id: str) -> tuple[ExecutionResult, list[ev.Event]]:
+        """State and history: where the execution stands, and every event that led there."""
+        events = await self.store.read(execution_id)
+        return ExecutionResult.from_state(fold(events)), events
+
     async def list(self, status: str | None = None, limit: int = 1000) -> list[ExecutionSummary]:
         """Summaries of executions, newest first."""
         return await self.store.list(status, limit=limit)

@@ -108,6 +108,15 @@ async def test_straight_through_completes_with_typed_outputs(env: LoomTestEnv, c
     ]
 
 
+async def test_get_returns_state_and_history(env: LoomTestEnv):
+    await env.start("straight", 3, execution_id="h1")
+    result, events = await env.runtime.get("h1")
+    assert result.status == "completed" and result.output == {"a": 3, "qty": 4}
+    assert [e.seq for e in events] == [1, 2, 3, 4, 5]
+    with pytest.raises(UnknownExecutionError):
+        await env.runtime.get("nope")
+
+
 async def test_gate_suspends_then_resume_replays_without_reinvoking(
     env: LoomTestEnv, calls: list[str]
 ):

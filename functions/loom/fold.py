@@ -154,8 +154,11 @@ class ExecutionState:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as JSON-able values (parses the step records)."""
-        return {**orjson.loads(orjson.dumps(self._head())), "steps": self.steps,
-                "decisions": self.decisions}
+        return {
+            **orjson.loads(orjson.dumps(self._head())),
+            "steps": self.steps,
+            "decisions": self.decisions,
+        }
 
     @classmethod
     def from_json(cls, data: str) -> ExecutionState:

@@ -204,7 +204,9 @@ def test_verdict_errors(client: FlaskClient, runtime: Runtime) -> None:
     )
     bad_output = {"step_id": "1", "verdict": "performed", "output": "not a receipt"}
     assert_error(
-        client.post("/executions/v-2/verdict", json=bad_output, headers=BEARER), 400, "invalid_output"
+        client.post("/executions/v-2/verdict", json=bad_output, headers=BEARER),
+        400,
+        "invalid_output",
     )
     unknown = {"step_id": "1", "verdict": "failed"}
     assert_error(client.post("/executions/zz/verdict", json=unknown, headers=BEARER), 404)

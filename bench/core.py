@@ -80,28 +80,39 @@ async def _flows(runtime: Runtime, flow: str, n: int, count: int, tag: str) -> l
     return times
 
 
+async def _interleaved(
+    runtime: Runtime, runs: list[tuple[str, int]], rounds: int, tag: str
+) -> dict[int, list[float]]:
+    """Run each (flow, n) once per round, alternating, so the disk's mood hits all alike."""
+    times: dict[int, list[float]] = {n: [] for _, n in runs}
+    for r in range(rounds):
+        for flow, n in runs:
+            times[n] += await _flows(runtime, flow, n, 1, f"{tag}-{n}-{r}")
+    return times
+
+
 async def noop_step(flows: int = 200, steps_per_flow: int = 10) -> dict[str, Any]:
-    """200 flows x 10 durable no-op steps; also 200 empty flows, to separate the fixed cost."""
+    """200 flows x 10 durable no-op steps, alternating with empty flows (the fixed cost)."""
     runtime = Runtime(app, SqliteEventStore(_db()))
     await _flows(runtime, "steps", steps_per_flow, 20, "warm")
-    empty = await _flows(runtime, "steps", 0, flows, "empty")
-    full = await _flows(runtime, "steps", steps_per_flow, flows, "full")
-    per_flow = statistics.median(full)
+    times = await _interleaved(runtime, [("steps", 0), ("steps", steps_per_flow)], flows, "n")
+    empty, per_flow = statistics.median(times[0]), statistics.median(times[steps_per_flow])
     return {
         "flows": flows,
         "steps_per_flow": steps_per_flow,
         "all_in_ms_per_step": per_flow / steps_per_flow * 1000,
-        "marginal_ms_per_step": (per_flow - statistics.median(empty)) / steps_per_flow * 1000,
-        "empty_flow_ms": statistics.median(empty) * 1000,
+        "marginal_ms_per_step": (per_flow - empty) / steps_per_flow * 1000,
+        "empty_flow_ms": empty * 1000,
     }
 
 
-async def scaling(small: int = 100, large: int = 10_000) -> dict[str, Any]:
+async def scaling(small: int = 100, large: int = 10_000, rounds: int = 5) -> dict[str, Any]:
     """Per-step cost of a long execution against a short one (no re-reading per step)."""
     runtime = Runtime(app, SqliteEventStore(_db()))
     await _flows(runtime, "steps", small, 3, "warm")
-    small_t = statistics.median(await _flows(runtime, "steps", small, 15, "small")) / small
-    large_t = statistics.median(await _flows(runtime, "steps", large, 3, "large")) / large
+    times = await _interleaved(runtime, [("steps", small), ("steps", large)], rounds, "s")
+    small_t = statistics.median(times[small]) / small
+    large_t = statistics.median(times[large]) / large
     return {
         f"ms_per_step_at_{small}": small_t * 1000,
         f"ms_per_step_at_{large}": large_t * 1000,

@@ -46,7 +46,7 @@ async def engine(quick: bool) -> dict[str, Any]:
     return {
         "fsync": core.fsync_baseline(500 if quick else 2000),
         "noop": await core.noop_step(flows=flows),
-        "scaling": await core.scaling(large=2000 if quick else 10_000),
+        "scaling": await core.scaling(large=2000 if quick else 10_000, rounds=3 if quick else 7),
         "resume": await core.resume_long(n=2000 if quick else 10_000, repeats=5 if quick else 15),
         "concurrent": await core.concurrent(repeats=3 if quick else 7),
         "startup": core.startup(repeats=3 if quick else 9),

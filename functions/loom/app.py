@@ -25,7 +25,6 @@ from loom.errors import (
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
-_ANY: TypeAdapter[Any] = TypeAdapter(Any)
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,33 @@
 """When a claim in the log still means someone is running the execution.
 
 A claim is live until its ``until`` passes. On this machine we can do better than wait: a
-holder is ``host:pid:n``, so a claim by a process of this host that no longer exists is
-expired at once (``loom execute`` right after a crash proceeds), and a claim by this very
-process is live only while that ``execute`` call is still running.
+holder is ``machine:pid:n``, so a claim by a process of this machine that no longer exists
+(or is a zombie) is expired at once (``loom execute`` right after a crash proceeds), and a
+claim by this very process is live only while that ``execute`` call is still running.
+
+``machine`` is the hostname qualified by the kernel's boot id: containers (Cloud Run
+instances) can share a hostname and small pids, and must never mistake each other's live
+claims for their own finished ones.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import uuid
+from pathlib import Path
 from typing import Any
 
-HOST = socket.gethostname()
+
+def _machine() -> str:
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
+    except OSError:
+        boot = uuid.uuid4().hex[:8]  # no boot id: only this process will ever match
+    return f"{socket.gethostname().replace(':', '-')}-{boot}"
+
+
+HOST = _machine()
 
 ACTIVE_HOLDERS: set[str] = set()
 """Holders of this process whose ``execute`` call is running (shared by every runtime)."""
@@ -26,7 +41,10 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # exists, owned by someone else
-    return True
+    try:  # a killed process nobody has reaped yet still answers kill(0)
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def claim_is_live(

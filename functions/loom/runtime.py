@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from loom import crash
 from loom import events as ev
-from loom.app import Loom, to_json_value
+from loom.app import FlowDef, Loom, to_json_value
 from loom.claims import ACTIVE_HOLDERS, HOST, claim_is_live
 from loom.context import SupersededSignal
 from loom.errors import (
@@ -194,7 +194,11 @@ class Runtime:
         state, tail = await self._load(package.execution_id)
         holder = f"{_HOST}:{os.getpid()}:{next(_counter)}"
         if self._nothing_to_do(state):
+            # A retried delivery re-arms the timer, in case the dispatch that should have
+            # armed it failed after the suspension was written (dispatch ids deduplicate).
+            await self._follow_up(state)
             return ExecutionResult.from_state(state)
+        flow = self.app.get_flow(state.flow)  # a worker that lacks the flow writes nothing
         if claim_is_live(state.claim, self.clock()):
             raise ExecutionSupersededError(
                 f"execution {state.execution_id!r} is held by {state.claim['holder']!r}",  # type: ignore[index]
@@ -204,7 +208,7 @@ class Runtime:
             return ExecutionResult.from_state(await self.load_state(state.execution_id))
         ACTIVE_HOLDERS.add(holder)
         try:
-            session = await self._claim(state, holder)
+            session = await self._claim(state, holder, flow)
             session.since_snapshot = tail
             await session.run()
         finally:
@@ -240,7 +244,7 @@ class Runtime:
         await self._append_control(state, doubts, StatusChange("in_doubt"))
         return True
 
-    async def _claim(self, state: ExecutionState, holder: str) -> Session:
+    async def _claim(self, state: ExecutionState, holder: str, flow: FlowDef) -> Session:
         now = self.clock()
         batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + self.claim_ttl)]
         for gate in state.open_gates().values():
@@ -262,7 +266,7 @@ class Runtime:
                 f"execution {state.execution_id!r} changed while claiming it"
             ) from exc
         fold(batch, state)
-        return Session(self, state, self.app.get_flow(state.flow), holder)
+        return Session(self, state, flow, holder)
 
     async def _follow_up(self, state: ExecutionState) -> None:
         """Arrange the next dispatch: a timer when the execution sleeps."""

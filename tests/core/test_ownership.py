@@ -209,3 +209,50 @@ async def test_a_long_effect_keeps_its_claim_alive(tmp_path: Path):
     assert len(claims) >= 3  # the first claim, then extensions while the effect ran
     untils = [c.until for c in claims]  # type: ignore[attr-defined]
     assert untils == sorted(untils)
+
+
+async def test_a_worker_without_the_flow_writes_nothing(tmp_path: Path):
+    from loom.errors import UnknownFlowError
+
+    store = SqliteEventStore(tmp_path / "l.db")
+    await Runtime(app_with([]), store).start("steps", 1, execution_id="u1", run=False)
+    stranger = Runtime(Loom("other"), store)
+    with pytest.raises(UnknownFlowError):
+        await stranger.execute(ExecutionPackage(execution_id="u1"))
+    assert len(await stranger.history("u1")) == 1
+
+
+class _FlakyTimers:
+    """Fails the first timer dispatch, as a Cloud Tasks outage would."""
+
+    inline = False
+
+    def __init__(self) -> None:
+        self.timers: list[str] = []
+        self.failed = False
+
+    async def dispatch(self, package: Any, dispatch_id: str, not_before: Any = None) -> None:
+        if not_before is not None and not self.failed:
+            self.failed = True
+            raise ConnectionError("queue unavailable")
+        if not_before is not None:
+            self.timers.append(dispatch_id)
+
+
+async def test_a_retried_delivery_rearms_a_timer_whose_dispatch_failed(tmp_path: Path):
+    app = Loom("timer")
+
+    @app.flow("nap")
+    async def nap(ctx: FlowContext, _: None) -> str:
+        await ctx.sleep(60)
+        return "up"
+
+    dispatcher = _FlakyTimers()
+    rt = Runtime(app, SqliteEventStore(tmp_path / "l.db"), dispatcher=dispatcher)  # type: ignore[arg-type]
+    await rt.start("nap", None, execution_id="t1")
+    with pytest.raises(ConnectionError):
+        await rt.execute(ExecutionPackage(execution_id="t1"))
+    assert (await rt.result("t1")).status == "suspended"
+    again = await rt.execute(ExecutionPackage(execution_id="t1"))  # the task is retried
+    assert again.status == "suspended"
+    assert dispatcher.timers == [f"t1:{again.last_seq}:timer"]

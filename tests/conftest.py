@@ -7,4 +7,4 @@ from __future__ import annotations
 # mismatch" after asyncio-heavy sessions.
 import hypothesis  # noqa: F401  # pyright: ignore[reportUnusedImport]
 
-pytest_plugins = ["tests.emulators"]
+pytest_plugins = ["tests.emulators", "tests.gcp_emulators"]

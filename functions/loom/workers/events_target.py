@@ -1,0 +1,246 @@
+"""The CloudEvent target: Pub/Sub messages (pushed, or through Eventarc) that start or resume
+executions (DESIGN §7).
+
+The message data is a JSON object:
+
+* ``{"action": "start", "flow": "...", "input": ..., "execution_id"?: "...",
+  "capabilities"?: [...]}``: start the flow. Without an ``execution_id`` the execution is
+  named after the Pub/Sub message (``pubsub-{messageId}``), so a redelivered message names
+  the same execution.
+* ``{"action": "resume", "execution_id": "...", "on": "...", "correlation_key": "...",
+  "payload"?: ...}``: deliver a resume.
+
+Redelivery is harmless: a start is idempotent by execution id (same flow and input: same
+execution, no second run), and a resume by ``on`` + ``correlation_key`` (a duplicate is a
+no-op). So the handler acknowledges (2xx) everything that is done or can never succeed — a
+malformed message, an unknown flow, a conflicting start, a resume of a finished execution —
+and raises :class:`RedeliverError` (non-2xx, Pub/Sub retries with backoff, bounded by the
+subscription's dead-letter policy) only when a retry may succeed: a resume that arrived
+before its start (Pub/Sub does not order messages), or a store or dispatch failure.
+
+Who may publish to the topic may start and resume: the topic's IAM is the boundary, and the
+push subscription authenticates to the private Cloud Run service with its OIDC token.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any, Literal, Protocol, cast
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from loom.errors import (
+    ExecutionFinishedError,
+    InputError,
+    LoomError,
+    UnknownExecutionError,
+)
+from loom.runtime import Runtime
+from loom.workers.logs import log_context
+from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
+
+log = logging.getLogger("loom.events")
+
+
+class StartMessage(BaseModel):
+    """Start a flow (idempotent by execution id)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["start"]
+    flow: str = Field(min_length=1, max_length=256)
+    input: Any = None
+    execution_id: str | None = Field(default=None, min_length=1, max_length=512)
+    capabilities: list[str] = Field(default_factory=list[str], max_length=256)
+
+
+class ResumeMessage(BaseModel):
+    """Resume a gate (a duplicate on + key is a no-op)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: Literal["resume"]
+    execution_id: str = Field(min_length=1, max_length=512)
+    on: str = Field(min_length=1, max_length=256)
+    correlation_key: str = Field(min_length=1, max_length=1024)
+    payload: Any = None
+
+
+Message = Annotated[StartMessage | ResumeMessage, Field(discriminator="action")]
+_MESSAGE: TypeAdapter[StartMessage | ResumeMessage] = TypeAdapter(Message)
+
+
+class InvalidMessageError(InputError):
+    """The event is not a Pub/Sub message carrying a start or resume."""
+
+    code = "invalid_message"
+
+
+class RedeliverError(LoomError):
+    """The message could not be handled now but may be later: answer non-2xx."""
+
+    code = "redeliver"
+
+
+@dataclass(frozen=True)
+class EventOutcome:
+    """What the handler did with one message.
+
+    Attributes:
+        outcome: ``started``, ``resumed``, ``finished`` (a resume of an ended execution)
+            or ``rejected`` (will never succeed; acknowledged and logged).
+        message_id: The Pub/Sub message id (or the CloudEvent id).
+        execution_id: The execution concerned, when known.
+        status: Its status afterwards, when known.
+        error: The error body of a rejected message.
+    """
+
+    outcome: str
+    message_id: str | None = None
+    execution_id: str | None = None
+    status: str | None = None
+    error: dict[str, Any] | None = None
+
+
+class CloudEventLike(Protocol):
+    """What the handler reads of a CloudEvent (``cloudevents.http.CloudEvent`` fits)."""
+
+    data: Any
+
+    def __getitem__(self, key: str) -> Any: ...
+
+
+def decode_pubsub(data: Any) -> tuple[dict[str, Any], str | None]:
+    """The JSON object inside a Pub/Sub CloudEvent's data, and the message id.
+
+    ``data`` is ``{"message": {"data": base64, "messageId": ..., ...}, "subscription"?: ...}``,
+    as Pub/Sub push (converted by functions-framework) and Eventarc both deliver it.
+
+    Raises:
+        InvalidMessageError: Anything else.
+    """
+    if isinstance(data, bytes | str):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            raise InvalidMessageError("event data is not JSON") from None
+    envelope = cast("dict[str, Any]", data) if isinstance(data, dict) else {}
+    raw = envelope.get("message")
+    message = cast("dict[str, Any]", raw) if isinstance(raw, dict) else {}
+    encoded = message.get("data")
+    if not isinstance(encoded, str):
+        raise InvalidMessageError("event data has no Pub/Sub message with data")
+    try:
+        decoded = json.loads(base64.b64decode(encoded, validate=True))
+    except (binascii.Error, ValueError):
+        raise InvalidMessageError("the message data is not base64-encoded JSON") from None
+    if not isinstance(decoded, dict):
+        raise InvalidMessageError("the message data must be a JSON object")
+    message_id = message.get("messageId") or message.get("message_id")
+    return cast("dict[str, Any]", decoded), str(message_id) if message_id else None
+
+
+def parse_message(value: dict[str, Any]) -> StartMessage | ResumeMessage:
+    """Validate a decoded message.
+
+    Raises:
+        InvalidMessageError: It is neither a start nor a resume.
+    """
+    try:
+        return _MESSAGE.validate_python(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "message"
+        raise InvalidMessageError(f"{where}: {first['msg']}") from None
+
+
+async def handle_message(
+    runtime: Runtime, message: StartMessage | ResumeMessage, message_id: str | None
+) -> EventOutcome:
+    """Start or resume; see the module docstring for what is acknowledged.
+
+    Raises:
+        RedeliverError: A resume for an execution that does not exist (yet).
+    """
+    if isinstance(message, StartMessage):
+        if message.execution_id is None and message_id is None:
+            raise InvalidMessageError("a start without execution_id needs a message id")
+        eid = message.execution_id or f"pubsub-{message_id}"
+        result = await runtime.start(
+            message.flow, message.input, execution_id=eid, capabilities=message.capabilities
+        )
+        return EventOutcome("started", message_id, eid, result.status)
+    eid = message.execution_id
+    try:
+        result = await runtime.resume(eid, message.on, message.correlation_key, message.payload)
+    except ExecutionFinishedError as exc:
+        return EventOutcome("finished", message_id, eid, str(exc.details.get("status")))
+    except UnknownExecutionError as exc:
+        raise RedeliverError(
+            f"resume for unknown execution {eid!r}; its start may not have arrived yet",
+            details={"execution_id": eid},
+        ) from exc
+    return EventOutcome("resumed", message_id, eid, result.status)
+
+
+async def handle_event(runtime: Runtime, event_id: str | None, data: Any) -> EventOutcome:
+    """Decode one CloudEvent's data and handle the message in it.
+
+    Raises:
+        RedeliverError: Try again later (see :func:`handle_message`).
+        LoomError: A store or dispatch failure (also worth a redelivery).
+    """
+    message_id = event_id
+    try:
+        decoded, message_id = decode_pubsub(data)
+        message_id = message_id or event_id
+        return await handle_message(runtime, parse_message(decoded), message_id)
+    except InputError as exc:
+        log.error("message %s rejected: %s", message_id, exc.message)
+        return EventOutcome("rejected", message_id, error=exc.to_json())
+
+
+class EventsHandler:
+    """The ``events`` target: ``handler(cloud_event) -> dict`` (the outcome, for logs).
+
+    Args:
+        runtime: A runtime or a factory for one, built on first use.
+        loop: Where coroutines run (default: the process's :data:`PROCESS_LOOP`).
+    """
+
+    def __init__(
+        self, runtime: Runtime | Callable[[], Runtime], *, loop: BackgroundLoop = PROCESS_LOOP
+    ) -> None:
+        self._runtime = runtime
+        self._built: Runtime | None = runtime if isinstance(runtime, Runtime) else None
+        self.loop = loop
+        self._lock = threading.Lock()
+
+    def runtime(self) -> Runtime:
+        """The runtime, built on first use."""
+        with self._lock:
+            if self._built is None:
+                factory = self._runtime
+                assert not isinstance(factory, Runtime)
+                self._built = factory()
+            return self._built
+
+    def __call__(self, event: CloudEventLike) -> dict[str, Any]:
+        """Handle one event; raises (so the framework answers 500) to get it redelivered."""
+        event_id = event["id"]
+        with log_context(message_id=event_id):
+            outcome = self.loop.run(handle_event(self.runtime(), event_id, event.data))
+            log.info(
+                "message %s: %s %s",
+                outcome.message_id,
+                outcome.outcome,
+                outcome.execution_id or "",
+                extra={"execution_id": outcome.execution_id, "status": outcome.status},
+            )
+        return asdict(outcome)

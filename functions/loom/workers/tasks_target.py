@@ -1,0 +1,397 @@
+"""The Cloud Tasks target (DESIGN §5, §7, §8): ``POST /tasks/execute`` and ``POST /tasks/sweep``.
+
+``/tasks/execute`` takes what :class:`~loom_gcp.cloud_tasks.CloudTasksDispatcher` enqueued,
+``{"executionPackage": {...}, "notBefore": epoch-seconds | null}``, and answers so that Cloud
+Tasks does the right thing next:
+
+* **2xx** when there is nothing to redo: the execution ran until it blocked, or it was
+  already finished, waiting (gate or timer not due) or parked (in doubt, nondeterminism).
+  An unknown execution is 2xx as well: no retry can make it exist.
+* **503 with** ``Retry-After`` while another holder's claim is live (``code: superseded``):
+  Cloud Tasks keeps the task and tries later; if the holder finished by then, that attempt
+  finds nothing to do, and if it died, its claim has expired and the attempt takes over.
+  503 (not 409) because Cloud Tasks honours ``Retry-After`` on 429/503 only.
+* **5xx** for anything unexpected (a store outage): Cloud Tasks retries per the queue's
+  retry config. **4xx** only for a body that is not a task at all.
+
+Duplicate and overlapping deliveries are harmless: every ``execute`` first appends a claim
+at the end of the log it read, so of two concurrent attempts one is superseded, and a late
+duplicate finds nothing to do. The ``X-CloudTasks-*`` headers are read for the logs.
+
+A timer task whose ``notBefore`` is still ahead was delivered early: Cloud Tasks cannot
+schedule more than 30 days out, so a longer timer arrives at that horizon and is dispatched
+again with the same time (a re-arm). A delivery that finds the execution sleeping has the
+runtime dispatch its timer again (deduplicated by name): the attempt that suspended it may
+have died before its own timer dispatch.
+
+``/tasks/sweep`` (for Cloud Scheduler) keeps the promise that nothing is stranded: an
+execution that is neither finished nor waiting has a pending task or a live claim. It
+redispatches running executions whose claim expired (a worker died and the task's retries
+ran out) and timers overdue by more than the grace period (their task was lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Request, Response
+from pydantic import BaseModel, ConfigDict
+from werkzeug.datastructures import Headers
+
+from loom import __version__
+from loom.claims import claim_is_live
+from loom.dispatch.base import Dispatcher
+from loom.errors import (
+    ConfigurationError,
+    ExecutionSupersededError,
+    LoomError,
+    UnknownExecutionError,
+)
+from loom.runtime import Runtime
+from loom.wire import ExecutionPackage, ExecutionResult
+from loom.workers.http_routes import HttpError, parse_json, parse_model, read_body
+from loom.workers.logs import bind, log_context, trace_fields
+from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
+
+log = logging.getLogger("loom.tasks")
+
+Reply = tuple[int, dict[str, Any], dict[str, str]]
+EARLY_WAIT = 2.0  # a task this close to its time waits for it instead of re-arming
+DEFAULT_SWEEP_GRACE = 60.0
+MAX_RETRY_AFTER = 3600
+
+
+class TaskBody(BaseModel):
+    """What a task POSTs. Unknown fields are ignored so a newer dispatcher's tasks still
+    reach an older worker during a rollout."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    executionPackage: ExecutionPackage  # camelCase: the wire name of ADR 0002
+    notBefore: float | None = None
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """The ``X-CloudTasks-*`` headers of a delivery (all optional: a manual POST has none).
+
+    Attributes:
+        queue: The queue's short name.
+        task: The task's short name (the hash of the dispatch id).
+        retry_count: How many times the task was retried (0 on the first attempt).
+        execution_count: How many attempts got a response from the target.
+        eta: When the task was scheduled to run (epoch seconds).
+    """
+
+    queue: str | None = None
+    task: str | None = None
+    retry_count: int = 0
+    execution_count: int = 0
+    eta: float | None = None
+
+    @classmethod
+    def from_headers(cls, headers: Headers | Mapping[str, str]) -> TaskInfo:
+        """Read the headers Cloud Tasks sets (names are case-insensitive)."""
+        lower = {k.lower(): v for k, v in headers.items()}
+        return cls(
+            queue=lower.get("x-cloudtasks-queuename"),
+            task=lower.get("x-cloudtasks-taskname"),
+            retry_count=_int(lower.get("x-cloudtasks-taskretrycount")),
+            execution_count=_int(lower.get("x-cloudtasks-taskexecutioncount")),
+            eta=_float(lower.get("x-cloudtasks-tasketa")),
+        )
+
+
+def _int(raw: str | None) -> int:
+    try:
+        return int(raw) if raw else 0
+    except ValueError:
+        return 0
+
+
+def _float(raw: str | None) -> float | None:
+    try:
+        return float(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def outcome(result: ExecutionResult) -> str:
+    """``finished``, ``parked``, ``waiting`` or ``running``: why there is nothing to redo."""
+    if result.status in ("completed", "failed", "cancelled"):
+        return "finished"
+    if result.status == "in_doubt" or result.parked_reason is not None:
+        return "parked"
+    if result.status == "suspended":
+        return "waiting"
+    return result.status
+
+
+def _summary(result: ExecutionResult) -> dict[str, Any]:
+    return {
+        "outcome": outcome(result),
+        "execution_id": result.execution_id,
+        "status": result.status,
+        "last_seq": result.last_seq,
+        "wake_at": result.wake_at,
+    }
+
+
+# -- /tasks/execute --------------------------------------------------------------------------
+
+
+async def execute_task(
+    runtime: Runtime,
+    body: TaskBody,
+    info: TaskInfo,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> Reply:
+    """Handle one delivery of a task (see the module docstring)."""
+    package = body.executionPackage
+    log.info(
+        "task %s of %s (%s), retry %d",
+        info.task or "-",
+        package.dispatch_id or package.execution_id,
+        package.reason,
+        info.retry_count,
+        extra={"execution_id": package.execution_id},
+    )
+    early = _early_by(body.notBefore, clock())
+    if early > EARLY_WAIT:
+        return await _rearm(runtime, package, body.notBefore or 0.0)
+    if early > 0:
+        await asyncio.sleep(early)
+    try:
+        result = await runtime.execute(package)
+    except ExecutionSupersededError as exc:
+        return await _superseded(runtime, package.execution_id, exc, clock)
+    except UnknownExecutionError as exc:
+        log.warning("task for unknown execution %s dropped", package.execution_id)
+        return 200, {"outcome": "unknown_execution", **exc.to_json()}, {}
+    bind(status=result.status)
+    return 200, _summary(result), {}
+
+
+def _early_by(not_before: float | None, now: float) -> float:
+    return 0.0 if not_before is None else not_before - now
+
+
+def _dispatcher(runtime: Runtime) -> Dispatcher:
+    if runtime.dispatcher is None:
+        raise ConfigurationError("the tasks target needs a dispatcher (LOOM_DISPATCH)")
+    return runtime.dispatcher
+
+
+async def _rearm(runtime: Runtime, package: ExecutionPackage, not_before: float) -> Reply:
+    """Dispatch a timer that arrived early again, under a new (derived) dispatch id."""
+    dispatch_id = f"{package.dispatch_id or package.execution_id}:rearm"
+    await _dispatcher(runtime).dispatch(package, dispatch_id, not_before=not_before)
+    return (
+        200,
+        {"outcome": "rearmed", "execution_id": package.execution_id, "not_before": not_before},
+        {},
+    )
+
+
+async def _superseded(
+    runtime: Runtime, execution_id: str, exc: ExecutionSupersededError, clock: Callable[[], float]
+) -> Reply:
+    wait = 1
+    try:
+        claim = (await runtime.load_state(execution_id)).claim
+        if claim is not None:
+            wait = math.ceil(claim["until"] - clock())
+    except UnknownExecutionError:
+        pass
+    wait = min(max(wait, 1), MAX_RETRY_AFTER)
+    log.info(
+        "execution %s is held elsewhere; retry in %d s",
+        execution_id,
+        wait,
+        extra={"execution_id": execution_id},
+    )
+    return 503, exc.to_json(), {"Retry-After": str(wait)}
+
+
+# -- /tasks/sweep ----------------------------------------------------------------------------
+
+
+async def sweep(
+    runtime: Runtime,
+    *,
+    grace: float = DEFAULT_SWEEP_GRACE,
+    clock: Callable[[], float] = time.time,
+    limit: int = 1000,
+) -> dict[str, Any]:
+    """Redispatch what would otherwise be stranded; returns counts and the ids redispatched.
+
+    Args:
+        runtime: Whose store is swept and whose dispatcher redispatches.
+        grace: Seconds an execution may sit without progress (or a timer stay overdue)
+            before it counts as stranded; also the window of the sweep's dispatch ids, so
+            one execution gets at most one sweep task per window.
+        clock: Wall-clock seconds.
+        limit: Executions read per status.
+    """
+    dispatcher = _dispatcher(runtime)
+    now = clock()
+    window = int(now // grace)
+    redispatched: list[str] = []
+    for row in await runtime.store.list("running", limit=limit):
+        state = await runtime.load_state(row.execution_id)
+        stale = now - state.updated_at >= grace
+        if state.status != "running" or not stale:
+            continue
+        if claim_is_live(state.claim, now):
+            continue
+        package = ExecutionPackage(execution_id=state.execution_id, flow=state.flow, reason="sweep")
+        await dispatcher.dispatch(package, f"{state.execution_id}:{state.last_seq}:sweep@{window}")
+        redispatched.append(state.execution_id)
+    timers = 0
+    for row in await runtime.store.list("suspended", due_before=now - grace, limit=limit):
+        if row.parked_reason is not None or row.wake_at is None:
+            continue
+        package = ExecutionPackage(execution_id=row.execution_id, flow=row.flow, reason="timer")
+        await dispatcher.dispatch(package, f"{row.execution_id}:{row.last_seq}:sweep@{window}")
+        redispatched.append(row.execution_id)
+        timers += 1
+    log.info(
+        "sweep redispatched %d execution(s), %d overdue timer(s)",
+        len(redispatched) - timers,
+        timers,
+    )
+    return {"redispatched": redispatched, "timers": timers}
+
+
+# -- the HTTP adapter --------------------------------------------------------------------------
+
+
+class TasksHandler:
+    """The ``tasks`` target: routes a flask request to :func:`execute_task` or :func:`sweep`.
+
+    Args:
+        runtime: A runtime or a factory for one, built on first use (not at import: a
+            forking server must not fork live clients) and shared by every request.
+        loop: Where coroutines run (default: the process's :data:`PROCESS_LOOP`).
+        max_body_bytes: The request body limit.
+        sweep_grace: Seconds; default ``LOOM_SWEEP_GRACE`` or 60.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime | Callable[[], Runtime],
+        *,
+        loop: BackgroundLoop = PROCESS_LOOP,
+        max_body_bytes: int = 1024 * 1024,
+        sweep_grace: float | None = None,
+    ) -> None:
+        self._runtime = runtime
+        self._built: Runtime | None = runtime if isinstance(runtime, Runtime) else None
+        self.loop = loop
+        self.max_body = max_body_bytes
+        self.sweep_grace = sweep_grace or float(
+            os.environ.get("LOOM_SWEEP_GRACE") or DEFAULT_SWEEP_GRACE
+        )
+        self._lock = threading.Lock()
+
+    def runtime(self) -> Runtime:
+        """The runtime, built on first use."""
+        with self._lock:
+            if self._built is None:
+                factory = self._runtime
+                assert not isinstance(factory, Runtime)
+                self._built = factory()
+            return self._built
+
+    def __call__(self, request: Request) -> Response:
+        """Answer one request with JSON (errors as ``{"code", "message", "details"}``)."""
+        started = time.perf_counter()
+        with log_context(**trace_fields(request.headers)):
+            try:
+                status, body, headers = self.route(request)
+            except Exception as exc:  # every error becomes a JSON answer
+                status, body, headers = error_reply(exc)
+            log.log(
+                logging.ERROR if status >= 500 else logging.INFO,
+                "%s %s %d (%.3f s)",
+                request.method,
+                request.path,
+                status,
+                time.perf_counter() - started,
+            )
+        return Response(
+            json.dumps(body, default=str),
+            status=status,
+            headers=headers,
+            mimetype="application/json",
+        )
+
+    def route(self, request: Request) -> Reply:
+        """Dispatch on the path: ``/tasks/execute``, ``/tasks/sweep``, ``/health``."""
+        segments = [p for p in request.path.split("/") if p]
+        if segments == ["tasks", "execute"]:
+            _only(request, "POST")
+            return self.execute(request)
+        if segments == ["tasks", "sweep"]:
+            _only(request, "POST")
+            return 200, self.loop.run(sweep(self.runtime(), grace=self.sweep_grace)), {}
+        if segments == ["health"]:
+            return self.health()
+        raise HttpError(404, "not_found", f"no route {request.method} {request.path}")
+
+    def health(self) -> Reply:
+        """``GET /health``: 503 when the runtime cannot be built (a bad ``LOOM_*`` setting)."""
+        try:
+            self.runtime()
+        except LoomError as exc:
+            return 503, {"healthy": False, "version": __version__, "error": exc.to_json()}, {}
+        return 200, {"healthy": True, "version": __version__}, {}
+
+    def execute(self, request: Request) -> Reply:
+        """``POST /tasks/execute``."""
+        body = parse_model(TaskBody, parse_json(request, read_body(request, self.max_body)))
+        bind(execution_id=body.executionPackage.execution_id)
+        info = TaskInfo.from_headers(request.headers)
+        return self.loop.run(execute_task(self.runtime(), body, info))
+
+
+def _only(request: Request, method: str) -> None:
+    if request.method != method:
+        raise HttpError(
+            405,
+            "method_not_allowed",
+            f"{request.method} is not allowed here",
+            {"allowed": [method]},
+            {"Allow": method},
+        )
+
+
+def error_reply(exc: Exception) -> Reply:
+    """The status, JSON error body and headers for an error raised while handling a task."""
+    if isinstance(exc, HttpError):  # the request is not a task: 4xx
+        return exc.status, exc.to_json(), exc.headers
+    # Anything else is worth a retry, even a Loom input error: a flow this revision does
+    # not know may be known to the next one during a rollout.
+    error_id = uuid.uuid4().hex
+    bind(error_id=error_id)
+    log.error("internal error %s: %s: %s", error_id, type(exc).__name__, exc, exc_info=exc)
+    if isinstance(exc, LoomError):
+        body = {"code": exc.code, "message": exc.message, "details": {"error_id": error_id}}
+    else:
+        body = {
+            "code": "internal",
+            "message": "internal error; see the log entry with this error_id",
+            "details": {"error_id": error_id},
+        }
+    return 500, body, {}

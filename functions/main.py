@@ -1,0 +1,56 @@
+"""functions-framework targets: one per Cloud Run service (DESIGN §7, §8).
+
+Run one locally::
+
+    LOOM_APP=examples.orders:app LOOM_STORE=sqlite:///.loom/loom.db \
+        functions-framework --source functions/main.py --target worker --port 8080
+
+Each target is a few lines over the engine; the logic lives in ``loom.workers``.
+"""
+
+from __future__ import annotations
+
+import flask
+import functions_framework
+from werkzeug.exceptions import HTTPException
+
+from loom.runtime import Runtime
+from loom.workers.events_target import CloudEventLike, EventsHandler
+from loom.workers.logs import configure_logging
+from loom.workers.server import WorkerHandler, http_exception_reply
+from loom.workers.tasks_target import TasksHandler
+
+configure_logging()
+# Errors raised by the framework's own routing answer the same JSON error body as ours.
+functions_framework.errorhandler(HTTPException)(http_exception_reply)
+
+
+def _runtime() -> Runtime:
+    """Every target's runtime, composed from the environment on first use (LOOM_APP,
+    LOOM_STORE, LOOM_BLOBS, LOOM_DISPATCH…: see ``loom_gcp.bootstrap``)."""
+    from loom_gcp.bootstrap import build_runtime
+
+    return build_runtime()
+
+
+_worker = WorkerHandler(_runtime)
+_tasks = TasksHandler(_runtime)
+_events = EventsHandler(_runtime)
+
+
+@functions_framework.http
+def worker(request: flask.Request) -> flask.Response:
+    """The HTTP worker: /health, /execute, /executions… (``LOOM_APP``, ``LOOM_STORE``)."""
+    return _worker(request)
+
+
+@functions_framework.http
+def tasks(request: flask.Request) -> flask.Response:
+    """Cloud Tasks: POST /tasks/execute (a dispatch), POST /tasks/sweep (Cloud Scheduler)."""
+    return _tasks(request)
+
+
+@functions_framework.cloud_event
+def events(event: CloudEventLike) -> None:
+    """Pub/Sub or Eventarc: a message that starts or resumes an execution."""
+    _events(event)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import threading
 import uuid as _uuid
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -179,13 +178,15 @@ class EffectContext:
     attempt: int
     effect: str
     deadline: float | None = None
-    _cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
+    # A plain flag, not a threading.Event: set by the loop thread, read by an effect's worker
+    # thread; an Event would cost a lock and a condition on every step.
+    _cancelled: bool = field(default=False, repr=False)
 
     @property
     def cancelled(self) -> bool:
         """True once the attempt timed out or was cancelled; sync effects should check it."""
-        return self._cancelled.is_set()
+        return self._cancelled
 
     def cancel(self) -> None:
         """Mark the attempt cancelled (the runtime does this on timeout)."""
-        self._cancelled.set()
+        self._cancelled = True

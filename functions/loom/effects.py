@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -72,9 +71,7 @@ async def invoke_with_retry(
     error = ErrorInfo()
     for n in range(1, policy.max_attempts + 1):
         attempt_ctx = (
-            ectx
-            if n == 1
-            else replace(ectx, attempt=ectx.attempt + n - 1, _cancelled=threading.Event())
+            ectx if n == 1 else replace(ectx, attempt=ectx.attempt + n - 1, _cancelled=False)
         )
         try:
             result = await _attempt(defn, attempt_ctx, value, clock)

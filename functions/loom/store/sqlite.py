@@ -15,6 +15,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from loom.errors import AppendConflictError, StoreError, UnknownExecutionError
 from loom.events import EVENT_ADAPTER, Event, ExecutionStarted
@@ -112,38 +113,15 @@ class SqliteEventStore(EventStore):
     async def append(self, request: AppendRequest) -> int:
         check_numbering(request)
         con = self._con()
-        eid = request.execution_id
+        eid, expected = request.execution_id, request.expected_seq
         rows = [(eid, e.seq, e.model_dump_json()) for e in request.events]
+        new_last = expected + len(rows)
         con.execute("BEGIN IMMEDIATE")
         try:
-            row = con.execute("SELECT last_seq FROM executions WHERE id=?", (eid,)).fetchone()
-            if row is None:
-                raise UnknownExecutionError(f"unknown execution {eid!r}")
-            if row[0] != request.expected_seq:
-                raise AppendConflictError(
-                    f"log of {eid!r} ends at {row[0]}, not {request.expected_seq}"
-                )
+            # The conditional UPDATE is the expected_seq check: one statement, not two.
+            if self._advance(con, eid, expected, new_last, request).rowcount != 1:
+                self._refuse(con, eid, expected)
             con.executemany("INSERT INTO events VALUES (?,?,?)", rows)
-            new_last = request.expected_seq + len(rows)
-            status = request.status
-            if status is None:
-                con.execute(
-                    "UPDATE executions SET last_seq=?, updated_at=? WHERE id=?",
-                    (new_last, time.time(), eid),
-                )
-            else:
-                con.execute(
-                    "UPDATE executions SET last_seq=?, updated_at=?, status=?, wake_at=?,"
-                    " parked_reason=? WHERE id=?",
-                    (
-                        new_last,
-                        time.time(),
-                        status.status,
-                        status.wake_at,
-                        status.parked_reason,
-                        eid,
-                    ),
-                )
             con.execute("COMMIT")
         except sqlite3.Error as exc:
             con.execute("ROLLBACK")
@@ -152,6 +130,37 @@ class SqliteEventStore(EventStore):
             con.execute("ROLLBACK")
             raise
         return new_last
+
+    @staticmethod
+    def _advance(
+        con: sqlite3.Connection, eid: str, expected: int, new_last: int, request: AppendRequest
+    ) -> sqlite3.Cursor:
+        status = request.status
+        if status is None:
+            return con.execute(
+                "UPDATE executions SET last_seq=?, updated_at=? WHERE id=? AND last_seq=?",
+                (new_last, time.time(), eid, expected),
+            )
+        return con.execute(
+            "UPDATE executions SET last_seq=?, updated_at=?, status=?, wake_at=?,"
+            " parked_reason=? WHERE id=? AND last_seq=?",
+            (
+                new_last,
+                time.time(),
+                status.status,
+                status.wake_at,
+                status.parked_reason,
+                eid,
+                expected,
+            ),
+        )
+
+    @staticmethod
+    def _refuse(con: sqlite3.Connection, eid: str, expected: int) -> NoReturn:
+        row = con.execute("SELECT last_seq FROM executions WHERE id=?", (eid,)).fetchone()
+        if row is None:
+            raise UnknownExecutionError(f"unknown execution {eid!r}")
+        raise AppendConflictError(f"log of {eid!r} ends at {row[0]}, not {expected}")
 
     def _events(self, execution_id: str, after_seq: int) -> list[Event]:
         cur = self._con().execute(

@@ -191,3 +191,11 @@ def open_blob_store(url: str) -> BlobStore:
                 raise ConfigurationError(f"entry point {entry.value} did not build a BlobStore")
             return store
     raise ConfigurationError(f"no blob store for {url!r} (known: memory://, file://, entry points)")
+
+
+def parse_bucket_url(url: str, scheme: str) -> tuple[str, str]:
+    """``SCHEME://BUCKET[/PREFIX]`` → ``(bucket, prefix)``, for object-store backends."""
+    parts = urlparse(url)
+    if parts.scheme != scheme or not parts.netloc:
+        raise ConfigurationError(f"expected {scheme}://BUCKET[/PREFIX], got {url!r}")
+    return parts.netloc, parts.path

@@ -11,13 +11,12 @@ The storage client is synchronous; calls run in worker threads.
 from __future__ import annotations
 
 import asyncio
-from urllib.parse import urlparse
 
 from google.api_core import exceptions as gexc
 from google.cloud import storage
 
-from loom.blobs import BlobStore, key_from_ref, refuse_overwrite, validate_key
-from loom.errors import BlobNotFoundError, ConfigurationError, StoreError
+from loom.blobs import BlobStore, key_from_ref, parse_bucket_url, refuse_overwrite, validate_key
+from loom.errors import BlobNotFoundError, StoreError
 
 
 class GcsBlobStore(BlobStore):
@@ -39,10 +38,7 @@ class GcsBlobStore(BlobStore):
     @classmethod
     def from_url(cls, url: str) -> GcsBlobStore:
         """Build a store from ``gs://BUCKET[/PREFIX]``."""
-        parts = urlparse(url)
-        if parts.scheme != "gs" or not parts.netloc:
-            raise ConfigurationError(f"expected gs://BUCKET[/PREFIX], got {url!r}")
-        return cls(parts.netloc, parts.path)
+        return cls(*parse_bucket_url(url, "gs"))
 
     async def put(self, key: str, data: bytes) -> str:
         name = self._prefix + validate_key(key)

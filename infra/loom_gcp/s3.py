@@ -13,13 +13,12 @@ from __future__ import annotations
 import asyncio
 import time
 from typing import Any, cast
-from urllib.parse import urlparse
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from loom.blobs import BlobStore, key_from_ref, refuse_overwrite, validate_key
-from loom.errors import BlobNotFoundError, ConfigurationError, StoreError
+from loom.blobs import BlobStore, key_from_ref, parse_bucket_url, refuse_overwrite, validate_key
+from loom.errors import BlobNotFoundError, StoreError
 
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
 _ATTEMPTS = 5
@@ -57,10 +56,7 @@ class S3BlobStore(BlobStore):
     @classmethod
     def from_url(cls, url: str) -> S3BlobStore:
         """Build a store from ``s3://BUCKET[/PREFIX]``."""
-        parts = urlparse(url)
-        if parts.scheme != "s3" or not parts.netloc:
-            raise ConfigurationError(f"expected s3://BUCKET[/PREFIX], got {url!r}")
-        return cls(parts.netloc, parts.path)
+        return cls(*parse_bucket_url(url, "s3"))
 
     async def put(self, key: str, data: bytes) -> str:
         name = self._prefix + validate_key(key)

@@ -28,7 +28,6 @@ import base64
 import binascii
 import json
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal, Protocol, cast
@@ -42,6 +41,7 @@ from loom.errors import (
     UnknownExecutionError,
 )
 from loom.runtime import Runtime
+from loom.workers.lazy import LazyRuntime
 from loom.workers.logs import log_context
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
 
@@ -217,19 +217,12 @@ class EventsHandler:
     def __init__(
         self, runtime: Runtime | Callable[[], Runtime], *, loop: BackgroundLoop = PROCESS_LOOP
     ) -> None:
-        self._runtime = runtime
-        self._built: Runtime | None = runtime if isinstance(runtime, Runtime) else None
+        self._runtime = LazyRuntime(runtime)
         self.loop = loop
-        self._lock = threading.Lock()
 
     def runtime(self) -> Runtime:
         """The runtime, built on first use."""
-        with self._lock:
-            if self._built is None:
-                factory = self._runtime
-                assert not isinstance(factory, Runtime)
-                self._built = factory()
-            return self._built
+        return self._runtime.get()
 
     def __call__(self, event: CloudEventLike) -> dict[str, Any]:
         """Handle one event; raises (so the framework answers 500) to get it redelivered."""

@@ -37,7 +37,6 @@ import json
 import logging
 import math
 import os
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -60,6 +59,7 @@ from loom.errors import (
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage, ExecutionResult
 from loom.workers.http_routes import HttpError, parse_json, parse_model, read_body
+from loom.workers.lazy import LazyRuntime
 from loom.workers.logs import bind, log_context, trace_fields
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
 
@@ -296,23 +296,16 @@ class TasksHandler:
         max_body_bytes: int = 1024 * 1024,
         sweep_grace: float | None = None,
     ) -> None:
-        self._runtime = runtime
-        self._built: Runtime | None = runtime if isinstance(runtime, Runtime) else None
+        self._runtime = LazyRuntime(runtime)
         self.loop = loop
         self.max_body = max_body_bytes
         self.sweep_grace = sweep_grace or float(
             os.environ.get("LOOM_SWEEP_GRACE") or DEFAULT_SWEEP_GRACE
         )
-        self._lock = threading.Lock()
 
     def runtime(self) -> Runtime:
         """The runtime, built on first use."""
-        with self._lock:
-            if self._built is None:
-                factory = self._runtime
-                assert not isinstance(factory, Runtime)
-                self._built = factory()
-            return self._built
+        return self._runtime.get()
 
     def __call__(self, request: Request) -> Response:
         """Answer one request with JSON (errors as ``{"code", "message", "details"}``)."""

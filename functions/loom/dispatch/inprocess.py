@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from loom.wire import ExecutionPackage
 from loom.workers.base import WorkerRuntime
 
 log = logging.getLogger("loom.dispatch")
+_SEEN_MAX = 100_000  # dispatch ids remembered for deduplication (the log guards the rest)
 _EARLY_MARGIN = 0.005  # loop time and wall time drift apart by µs; never fire a timer early
 
 
@@ -31,7 +33,7 @@ class InProcessDispatcher(Dispatcher):
     def __init__(self, worker: WorkerRuntime, *, clock: Callable[[], float] = time.time):
         self.worker = worker
         self.clock = clock
-        self._seen: set[str] = set()
+        self._seen: OrderedDict[str, None] = OrderedDict()  # bounded: `loom serve` runs long
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self.superseded: list[str] = []
@@ -41,7 +43,9 @@ class InProcessDispatcher(Dispatcher):
     ) -> None:
         if dispatch_id in self._seen:
             return
-        self._seen.add(dispatch_id)
+        self._seen[dispatch_id] = None
+        if len(self._seen) > _SEEN_MAX:
+            self._seen.popitem(last=False)
         delay = 0.0 if not_before is None else not_before - self.clock()
         if delay > 0:
             loop = asyncio.get_running_loop()

@@ -1,4 +1,4 @@
-"""docs/deploy.md names only variables, outputs and substitutions that exist."""
+"""The README's deploy section names only variables, outputs and substitutions that exist."""
 
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ import yaml
 from tests.deploy import terraform_model as tm
 from tests.deploy.terraform_model import REPO_ROOT, TerraformDir
 
-DOC = REPO_ROOT / "docs" / "deploy.md"
+README = REPO_ROOT / "README.md"
+
+
+def deploy_doc() -> str:
+    """The README from "## Deploy to Google Cloud" to the next level-2 heading."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("## Deploy to Google Cloud")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
 
 
 def _section(text: str, heading: str) -> str:
@@ -63,11 +71,11 @@ def substitutions() -> dict[str, str]:
 def test_doc_names_match_terraform_and_cloudbuild(
     example: TerraformDir, substitutions: dict[str, str]
 ) -> None:
-    assert doc_problems(DOC.read_text(encoding="utf-8"), example, substitutions) == []
+    assert doc_problems(deploy_doc(), example, substitutions) == []
 
 
 def test_every_example_variable_is_documented(example: TerraformDir) -> None:
-    assert set(_table_names(DOC.read_text(encoding="utf-8"), "variable")) == set(example.variables)
+    assert set(_table_names(deploy_doc(), "variable")) == set(example.variables)
 
 
 @pytest.mark.parametrize(
@@ -81,14 +89,14 @@ def test_every_example_variable_is_documented(example: TerraformDir) -> None:
 def test_doc_checker_catches(
     old: str, new: str, expected: str, example: TerraformDir, substitutions: dict[str, str]
 ) -> None:
-    text = DOC.read_text(encoding="utf-8")
+    text = deploy_doc()
     assert old in text
     problems = doc_problems(text.replace(old, new), example, substitutions)
     assert any(expected in p for p in problems), problems
 
 
 def test_doc_has_the_deploy_sections() -> None:
-    text = DOC.read_text(encoding="utf-8")
+    text = deploy_doc()
     assert "Deploy to Google Cloud" in text
     for heading in ("Prerequisites", "Call the private worker", "Tear down"):
         assert _section(text, heading).strip()

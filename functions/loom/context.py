@@ -50,6 +50,10 @@ class StopSignal(_Signal):
     """The execution must end now (budget exceeded)."""
 
 
+class AbortSignal(_Signal):
+    """The store failed under the session: unwind, record nothing more, fail the call."""
+
+
 class _Scope:
     __slots__ = ("n", "prefix", "session")
 

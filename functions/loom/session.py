@@ -18,6 +18,7 @@ from loom import events as ev
 from loom.app import EffectDef, FlowDef, to_json_value
 from loom.context import (
     SCOPE,
+    AbortSignal,
     EffectContext,
     FlowContext,
     ParkSignal,
@@ -32,6 +33,7 @@ from loom.errors import (
     AppendConflictError,
     GateTimeoutError,
     NondeterminismError,
+    StoreError,
 )
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, evolve, resume_key
 from loom.store.base import AppendRequest, StatusChange
@@ -97,8 +99,13 @@ class Session:
     async def append(self, events: Sequence[ev.Event]) -> None:
         """Append ``events`` (after any pending decisions); merge foreign writes on conflict."""
         async with self._lock:
-            while not await self._try_append(list(events)):
-                pass
+            try:
+                while not await self._try_append(list(events)):
+                    pass
+            except StoreError as exc:
+                # Not the flow's to catch: the log may not hold what the flow would go on
+                # believing. The execute call fails and its delivery is retried.
+                self._raise(AbortSignal(exc))
 
     async def _try_append(self, events: list[ev.Event]) -> bool:
         state = self.state
@@ -395,7 +402,10 @@ class Session:
             await asyncio.wait([flow_task])
         finally:
             await self._reap([watcher, heartbeat, *self._tasks])
-        await self._finish(flow_task)
+        try:
+            await self._finish(flow_task)
+        except AbortSignal as signal:
+            raise signal.args[0] from None
 
     async def _reap(self, tasks: list[asyncio.Task[Any]]) -> None:
         """Cancel what the flow left running and retrieve every outcome (a child's
@@ -410,6 +420,8 @@ class Session:
 
     async def _finish(self, flow_task: asyncio.Task[Any]) -> None:
         signal = self.signal or _task_signal(flow_task)
+        if isinstance(signal, AbortSignal):
+            raise signal.args[0]
         if isinstance(signal, SupersededSignal):
             return
         if isinstance(signal, SuspendSignal):
@@ -442,5 +454,7 @@ def _task_signal(task: asyncio.Task[Any]) -> BaseException | None:
         return SupersededSignal()
     exc = task.exception()
     return (
-        exc if isinstance(exc, (SuspendSignal, ParkSignal, StopSignal, SupersededSignal)) else None
+        exc
+        if isinstance(exc, (SuspendSignal, ParkSignal, StopSignal, SupersededSignal, AbortSignal))
+        else None
     )

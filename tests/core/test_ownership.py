@@ -256,3 +256,47 @@ async def test_a_retried_delivery_rearms_a_timer_whose_dispatch_failed(tmp_path:
     again = await rt.execute(ExecutionPackage(execution_id="t1"))  # the task is retried
     assert again.status == "suspended"
     assert dispatcher.timers == [f"t1:{again.last_seq}:timer"]
+
+
+class _FailingStore(SqliteEventStore):
+    """Refuses appends once armed, as a store that went away would."""
+
+    armed = False
+
+    async def append(self, request: AppendRequest) -> int:
+        if self.armed:
+            from loom.errors import StoreError
+
+            raise StoreError("the store is unavailable")
+        return await super().append(request)
+
+
+async def test_a_store_failure_is_not_the_flows_to_swallow(tmp_path: Path):
+    from loom.errors import StoreError
+
+    store = _FailingStore(tmp_path / "l.db")
+    app = Loom("abort")
+    calls: list[str] = []
+
+    @app.effect("e")
+    async def e(ctx: EffectContext, _: None) -> str:
+        calls.append(ctx.step_id)
+        store.armed = True  # the outcome of this step cannot be recorded
+        return "ok"
+
+    @app.flow("f")
+    async def f(ctx: FlowContext, _: None) -> str:
+        try:
+            await ctx.execute(e, None)
+        except Exception:
+            return "swallowed"
+        return await ctx.execute(e, None)
+
+    rt = Runtime(app, store)
+    await rt.start("f", None, execution_id="a1", run=False)
+    with pytest.raises(StoreError, match="unavailable"):
+        await rt.execute(ExecutionPackage(execution_id="a1"))
+    assert calls == ["1"]  # nothing ran after the failed append
+    store.armed = False
+    types = [ev.type for ev in await rt.history("a1")]
+    assert "ExecutionCompleted" not in types

@@ -209,7 +209,7 @@ class Runtime:
         ACTIVE_HOLDERS.add(holder)
         try:
             session = await self._claim(state, holder, flow)
-            session.since_snapshot = tail
+            session.journal.since_snapshot = tail
             await session.run()
         finally:
             ACTIVE_HOLDERS.discard(holder)
@@ -218,7 +218,7 @@ class Runtime:
                 f"execution {state.execution_id!r} was overtaken by another writer"
             )
         state = session.state
-        if state.status != "running" and session.since_snapshot >= self.snapshot_min_tail:
+        if state.status != "running" and session.journal.since_snapshot >= self.snapshot_min_tail:
             await self.save_snapshot(state)
         await self._follow_up(state)
         crash.point("before_reply")

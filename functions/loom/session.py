@@ -30,18 +30,16 @@ from loom.context import (
 )
 from loom.effects import budget_exceeded, error_info, failed_error, invoke_with_retry
 from loom.errors import (
-    AppendConflictError,
     GateTimeoutError,
     NondeterminismError,
     StoreError,
 )
-from loom.fold import ExecutionState, GateRecord, ResumeRecord, evolve, resume_key
-from loom.store.base import AppendRequest, StatusChange
+from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
+from loom.journal import Journal
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
 
-_QUIET_TYPES = frozenset({"EffectCompleted", "EffectFailed", "EffectStarted", "DecisionRecorded"})
 _SETTLE_YIELDS = 8  # loop turns with no progress before a gate-only flow counts as blocked
 
 
@@ -55,22 +53,25 @@ class _Waiting:
 class Session:
     """Runs one flow execution for the length of one ``execute`` call."""
 
+    journal_class: type[Journal] = Journal
+
+    @property
+    def state(self) -> ExecutionState:
+        """The folded state (replaced by a reload after a conflict)."""
+        return self.journal.state
+
     def __init__(self, runtime: Runtime, state: ExecutionState, flow: FlowDef, holder: str):
         self.rt = runtime
-        self.state = state
+        self.journal = self.journal_class(runtime, state, holder)
         self.flow = flow
         self.holder = holder
         self.execution_id = state.execution_id
         self.signal: BaseException | None = None
-        self._pending: list[ev.Event] = []
-        self._lock = asyncio.Lock()
         self._waiting: dict[str, _Waiting] = {}
         self._inflight = 0
         self._progress = 0
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
-        self._claim_until = (state.claim or {}).get("until", 0.0)
-        self.since_snapshot = 0
         self._flow_task: asyncio.Task[Any] | None = None
 
     # -- bookkeeping ------------------------------------------------------------------
@@ -98,65 +99,23 @@ class Session:
 
     async def append(self, events: Sequence[ev.Event]) -> None:
         """Append ``events`` (after any pending decisions); merge foreign writes on conflict."""
-        async with self._lock:
+        async with self.journal.lock:
             try:
-                while not await self._try_append(list(events)):
+                while not await self._try_append(events):
                     pass
             except StoreError as exc:
                 # Not the flow's to catch: the log may not hold what the flow would go on
                 # believing. The execute call fails and its delivery is retried.
                 self._raise(AbortSignal(exc))
 
-    async def _try_append(self, events: list[ev.Event]) -> bool:
-        state = self.state
-        batch = self._pending + events
-        now = self.rt.clock()
-        if now + self.rt.claim_ttl / 2 > self._claim_until:
-            self._claim_until = now + self.rt.claim_ttl
-            batch.insert(0, ev.ExecutionClaimed(holder=self.holder, until=self._claim_until))
-        expected = state.last_seq
-        before = (state.status, state.parked_reason)
-        if not batch:
-            return True
-        for offset, event in enumerate(batch, start=1):
-            # Events are not shared until appended, so numbering them in place is safe and
-            # saves a model copy per step on the hot path.
-            object.__setattr__(event, "seq", expected + offset)
-            object.__setattr__(event, "at", now)
-            evolve(state, event)
-        change = None
-        if any(e.type not in _QUIET_TYPES for e in batch):
-            change = self._status_change(before)
+    async def _try_append(self, events: Sequence[ev.Event]) -> bool:
         try:
-            await self.rt.store.append(AppendRequest(self.execution_id, expected, batch, change))
-        except AppendConflictError:
-            await self._merge_foreign(expected)
-            return False
-        self._pending = []
-        self.since_snapshot += len(batch)
-        if self.since_snapshot >= self.rt.snapshot_every:
-            await self.rt.save_snapshot(state)
-            self.since_snapshot = 0
-        return True
-
-    def _status_change(self, before: tuple[str, str | None]) -> StatusChange | None:
-        s = self.state
-        wake = s.next_wake_at() if s.status == "suspended" else None
-        if (s.status, s.parked_reason) == before and wake is None:
-            return None
-        return StatusChange(s.status, wake, s.parked_reason)
-
-    async def _merge_foreign(self, expected: int) -> None:
-        """Reload after a conflict; give up if another holder or a cancel wrote."""
-        fresh = await self.rt.load_state(self.execution_id)
-        foreign = await self.rt.store.read(self.execution_id, after_seq=expected)
-        for event in foreign:
-            if event.type == "ExecutionCancelled" or (
-                event.type == "ExecutionClaimed" and event.holder != self.holder
-            ):
-                self._raise(SupersededSignal())
-        self.state = fresh
-        self._deliver_resumes()
+            written = await self.journal.try_append(events)
+        except SupersededSignal as signal:
+            self._raise(signal)
+        if not written:
+            self._deliver_resumes()  # a resume merged in may be one a gate waits for
+        return written
 
     def _deliver_resumes(self) -> None:
         for w in list(self._waiting.values()):
@@ -180,7 +139,7 @@ class Session:
             return recorded["value"]
         self._check_unused(step_id, f"{kind}()")
         value = self.rt.new_decision(kind)
-        self._pending.append(ev.DecisionRecorded(step_id=step_id, kind=kind, value=value))  # type: ignore[arg-type]
+        self.journal.pending.append(ev.DecisionRecorded(step_id=step_id, kind=kind, value=value))  # type: ignore[arg-type]
         self.state.decisions[step_id] = {"kind": kind, "value": value}
         return value
 
@@ -356,7 +315,7 @@ class Session:
                 await self._block()
 
     async def _block(self) -> None:
-        async with self._lock:
+        async with self.journal.lock:
             while True:
                 self._deliver_resumes()
                 if any(w.fut.done() for w in self._waiting.values()) or not self._waiting:

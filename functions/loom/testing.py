@@ -20,6 +20,7 @@ from loom.app import EffectDef, Loom
 from loom.context import ParkSignal, SupersededSignal
 from loom.errors import NondeterminismError
 from loom.fold import ExecutionState, fold
+from loom.journal import Journal
 from loom.runtime import Runtime
 from loom.session import Session
 from loom.store.memory import InMemoryEventStore
@@ -46,12 +47,26 @@ class ReplayOutcome:
     waiting_on: list[str] = field(default_factory=list[str])
 
 
+class _ReplayJournal(Journal):
+    """Records what a replay would append instead of writing it."""
+
+    def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
+        super().__init__(runtime, state, holder)
+        self.tail: list[ev.Event] = []
+
+    async def try_append(self, events: Sequence[ev.Event]) -> bool:
+        self.tail.extend([*self.pending, *events])
+        self.pending = []
+        return True
+
+
 class _ReplaySession(Session):
     """A session that may not do anything new: every step must come from the log."""
 
+    journal_class = _ReplayJournal
+
     def __init__(self, runtime: Runtime, state: ExecutionState, app: Loom) -> None:
         super().__init__(runtime, state, app.get_flow(state.flow), "replay")
-        self.tail: list[ev.Event] = []
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         self._check_budget(defn.name)  # a budget stop is reproduced, not a divergence
@@ -65,10 +80,11 @@ class _ReplaySession(Session):
             self._park(step_id, f"replay reached {kind}() at step {step_id}, not in the history")
         return super().decide(step_id, kind)
 
-    async def _try_append(self, events: list[ev.Event]) -> bool:
-        self.tail.extend(self._pending + events)
-        self._pending = []
-        return True
+    @property
+    def tail(self) -> list[ev.Event]:
+        """What the replay would have appended."""
+        assert isinstance(self.journal, _ReplayJournal)
+        return self.journal.tail
 
 
 async def replay(app: Loom, events: Sequence[ev.Event]) -> ReplayOutcome:

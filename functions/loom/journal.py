@@ -1,0 +1,101 @@
+"""The session's end of the log: numbering, claim extension, appends, conflicts, snapshots.
+
+A ``Journal`` owns the folded state of one ``execute`` call. It evolves the state with each
+batch before writing it (the status summary travels in the same write), extends the claim
+when the lease is half spent, and takes a snapshot every ``snapshot_every`` events. On an
+append conflict it reloads: another holder's claim or a cancel means this call was
+overtaken; anything else (a resume, a verdict) is folded in and the caller retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from loom import events as ev
+from loom.context import SupersededSignal
+from loom.errors import AppendConflictError
+from loom.fold import ExecutionState, evolve
+from loom.store.base import AppendRequest, StatusChange
+
+if TYPE_CHECKING:
+    from loom.runtime import Runtime
+
+# Events that never change the status summary: the hot path skips computing it.
+_QUIET_TYPES = frozenset({"EffectCompleted", "EffectFailed", "EffectStarted", "DecisionRecorded"})
+
+
+class Journal:
+    """Appends for one session. Callers hold :attr:`lock` around :meth:`try_append`."""
+
+    def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
+        self.rt = runtime
+        self.state = state
+        self.holder = holder
+        self.execution_id = state.execution_id
+        self.pending: list[ev.Event] = []  # decisions waiting for the next append
+        self.lock = asyncio.Lock()
+        self.claim_until: float = (state.claim or {}).get("until", 0.0)
+        self.since_snapshot = 0
+
+    async def try_append(self, events: Sequence[ev.Event]) -> bool:
+        """Write pending decisions and ``events``; False after a conflict (state reloaded).
+
+        Raises:
+            SupersededSignal: Another holder claimed the execution, or it was cancelled.
+        """
+        batch = self._batch(events)
+        if not batch:
+            return True
+        state, expected = self.state, self.state.last_seq
+        before = (state.status, state.parked_reason)
+        now = self.rt.clock()
+        for offset, event in enumerate(batch, start=1):
+            # Events are not shared until appended, so numbering them in place is safe and
+            # saves a model copy per step on the hot path.
+            object.__setattr__(event, "seq", expected + offset)
+            object.__setattr__(event, "at", now)
+            evolve(state, event)
+        change = None
+        if any(e.type not in _QUIET_TYPES for e in batch):
+            change = self._status_change(before)
+        try:
+            await self.rt.store.append(AppendRequest(self.execution_id, expected, batch, change))
+        except AppendConflictError:
+            await self._merge_foreign(expected)
+            return False
+        self.pending = []
+        await self._maybe_snapshot(len(batch))
+        return True
+
+    def _batch(self, events: Sequence[ev.Event]) -> list[ev.Event]:
+        batch = [*self.pending, *events]
+        now = self.rt.clock()
+        if now + self.rt.claim_ttl / 2 > self.claim_until:
+            self.claim_until = now + self.rt.claim_ttl
+            batch.insert(0, ev.ExecutionClaimed(holder=self.holder, until=self.claim_until))
+        return batch
+
+    async def _maybe_snapshot(self, appended: int) -> None:
+        self.since_snapshot += appended
+        if self.since_snapshot >= self.rt.snapshot_every:
+            await self.rt.save_snapshot(self.state)
+            self.since_snapshot = 0
+
+    def _status_change(self, before: tuple[str, str | None]) -> StatusChange | None:
+        s = self.state
+        wake = s.next_wake_at() if s.status == "suspended" else None
+        if (s.status, s.parked_reason) == before and wake is None:
+            return None
+        return StatusChange(s.status, wake, s.parked_reason)
+
+    async def _merge_foreign(self, expected: int) -> None:
+        fresh = await self.rt.load_state(self.execution_id)
+        foreign = await self.rt.store.read(self.execution_id, after_seq=expected)
+        for event in foreign:
+            if event.type == "ExecutionCancelled" or (
+                event.type == "ExecutionClaimed" and event.holder != self.holder
+            ):
+                raise SupersededSignal()
+        self.state = fresh

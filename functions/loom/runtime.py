@@ -27,7 +27,6 @@ from loom.errors import (
     ExecutionConflictError,
     ExecutionFinishedError,
     ExecutionSupersededError,
-    InvalidPayloadError,
     UnknownExecutionError,
     VerdictError,
 )
@@ -35,6 +34,7 @@ from loom.fold import ExecutionState, fold, resume_key
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.session import Session
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
+from loom.verdicts import verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
 
 if TYPE_CHECKING:
@@ -356,7 +356,7 @@ class Runtime:
                 f"step {step_id!r} of {execution_id!r} is not in doubt (in doubt: {known})",
                 details={"step_id": step_id, "in_doubt": list(state.in_doubt)},
             )
-        event = self._verdict_event(rec.get("effect", "?"), step_id, verdict, output, error, by)
+        event = verdict_event(self.app, rec.get("effect", "?"), step_id, verdict, output, error, by)
         change = StatusChange("running") if len(state.in_doubt) == 1 else None
         state = await self._append_control(state, [event], change)
         ran = None
@@ -365,34 +365,6 @@ class Runtime:
                 execution_id, state.flow, "verdict", f"{execution_id}:{state.last_seq}"
             )
         return ran or ExecutionResult.from_state(state, include_state=False)
-
-    def _verdict_event(
-        self, effect: str, step_id: str, verdict: str, output: Any, error: str | None, by: str
-    ) -> ev.EffectVerdict:
-        if verdict == "performed":
-            try:
-                output = to_json_value(self.app.get_effect(effect).typed.parse_output(output))
-            except InvalidPayloadError as exc:
-                raise VerdictError(
-                    f"verdict output for step {step_id!r}: {exc.message}",
-                    details=exc.details,
-                    code="invalid_output",
-                ) from None
-            return ev.EffectVerdict(step_id=step_id, verdict="performed", output=output, by=by)
-        if verdict == "not_performed":
-            return ev.EffectVerdict(step_id=step_id, verdict="not_performed", by=by)
-        if verdict == "failed":
-            info = ev.ErrorInfo(
-                code="verdict",
-                type="OperatorVerdict",
-                message=error or f"operator {by} said the effect failed",
-            )
-            return ev.EffectVerdict(step_id=step_id, verdict="failed", error=info, by=by)
-        raise VerdictError(
-            f"unknown verdict {verdict!r}: use performed, not_performed or failed",
-            details={"verdict": verdict},
-            code="invalid_verdict",
-        )
 
     async def cancel(self, execution_id: str, reason: str = "") -> ExecutionResult:
         """End an execution as ``cancelled``; a holder mid-run stops at its next append."""

@@ -12,7 +12,6 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -66,7 +65,7 @@ class Embedded:
 
         self.store = open_store(settings.store)
         app = load_app(settings.app) if need_app else _empty_app()
-        self.runtime = Runtime(app, self.store, blobs=open_blob_store() or _default_blobs(settings))
+        self.runtime = Runtime(app, self.store, blobs=open_blob_store(store_url=settings.store))
         self.dispatcher = InProcessDispatcher(LocalWorkerRuntime(self.runtime))
         self.runtime.dispatcher = self.dispatcher
 
@@ -82,14 +81,6 @@ def _empty_app() -> Any:
     from loom.app import Loom
 
     return Loom("inspect")
-
-
-def _default_blobs(settings: Settings) -> Any:
-    if settings.store.startswith("sqlite:///"):
-        from loom.blobs import LocalBlobStore
-
-        return LocalBlobStore(Path(settings.store[len("sqlite:///") :]).parent / "blobs")
-    return None
 
 
 def _with(settings: Settings, body: Callable[[Embedded], Awaitable[T]], need_app: bool = True) -> T:

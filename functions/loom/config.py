@@ -52,14 +52,21 @@ def open_store(url: str | None = None) -> EventStore:
     return _plugin("loom.stores", scheme, url)
 
 
-def open_blob_store(url: str | None = None) -> Any:
-    """The blob store named by ``url`` (default ``LOOM_BLOBS``); ``None`` if unset."""
-    url = url or os.environ.get("LOOM_BLOBS")
-    if not url:
-        return None
+def open_blob_store(url: str | None = None, *, store_url: str | None = None) -> Any:
+    """The blob store named by ``url`` (default ``LOOM_BLOBS``).
+
+    Unset, a SQLite store (``store_url``) keeps its blobs in a ``blobs`` directory beside the
+    database, so the CLI and ``loom serve`` share them; any other store gets ``None``.
+    """
     from loom import blobs
 
-    return blobs.open_blob_store(url)
+    url = url or os.environ.get("LOOM_BLOBS")
+    if url:
+        return blobs.open_blob_store(url)
+    store_url = store_url or os.environ.get("LOOM_STORE") or DEFAULT_STORE
+    if store_url.startswith("sqlite:///"):
+        return blobs.LocalBlobStore(Path(store_url[len("sqlite:///") :]).parent / "blobs")
+    return None
 
 
 def load_app(ref: str | None = None) -> Loom:

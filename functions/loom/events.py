@@ -11,6 +11,7 @@ transparently by the runtime.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -192,6 +193,17 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 EVENTS_ADAPTER: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 
 TERMINAL_TYPES = frozenset({"ExecutionCompleted", "ExecutionFailed", "ExecutionCancelled"})
+
+
+def number(events: Sequence[Event], after_seq: int, at: float) -> None:
+    """Give not-yet-appended events their seqs (``after_seq + 1, …``) and time, in place.
+
+    Events are frozen once shared; before their append nobody else holds them, and setting
+    the two fields directly saves a model copy per event on the hot path.
+    """
+    for offset, event in enumerate(events, start=1):
+        object.__setattr__(event, "seq", after_seq + offset)
+        object.__setattr__(event, "at", at)
 
 
 def event_from_json(data: str | bytes) -> Event:

@@ -50,12 +50,8 @@ class Journal:
             return True
         state, expected = self.state, self.state.last_seq
         before = (state.status, state.parked_reason)
-        now = self.rt.clock()
-        for offset, event in enumerate(batch, start=1):
-            # Events are not shared until appended, so numbering them in place is safe and
-            # saves a model copy per step on the hot path.
-            object.__setattr__(event, "seq", expected + offset)
-            object.__setattr__(event, "at", now)
+        ev.number(batch, expected, self.rt.clock())
+        for event in batch:
             evolve(state, event)
         change = None
         if any(e.type not in _QUIET_TYPES for e in batch):

@@ -254,9 +254,7 @@ class Runtime:
                         on=gate["on"], correlation_key=gate["correlation_key"], timed_out=True
                     )
                 )
-        for offset, event in enumerate(batch, start=1):
-            object.__setattr__(event, "seq", state.last_seq + offset)
-            object.__setattr__(event, "at", now)
+        ev.number(batch, state.last_seq, now)
         try:
             await self.store.append(
                 AppendRequest(state.execution_id, state.last_seq, batch, StatusChange("running"))
@@ -288,10 +286,7 @@ class Runtime:
     ) -> ExecutionState:
         """Append control events at the log's end, retrying over concurrent appends."""
         for _ in range(20):
-            now = self.clock()
-            for offset, event in enumerate(events, start=1):
-                object.__setattr__(event, "seq", state.last_seq + offset)
-                object.__setattr__(event, "at", now)
+            ev.number(events, state.last_seq, self.clock())
             try:
                 await self.store.append(
                     AppendRequest(state.execution_id, state.last_seq, events, change)

@@ -23,7 +23,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from flask import Flask, Request, Response, request
@@ -31,7 +30,7 @@ from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
 from loom import __version__
-from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
+from loom.config import load_app, open_blob_store, open_store
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import (
     ConfigurationError,
@@ -78,17 +77,8 @@ def build_runtime(app_ref: str | None = None, store_url: str | None = None) -> R
     """
     app = load_app(app_ref)
     store = open_store(store_url)
-    url = store_url or os.environ.get("LOOM_STORE") or DEFAULT_STORE
-    blobs = open_blob_store() or _default_blobs(url)
+    blobs = open_blob_store(store_url=store_url)
     return Runtime(app, store, dispatcher=None, blobs=blobs)
-
-
-def _default_blobs(store_url: str) -> Any:
-    if store_url.startswith("sqlite:///"):
-        from loom.blobs import LocalBlobStore
-
-        return LocalBlobStore(Path(store_url[len("sqlite:///") :]).parent / "blobs")
-    return None
 
 
 def _max_body_from_env() -> int:

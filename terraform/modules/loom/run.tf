@@ -72,6 +72,12 @@ resource "google_cloud_run_v2_service" "loom" {
         value = "json"
       }
       env {
+        # functions-framework's gunicorn serves THREADS requests at once and every execute
+        # holds its thread to the end: as many threads as Cloud Run sends requests.
+        name  = "THREADS"
+        value = var.max_concurrency
+      }
+      env {
         name = "LOOM_RESUME_SECRET"
         value_source {
           secret_key_ref {

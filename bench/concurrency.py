@@ -133,13 +133,18 @@ def measure(n: int, seconds: float, kind: str, threads: str | None) -> dict[str,
         base_ids = asyncio.run(_create(env["LOOM_STORE"], "base", n, 0.0, kind))
         ids = asyncio.run(_create(env["LOOM_STORE"], "wait", n, seconds, kind))
         url = f"http://127.0.0.1:{port}"
-        proc = subprocess.Popen(
-            entrypoint_argv(), env=env, cwd=REPO_ROOT, stdout=subprocess.DEVNULL
-        )
+        log_path = workdir / "server.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                entrypoint_argv(), env=env, cwd=REPO_ROOT, stdout=log, stderr=log
+            )
         try:
             _wait_healthy(url, proc)
             base_wall, base_results = asyncio.run(_execute_all(url, base_ids))
             wall, results = asyncio.run(_execute_all(url, ids))
+        except Exception:
+            print(log_path.read_text(errors="replace")[-4000:], file=sys.stderr)
+            raise
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=60)

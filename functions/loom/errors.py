@@ -13,6 +13,7 @@ The tree::
     │   ├── VerdictError               verdict for a step that is not in doubt
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
+    │   └── MissingExtraError          a backend's library is not installed (names the extra)
     ├── StoreError                     the event store failed
     │   ├── AppendConflictError        the log did not end at expected_seq
     │   └── BlobNotFoundError          a claim-checked payload is missing
@@ -117,6 +118,15 @@ class ConfigurationError(LoomError):
     """A bad store URL, app reference or option."""
 
     code = "configuration"
+
+
+class MissingExtraError(ConfigurationError, ImportError):
+    """A backend needs a library that only a pip extra installs; the message names it.
+
+    Also an ``ImportError``, so code that tolerates a missing optional module still does.
+    """
+
+    code = "missing_extra"
 
 
 class StoreError(LoomError):

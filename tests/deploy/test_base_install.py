@@ -74,7 +74,17 @@ def base_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = venv / "bin" / "python"
     wheels = tmp / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(REPO_ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "-w",
+            str(wheels),
+            str(REPO_ROOT),
+        ],
         check=True,
         timeout=300,
         capture_output=True,

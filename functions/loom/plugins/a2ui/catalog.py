@@ -131,8 +131,9 @@ class CatalogFunctionSchema(BaseModel):
         doc["required"] = ["call", "args"] if args.get("required") else ["call"]
         doc["returnType"] = self.returnType
         doc["allowedCallers"] = self.allowedCallers
-        if self.requiresUserActivation:
-            doc["requiresUserActivation"] = True
+        # Always explicit: the official schema's "requires user activation → renderer only"
+        # rule also fires when the field is absent, refusing any agent-callable function.
+        doc["requiresUserActivation"] = self.requiresUserActivation
         return doc
 
     def inline_v09(self) -> dict[str, Any]:
@@ -275,6 +276,7 @@ class A2UICatalog:
         """The official v1.0 catalog document (``functions`` as a name → definition map)."""
         names = list(self._functions)
         return {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
             "catalogId": self.catalog_id,
             "protocolVersion": CATALOG_PROTOCOL_VERSION,
             "functions": {n: self._functions[n].definition() for n in names},

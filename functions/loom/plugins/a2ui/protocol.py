@@ -8,9 +8,10 @@ catalog function). Renderer→agent kinds Loom accepts: ``action`` (a user inter
 
 The ``version`` of everything received is checked: a message of another protocol version is
 refused, never guessed at. Field names are camelCase because they *are* the wire:
-``model.to_wire()`` is the JSON a peer sends. Payloads that carry a renderer's answer ignore
-unknown fields: a reply is normalized to what this plugin understands before anything is
-recorded.
+``model.to_wire()`` is the JSON a peer sends. What Loom accepts, the official v1.0 JSON Schema
+accepts too: a function response with a field the schema does not define is refused, not
+trimmed; the payloads the schema leaves open (an ``action``'s, a generic ``error``'s) are
+normalized to the fields this plugin models before anything is recorded.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ class _Model(BaseModel):
         return json.dumps(self.to_wire(), separators=(",", ":"), ensure_ascii=False)
 
 
-class _Normalized(_Model):
-    # Renderer-controlled input: drop what we do not understand rather than record it.
+class _Open(_Model):
+    # Renderer payloads the official schema leaves open: keep nothing we do not model.
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
@@ -161,14 +162,14 @@ class CallRendererFunctionMessage(_Envelope):
 # -- renderer → agent ------------------------------------------------------------------------
 
 
-class FunctionResponseError(_Normalized):
+class FunctionResponseError(_Model):
     """The error half of a function response: the call was refused, or ran and failed."""
 
     code: str = Field(min_length=1)
     message: str
 
 
-class FunctionResponse(_Normalized):
+class FunctionResponse(_Model):
     """The renderer's answer to ``callRendererFunction``: ``value`` or ``error``, never both.
 
     ``value`` may be null (the function returned nothing) but must be present when there is
@@ -193,7 +194,7 @@ class FunctionResponse(_Normalized):
         return {"functionCallId": self.functionCallId, "value": self.value}
 
 
-class ActionPayload(_Normalized):
+class ActionPayload(_Open):
     """A user interaction on a surface (a button press, a submitted form)."""
 
     name: str = Field(min_length=1)
@@ -204,8 +205,13 @@ class ActionPayload(_Normalized):
     userMessage: str | None = None
 
 
-class RendererErrorPayload(_Normalized):
-    """The renderer reports an error about a surface, or about one function call."""
+class RendererErrorPayload(_Open):
+    """The renderer reports an error about a surface, or about one function call.
+
+    As the official schema says: a validation error (``VALIDATION_FAILED``,
+    ``UNALLOWED_PARENT``, ``UNALLOWED_CHILD``) names a surface and a path; any other error
+    names exactly one of a surface or a ``functionCallId``.
+    """
 
     code: str = Field(min_length=1)
     message: str
@@ -213,11 +219,22 @@ class RendererErrorPayload(_Normalized):
     functionCallId: str | None = None
     path: str | None = None
 
+    @model_validator(mode="after")
+    def _addressed(self) -> RendererErrorPayload:
+        if self.code in _VALIDATION_CODES:
+            if self.surfaceId is None or self.path is None or self.functionCallId is not None:
+                raise ValueError(f"a {self.code} error names a surfaceId and a path")
+        elif (self.surfaceId is None) == (self.functionCallId is None):
+            raise ValueError("an error names exactly one of surfaceId or functionCallId")
+        return self
+
+
+_VALIDATION_CODES = frozenset({"VALIDATION_FAILED", "UNALLOWED_PARENT", "UNALLOWED_CHILD"})
+
 
 class RendererFunctionResponseMessage(_Envelope):
     """``{"rendererFunctionResponse": ...}``: the response half of the agent-initiated RPC."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
     rendererFunctionResponse: FunctionResponse
 
     def to_wire(self) -> dict[str, Any]:
@@ -231,14 +248,12 @@ class RendererFunctionResponseMessage(_Envelope):
 class ActionMessage(_Envelope):
     """``{"action": ...}``."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
     action: ActionPayload
 
 
 class ErrorMessage(_Envelope):
     """``{"error": ...}``; one naming a ``functionCallId`` answers that call."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
     error: RendererErrorPayload
 
 

@@ -2,7 +2,7 @@
 # Prepares podman to build infra/Dockerfile with no container registry in reach:
 #   - a private containers.conf (runc; ulimits the sandbox can grant) — the host's /etc is untouched;
 #   - a Python base image made from Debian packages with mmdebstrap, imported as
-#     localhost/debian-python:bookworm (Debian bookworm's CPython is 3.11, as in the runtime image).
+#     localhost/debian-python:bookworm-<recipe hash> (bookworm's CPython is 3.11, as at runtime).
 # The rootfs tarball is cached outside the repository, so only the first run pays for it.
 #
 #   eval "$(bash infra/scripts/podman_base_image.sh)"   # exports CONTAINERS_CONF, PYTHON_IMAGE
@@ -13,8 +13,12 @@
 set -euo pipefail
 
 cache="${LOOM_PODMAN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/loom-podman}"
-image="localhost/debian-python:bookworm"
-tarball="$cache/debian-python-bookworm.tar"
+suite=bookworm
+packages=python3,python3-venv,python3-pip,python-is-python3,ca-certificates
+# A change of the recipe makes a new tarball and image instead of reusing a stale one.
+key="$(printf '%s %s' "$suite" "$packages" | sha256sum | cut -c1-12)"
+image="localhost/debian-python:$suite-$key"
+tarball="$cache/debian-python-$suite-$key.tar"
 mkdir -p "$cache"
 
 # podman's default ulimits ask for more than an unprivileged sandbox may set.
@@ -46,9 +50,8 @@ if [ ! -s "$tarball" ]; then
     hooks+=(--customize-hook='cp /usr/local/share/ca-certificates/*.crt "$1/usr/local/share/ca-certificates/"')
     hooks+=(--customize-hook='chroot "$1" update-ca-certificates >/dev/null')
   fi
-  mmdebstrap --quiet --variant=minbase \
-    --include=python3,python3-venv,python3-pip,python-is-python3,ca-certificates \
-    "${hooks[@]}" bookworm "$cache/partial.tar" >&2
+  mmdebstrap --quiet --variant=minbase --include="$packages" \
+    "${hooks[@]}" "$suite" "$cache/partial.tar" >&2
   mv "$cache/partial.tar" "$tarball"
 fi
 

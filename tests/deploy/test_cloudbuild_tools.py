@@ -35,16 +35,18 @@ IMAGE_TOOLS: dict[str, set[str]] = {
 INSTALLS: dict[str, str] = {
     "terraform": r"/bin/terraform|\bterraform\b.*apt-get install|install .*\bterraform\b",
     "java": r"openjdk-\d+-jre|default-jre",
+    "npm": r"\bnpm\b",
     "gcloud": r"google-cloud-cli[=\"\s]",
     "firestore-emulator": r"google-cloud-cli-firestore-emulator",
     "pubsub-emulator": r"google-cloud-cli-pubsub-emulator",
 }
 
-# .ci/run: install with pip, lint, types, the offline checks (terraform fmt), then the suite,
-# which starts the Firestore and Pub/Sub emulators on Java.
+# .ci/run: install with pip, fetch the A2UI schemas with npm, lint, types, the offline checks
+# (terraform fmt), then the suite, which starts the Firestore and Pub/Sub emulators on Java.
 CI_RUN_NEEDS = {
     "bash",
     RUNTIME_PYTHON,
+    "npm",
     "terraform",
     "java",
     "gcloud",
@@ -136,12 +138,19 @@ def test_every_step_image_has_the_tools_the_step_runs() -> None:
     assert tool_problems(_load()) == []
 
 
-def test_ci_run_really_calls_terraform() -> None:
-    """The model's claim that .ci/run needs terraform: it runs the offline checks."""
+def _called(script: str, tool: str) -> bool:
+    return re.search(rf"^[^#\n]*\b{tool}\b", script, re.MULTILINE) is not None
+
+
+def test_the_model_knows_every_tool_ci_run_calls() -> None:
+    """Tools outside Python that .ci/run (or the offline checks it runs) calls are needed."""
     ci_run = (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8")
     offline = (REPO_ROOT / "infra" / "scripts" / "offline_checks.sh").read_text(encoding="utf-8")
     assert "infra/scripts/offline_checks.sh" in ci_run
-    assert re.search(r"^[^#\n]*\bterraform fmt\b", offline, re.MULTILINE)
+    assert _called(offline, "terraform fmt")
+    for tool in ("terraform", "npm", "node", "java", "gcloud", "docker"):
+        if _called(ci_run, tool) or _called(offline, tool):
+            assert tool in CI_RUN_NEEDS, f".ci/run calls {tool}; the model must need it"
 
 
 def _tests_on_emulators_image(config: dict[str, Any]) -> None:
@@ -162,7 +171,7 @@ def _deploy_on_python(config: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (_tests_on_emulators_image, "lacks ['runtime-python', 'terraform']"),
+        (_tests_on_emulators_image, "lacks ['npm', 'runtime-python', 'terraform']"),
         (_ci_image_on_another_python, "lacks ['runtime-python']"),
         (_deploy_on_python, "lacks ['gcloud']"),
     ],

@@ -24,7 +24,8 @@ from packaging.requirements import Requirement
 from tests import procs
 from tests.deploy.terraform_model import REPO_ROOT
 
-pytestmark = pytest.mark.slow
+# Building takes minutes on a busy 2-core machine: more than the default timeout.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 def core_requirements() -> list[Requirement]:

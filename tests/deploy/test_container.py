@@ -33,7 +33,8 @@ from tests import procs
 from tests.deploy.local_env import terraform_env
 from tests.deploy.terraform_model import REPO_ROOT
 
-pytestmark = pytest.mark.slow
+# Building an image takes minutes on a busy 2-core machine: more than the default timeout.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 SERVICE_UID = 10001
 SECRET = "container-test-resume-secret"

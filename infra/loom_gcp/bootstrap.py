@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loom.blobs import BlobStore, LocalBlobStore
-from loom.config import load_app, open_blob_store, open_store
+from loom.config import load_app, open_blob_store, open_store, refuse_inprocess_on_cloud_run
 from loom.dispatch.base import Dispatcher
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import ConfigurationError
@@ -157,6 +157,7 @@ def open_dispatcher(
 
         return CloudTasksDispatcher.from_url(url, env)
     if url.startswith("inprocess://"):
+        refuse_inprocess_on_cloud_run(env)
         return InProcessDispatcher(open_worker(env.get("LOOM_WORKER"), runtime))
     raise ConfigurationError(
         f"LOOM_DISPATCH {url!r}: expected inline://, inprocess:// or "

@@ -39,6 +39,8 @@ REQUIRED_ENV = frozenset(
         "LOOM_BLOBS",
         "LOOM_RESUME_SECRET",
         "LOOM_LOG_FORMAT",
+        "LOOM_TASKS_DISPATCH_DEADLINE",
+        "GOOGLE_CLOUD_PROJECT",
     }
 )
 
@@ -646,6 +648,8 @@ def check_env(model: TerraformDir) -> list[str]:
         "LOOM_APP": "${var.loom_app}",
         "FUNCTION_TARGET": "${each.key}",
         "LOOM_LOG_FORMAT": "json",
+        "LOOM_TASKS_DISPATCH_DEADLINE": "${var.dispatch_deadline_seconds}",
+        "GOOGLE_CLOUD_PROJECT": "${var.project_id}",
     }
     for name, prefix in prefixes.items():
         if name in env and not str(env[name].get("value", "")).startswith(prefix):

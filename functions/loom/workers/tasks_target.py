@@ -7,10 +7,13 @@ Tasks does the right thing next:
 * **2xx** when there is nothing to redo: the execution ran until it blocked, or it was
   already finished, waiting (gate or timer not due) or parked (in doubt, nondeterminism).
   An unknown execution is 2xx as well: no retry can make it exist.
-* **503 with** ``Retry-After`` while another holder's claim is live (``code: superseded``):
-  Cloud Tasks keeps the task and tries later; if the holder finished by then, that attempt
-  finds nothing to do, and if it died, its claim has expired and the attempt takes over.
-  503 (not 409) because Cloud Tasks honours ``Retry-After`` on 429/503 only.
+* **2xx** (``outcome: deferred``) while another holder's claim is live, after enqueuing a
+  follow-up task due one second after the claim lapses, named ``{cause}:held@{epoch}``:
+  if the holder finished by then, that task finds nothing to do, and if it died, its claim
+  has expired and the task takes over. Not 429/503: Cloud Tasks answers those by lowering
+  the whole queue's dispatch rate, so one busy execution would slow every other one down.
+  Only when the follow-up would be this very task (it arrived with the claim still live,
+  through clock skew) is the answer 503 with ``Retry-After``.
 * **5xx** for anything unexpected (a store outage): Cloud Tasks retries per the queue's
   retry config. **4xx** only for a body that is not a task at all.
 
@@ -33,6 +36,7 @@ ran out) and timers overdue by more than the grace period (their task was lost).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -69,6 +73,8 @@ Reply = tuple[int, dict[str, Any], dict[str, str]]
 EARLY_WAIT = 2.0  # a task this close to its time waits for it instead of re-arming
 DEFAULT_SWEEP_GRACE = 60.0
 MAX_RETRY_AFTER = 3600
+HELD_MARK = ":held@"  # dispatch ids of follow-ups of a superseded delivery: {cause}:held@{t}
+CLAIM_LAPSE_MARGIN = 1  # seconds after the claim's end, so the follow-up finds it lapsed
 
 
 class TaskBody(BaseModel):
@@ -175,7 +181,7 @@ async def execute_task(
     try:
         result = await runtime.execute(package)
     except ExecutionSupersededError as exc:
-        return await _superseded(runtime, package.execution_id, exc, clock)
+        return await _superseded(runtime, package, exc, clock)
     except UnknownExecutionError as exc:
         log.warning("task for unknown execution %s dropped", package.execution_id)
         return 200, {"outcome": "unknown_execution", **exc.to_json()}, {}
@@ -205,23 +211,50 @@ async def _rearm(runtime: Runtime, package: ExecutionPackage, not_before: float)
 
 
 async def _superseded(
-    runtime: Runtime, execution_id: str, exc: ExecutionSupersededError, clock: Callable[[], float]
+    runtime: Runtime,
+    package: ExecutionPackage,
+    exc: ExecutionSupersededError,
+    clock: Callable[[], float],
 ) -> Reply:
-    wait = 1
-    try:
-        claim = (await runtime.load_state(execution_id)).claim
+    """Another holder's claim is live: hand the delivery to a task due when it lapses.
+
+    Answering 2xx (not 429/503) keeps Cloud Tasks from slowing the whole queue down for one
+    busy execution. The follow-up task is named after the cause and the claim's end, so every
+    delivery superseded by the same claim makes the same task (deduplicated by name), and a
+    claim that is extended meanwhile gets a new hop. The follow-up finds nothing to do if the
+    holder finished, and takes over if it died.
+    """
+    now = clock()
+    until = now + 1.0
+    with contextlib.suppress(UnknownExecutionError):
+        claim = (await runtime.load_state(package.execution_id)).claim
         if claim is not None:
-            wait = math.ceil(claim["until"] - clock())
-    except UnknownExecutionError:
-        pass
-    wait = min(max(wait, 1), MAX_RETRY_AFTER)
+            until = max(float(claim["until"]), until)
+    until = min(math.ceil(until) + CLAIM_LAPSE_MARGIN, now + MAX_RETRY_AFTER)
+    root = (package.dispatch_id or package.execution_id).split(HELD_MARK, 1)[0]
+    dispatch_id = f"{root}{HELD_MARK}{until:.0f}"
+    if dispatch_id == package.dispatch_id:
+        # This very task was due when the claim lapsed and the claim still holds (clock
+        # skew): its own name is taken until it ends, so ask Cloud Tasks to come back.
+        wait = max(1, math.ceil(until - now))
+        return 503, exc.to_json(), {"Retry-After": str(wait)}
+    await _dispatcher(runtime).dispatch(package, dispatch_id, not_before=until)
     log.info(
-        "execution %s is held elsewhere; retry in %d s",
-        execution_id,
-        wait,
-        extra={"execution_id": execution_id},
+        "execution %s is held elsewhere; follow-up task due in %.0f s",
+        package.execution_id,
+        until - now,
+        extra={"execution_id": package.execution_id},
     )
-    return 503, exc.to_json(), {"Retry-After": str(wait)}
+    return (
+        200,
+        {
+            "outcome": "deferred",
+            "execution_id": package.execution_id,
+            "dispatch_id": dispatch_id,
+            "not_before": until,
+        },
+        {},
+    )
 
 
 # -- /tasks/sweep ----------------------------------------------------------------------------

@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from importlib.metadata import entry_points
 from collections.abc import Mapping
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 

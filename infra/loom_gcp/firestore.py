@@ -28,8 +28,10 @@ same call may have committed (UNAVAILABLE, DEADLINE_EXCEEDED): only then does a 
 documents holding exactly our content count as success. A plain repeat of an append is a
 conflict, as on the other backends.
 
-Firestore TTL deletes only the execution document; its events and snapshots are removed with
-:meth:`FirestoreEventStore.purge` (a recursive delete), e.g. from a retention job.
+Retention: :meth:`~loom.store.base.EventStore.purge` (from the retention job) deletes finished
+executions with their events and snapshots. Firestore TTL on ``expire_at`` is only a
+backstop: it deletes the execution document alone, and a start of the same id afterwards
+first clears the leftover events and snapshots (see ``_clear_orphan``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
 from google.cloud.firestore_v1.async_collection import AsyncCollectionReference
 from google.cloud.firestore_v1.async_document import AsyncDocumentReference
 from google.cloud.firestore_v1.async_query import AsyncQuery
+from google.cloud.firestore_v1.field_path import FieldPath
 
 from loom.errors import AppendConflictError, ConfigurationError, StoreError, UnknownExecutionError
 from loom.events import Event, ExecutionStarted
@@ -56,9 +59,11 @@ from loom.store.base import (
     AppendRequest,
     EventStore,
     ExecutionSummary,
+    ListCursor,
     LoadedLog,
     Snapshot,
     check_numbering,
+    page_after,
 )
 from loom_gcp._firestore_docs import (
     SnapshotPointer,
@@ -73,6 +78,8 @@ from loom_gcp._firestore_docs import (
     timestamp_seconds,
 )
 from loom_gcp._firestore_io import Collision, CountedDocs, Doc, translating
+
+_DELETE_BATCH = 400  # writes per commit stay under Firestore's 500
 
 
 class FirestoreEventStore(EventStore):
@@ -150,7 +157,10 @@ class FirestoreEventStore(EventStore):
             try:
                 await self._io.commit(build)
             except Collision as collision:
+                if await self._clear_orphan(eid):
+                    return await self.create(started)
                 return await self._stored_start(eid, fields, collision.maybe_ours)
+        self._known[eid] = 1  # a reused id: whatever an older log reached is void
         self._note(eid, 1)
         return True, first
 
@@ -251,11 +261,13 @@ class FirestoreEventStore(EventStore):
         *,
         due_before: float | None = None,
         limit: int = 1000,
+        oldest_first: bool = False,
+        after: ListCursor | None = None,
     ) -> list[ExecutionSummary]:
         """Summaries from execution documents only; ``last_seq`` is as of the last status change.
 
-        With ``due_before`` the query takes the ``limit`` earliest due (what a sweeper wants),
-        returned newest first like every other listing.
+        With ``due_before`` the query takes the ``limit`` earliest due (what a sweeper wants)
+        and orders those; otherwise Firestore orders and pages by ``(created_at, id)``.
         """
         query: AsyncQuery = self._executions  # type: ignore[assignment]
         if status is not None:
@@ -263,23 +275,20 @@ class FirestoreEventStore(EventStore):
         if due_before is not None:
             query = query.where(filter=FieldFilter("wake_at", "<=", due_before)).order_by("wake_at")
         else:
-            query = query.order_by("created_at", direction=firestore.Query.DESCENDING)
+            query = _ordered_by_creation(query, oldest_first, after)
         with translating("list"):
             docs = await self._io.query(query.limit(limit))
         rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
-        rows.sort(key=lambda r: r.created_at, reverse=True)
-        return rows
+        return page_after(rows, after, oldest_first, limit)
 
-    async def purge(self, execution_id: str) -> None:
-        """Delete an execution with its events and snapshots (for retention jobs and tests).
-
-        Only for finished executions whose id will not be reused soon: other store objects
-        may still remember seqs of the deleted log.
-        """
-        with translating(f"purge {execution_id!r}"):
+    async def delete_execution(self, execution_id: str) -> bool:
+        """Delete an execution with its events and snapshots (a recursive delete)."""
+        with translating(f"delete {execution_id!r}"):
+            existed = (await self._io.get(self._exec_ref(execution_id))).exists
             deleted = await self._client.recursive_delete(self._exec_ref(execution_id))
         self._io.ops["deletes"] += deleted
         self._known.pop(execution_id, None)
+        return existed
 
     async def aclose(self) -> None:
         if self._owns_client:
@@ -382,6 +391,9 @@ class FirestoreEventStore(EventStore):
         docs = await self._io.query(query)
         events = [event_from_fields(d.to_dict() or {}) for d in docs]
         if events:
+            # Exact, not just "at least": an id purged and started again has a shorter log
+            # than the one this store object may remember.
+            self._known[execution_id] = events[-1].seq
             self._note(execution_id, events[-1].seq)
         return events
 
@@ -431,3 +443,63 @@ class FirestoreEventStore(EventStore):
         except (Collision, gexc.FailedPrecondition):
             return False
         return True
+
+    # -- retention --------------------------------------------------------------------------
+
+    async def _clear_orphan(self, execution_id: str) -> bool:
+        """Delete what a TTL deletion left of an execution: events without their document.
+
+        Firestore TTL removes only the execution document, so a start of the same id meets
+        the old seq 1. Each leftover is deleted only if unchanged since it was read, so a
+        concurrent start that cleared it and wrote a new log first is never undone (its
+        batch fails and the caller sees the new execution instead).
+
+        Returns:
+            Whether orphaned documents were found and deleted (start again); False when
+            the execution document exists (a real repeat or conflict), or another start
+            got there first.
+        """
+        with translating(f"clear leftovers of {execution_id!r}"):
+            if (await self._io.get(self._exec_ref(execution_id))).exists:
+                return False
+            leftovers: list[Doc] = []
+            for name in ("events", "snapshots"):
+                sub = cast(AsyncCollectionReference, self._exec_ref(execution_id).collection(name))
+                leftovers += await self._io.query(sub.select([]))
+            if not leftovers:
+                return False
+            for start in range(0, len(leftovers), _DELETE_BATCH):
+                if not await self._delete_unchanged(leftovers[start : start + _DELETE_BATCH]):
+                    return False  # someone else cleared it and started anew: theirs stands
+        self._known.pop(execution_id, None)
+        return True
+
+    async def _delete_unchanged(self, docs: list[Doc]) -> bool:
+        """Delete documents that were not written since read; False if any was."""
+
+        def build() -> tuple[AsyncWriteBatch, int]:
+            batch = self._client.batch()
+            for doc in docs:
+                when = cast("datetime | None", doc.update_time)
+                option = self._client.write_option(last_update_time=when)
+                batch.delete(doc.reference, option=option)
+            return batch, len(docs)
+
+        try:
+            await self._io.commit(build)
+        except (gexc.FailedPrecondition, gexc.NotFound, Collision):
+            return False
+        return True
+
+
+def _ordered_by_creation(
+    query: AsyncQuery, oldest_first: bool, after: ListCursor | None
+) -> AsyncQuery:
+    """Order by ``(created_at, document id)`` and start after ``after``."""
+    direction = firestore.Query.ASCENDING if oldest_first else firestore.Query.DESCENDING
+    query = query.order_by("created_at", direction=direction).order_by(
+        FieldPath.document_id(), direction=direction
+    )
+    if after is not None:
+        query = query.start_after({"created_at": after[0], FieldPath.document_id(): after[1]})
+    return query

@@ -23,6 +23,7 @@ from loom.store.base import (
     AppendRequest,
     EventStore,
     ExecutionSummary,
+    ListCursor,
     LoadedLog,
     Snapshot,
     check_numbering,
@@ -230,6 +231,8 @@ class SqliteEventStore(EventStore):
         *,
         due_before: float | None = None,
         limit: int = 1000,
+        oldest_first: bool = False,
+        after: ListCursor | None = None,
     ) -> list[ExecutionSummary]:
         clauses: list[str] = []
         args: list[object] = []
@@ -239,12 +242,31 @@ class SqliteEventStore(EventStore):
         if due_before is not None:
             clauses.append("wake_at IS NOT NULL AND wake_at<=?")
             args.append(due_before)
+        if after is not None:
+            clauses.append(f"(created_at, id) {'>' if oldest_first else '<'} (?, ?)")
+            args.extend(after)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        order = "ASC" if oldest_first else "DESC"
         cur = self._con().execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM executions {where} ORDER BY created_at DESC LIMIT ?",
+            f"SELECT {_SUMMARY_COLUMNS} FROM executions {where}"
+            f" ORDER BY created_at {order}, id {order} LIMIT ?",
             (*args, limit),
         )
         return [ExecutionSummary(*row) for row in cur]
+
+    async def delete_execution(self, execution_id: str) -> bool:
+        """Delete the execution's row, events and snapshot in one transaction."""
+        con = self._con()
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            gone = con.execute("DELETE FROM executions WHERE id=?", (execution_id,)).rowcount
+            con.execute("DELETE FROM events WHERE execution_id=?", (execution_id,))
+            con.execute("DELETE FROM snapshots WHERE execution_id=?", (execution_id,))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return gone == 1
 
     async def aclose(self) -> None:
         with self._lock:

@@ -1,4 +1,4 @@
-"""The Cloud Tasks target (DESIGN §5, §7, §8): ``POST /tasks/execute`` and ``POST /tasks/sweep``.
+"""The Cloud Tasks target (DESIGN §5, §7, §8): ``POST /tasks/{execute,sweep,purge}``.
 
 ``/tasks/execute`` takes what :class:`~loom_gcp.cloud_tasks.CloudTasksDispatcher` enqueued,
 ``{"executionPackage": {...}, "notBefore": epoch-seconds | null}``, and answers so that Cloud
@@ -30,7 +30,11 @@ have died before its own timer dispatch.
 ``/tasks/sweep`` (for Cloud Scheduler) keeps the promise that nothing is stranded: an
 execution that is neither finished nor waiting has a pending task or a live claim. It
 redispatches running executions whose claim expired (a worker died and the task's retries
-ran out) and timers overdue by more than the grace period (their task was lost).
+ran out) and timers overdue by more than the grace period (their task was lost). It pages
+through every running execution, oldest first, however many there are.
+
+``/tasks/purge`` (for Cloud Scheduler) deletes finished executions older than the retention
+period with their events, snapshots and blobs (see :mod:`loom.retention`).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,10 +61,13 @@ from loom.dispatch.base import Dispatcher
 from loom.errors import (
     ConfigurationError,
     ExecutionSupersededError,
+    InputError,
     LoomError,
     UnknownExecutionError,
 )
+from loom.retention import DEFAULT_RETENTION, PurgeSummary, parse_age, purge_finished
 from loom.runtime import Runtime
+from loom.store.base import EventStore, ExecutionSummary, ListCursor
 from loom.wire import ExecutionPackage, ExecutionResult
 from loom.workers.http_routes import HttpError, parse_json, parse_model, read_body
 from loom.workers.lazy import LazyRuntime
@@ -275,13 +282,15 @@ async def sweep(
             before it counts as stranded; also the window of the sweep's dispatch ids, so
             one execution gets at most one sweep task per window.
         clock: Wall-clock seconds.
-        limit: Executions read per status.
+        limit: Executions read per page: running ones are paged through, oldest first,
+            to the end (the oldest are the likeliest to be stranded); overdue timers are
+            the ``limit`` earliest due.
     """
     dispatcher = _dispatcher(runtime)
     now = clock()
     window = int(now // grace)
     redispatched: list[str] = []
-    for row in await runtime.store.list("running", limit=limit):
+    async for row in _running_oldest_first(runtime.store, limit):
         state = await runtime.load_state(row.execution_id)
         stale = now - state.updated_at >= grace
         if state.status != "running" or not stale:
@@ -305,6 +314,39 @@ async def sweep(
         timers,
     )
     return {"redispatched": redispatched, "timers": timers}
+
+
+async def _running_oldest_first(store: EventStore, page: int) -> AsyncIterator[ExecutionSummary]:
+    after: ListCursor | None = None
+    while True:
+        rows = await store.list("running", limit=page, oldest_first=True, after=after)
+        for row in rows:
+            yield row
+        if len(rows) < page:
+            return
+        after = rows[-1].cursor
+
+
+# -- /tasks/purge ----------------------------------------------------------------------------
+
+
+async def purge(runtime: Runtime, env: Mapping[str, str] | None = None) -> PurgeSummary:
+    """Delete executions finished longer ago than ``LOOM_RETENTION`` (default 30d), with
+    their blobs, for at most ``LOOM_PURGE_BUDGET`` seconds (default 240; the next run goes on).
+
+    Raises:
+        ConfigurationError: A malformed setting.
+    """
+    env = os.environ if env is None else env
+    raw_budget = env.get("LOOM_PURGE_BUDGET") or "240"
+    try:
+        older_than = parse_age(env.get("LOOM_RETENTION") or DEFAULT_RETENTION)
+        budget = float(raw_budget)
+    except (InputError, ValueError) as exc:
+        raise ConfigurationError(f"LOOM_RETENTION / LOOM_PURGE_BUDGET: {exc}") from exc
+    return await purge_finished(
+        runtime.store, runtime.payloads.blobs, older_than=older_than, budget=budget
+    )
 
 
 # -- the HTTP adapter --------------------------------------------------------------------------
@@ -364,7 +406,8 @@ class TasksHandler:
         )
 
     def route(self, request: Request) -> Reply:
-        """Dispatch on the path: ``/tasks/execute``, ``/tasks/sweep``, ``/health``."""
+        """Dispatch on the path: ``/tasks/execute``, ``/tasks/sweep``, ``/tasks/purge``,
+        ``/health``."""
         segments = [p for p in request.path.split("/") if p]
         if segments == ["tasks", "execute"]:
             _only(request, "POST")
@@ -372,6 +415,9 @@ class TasksHandler:
         if segments == ["tasks", "sweep"]:
             _only(request, "POST")
             return 200, self.loop.run(sweep(self.runtime(), grace=self.sweep_grace)), {}
+        if segments == ["tasks", "purge"]:
+            _only(request, "POST")
+            return 200, self.loop.run(purge(self.runtime())).to_json(), {}
         if segments == ["health"]:
             return self.health()
         raise HttpError(404, "not_found", f"no route {request.method} {request.path}")

@@ -36,6 +36,7 @@ first clears the leftover events and snapshots (see ``_clear_orphan``).
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections import OrderedDict
@@ -79,6 +80,7 @@ from loom_gcp._firestore_docs import (
 )
 from loom_gcp._firestore_io import Collision, CountedDocs, Doc, translating
 
+DEFAULT_TTL_DAYS = 37
 _DELETE_BATCH = 400  # writes per commit stay under Firestore's 500
 
 
@@ -121,7 +123,8 @@ class FirestoreEventStore(EventStore):
     def from_url(cls, url: str) -> FirestoreEventStore:
         """Build a store from ``firestore://PROJECT/DATABASE`` (database default ``(default)``).
 
-        ``firestore:///`` takes the project from the environment.
+        ``firestore:///`` takes the project from the environment; ``LOOM_TTL_DAYS`` sets the
+        TTL backstop (see :func:`ttl_from_env`).
         """
         parts = urlparse(url)
         if parts.scheme != "firestore":
@@ -129,7 +132,7 @@ class FirestoreEventStore(EventStore):
         database = unquote(parts.path.strip("/")) or "(default)"
         if "/" in database:
             raise ConfigurationError(f"expected firestore://PROJECT/DATABASE, got {url!r}")
-        return cls(project=parts.netloc or None, database=database)
+        return cls(project=parts.netloc or None, database=database, retention=ttl_from_env())
 
     @property
     def ops(self) -> dict[str, int]:
@@ -490,6 +493,26 @@ class FirestoreEventStore(EventStore):
         except (gexc.FailedPrecondition, gexc.NotFound, Collision):
             return False
         return True
+
+
+def ttl_from_env(env: Mapping[str, str] | None = None) -> timedelta:
+    """``LOOM_TTL_DAYS`` (default 37): when Firestore's TTL may delete an execution document.
+
+    TTL deletes only that document, leaving events, snapshots and blobs to no one; so it is a
+    backstop set later than the purge's retention (30 days by default), which deletes all of
+    it first.
+
+    Raises:
+        ConfigurationError: Not a positive number of days.
+    """
+    raw = (os.environ if env is None else env).get("LOOM_TTL_DAYS") or str(DEFAULT_TTL_DAYS)
+    try:
+        days = float(raw)
+    except ValueError:
+        days = 0.0
+    if days <= 0:
+        raise ConfigurationError(f"LOOM_TTL_DAYS must be a positive number of days, got {raw!r}")
+    return timedelta(days=days)
 
 
 def _ordered_by_creation(

@@ -23,6 +23,7 @@ MODULE_CHECKERS: list[Checker] = [
     tm.check_oidc,
     tm.check_timeouts,
     tm.check_env,
+    tm.check_retention,
     tm.check_storage,
     tm.check_secret,
     tm.check_declared_variables,

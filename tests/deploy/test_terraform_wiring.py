@@ -86,3 +86,59 @@ def test_checker_catches_a_project_env_that_is_not_the_project(mod: TerraformDir
     assert tm.check_env(mod) == []
     tm.service_env(mod)["GOOGLE_CLOUD_PROJECT"]["value"] = "some-other-project"
     assert any("GOOGLE_CLOUD_PROJECT" in p for p in tm.check_env(mod))
+
+
+def _drop_purge_job(m: TerraformDir) -> None:
+    del m.resources["google_cloud_scheduler_job"]["purge"]
+
+
+def _ttl_before_purge(m: TerraformDir) -> None:
+    tm.service_env(m)["LOOM_TTL_DAYS"]["value"] = "${var.retention_days}"
+
+
+def _drop_oldest_first_index(m: TerraformDir) -> None:
+    del m.resources["google_firestore_index"]["executions_by_status_created_asc"]
+
+
+def _purge_elsewhere(m: TerraformDir) -> None:
+    target = tm.block(m.resource("google_cloud_scheduler_job", "purge"), "http_target")
+    assert target is not None
+    target["uri"] = '${google_cloud_run_v2_service.loom["tasks"].uri}/tasks/wipe'
+
+
+@pytest.mark.parametrize(
+    ("checker", "mutate", "expected"),
+    [
+        (tm.check_retention, _drop_purge_job, "/tasks/purge"),
+        (tm.check_retention, _ttl_before_purge, "LOOM_TTL_DAYS"),
+        (tm.check_firestore, _drop_oldest_first_index, "composite indexes missing"),
+        (tm.check_oidc, _purge_elsewhere, "must POST one of"),
+    ],
+)
+def test_retention_and_paging_checkers_catch(
+    mod: TerraformDir, checker: Any, mutate: Any, expected: str
+) -> None:
+    assert checker(mod) == []
+    mutate(mod)
+    assert any(expected in p for p in checker(mod)), checker(mod)
+
+
+def test_the_purge_job_calls_the_tasks_service_as_the_invoker(mod: TerraformDir) -> None:
+    job = mod.resource("google_cloud_scheduler_job", "purge")
+    target = tm.block(job, "http_target") or {}
+    token = tm.block(target, "oidc_token") or {}
+    assert target["http_method"] == "POST"
+    assert str(target["uri"]).endswith("/tasks/purge")
+    assert "google_service_account.invoker.email" in str(token["service_account_email"])
+
+
+def test_retention_reaches_the_purge_and_the_ttl_comes_later(mod: TerraformDir) -> None:
+    from loom.retention import parse_age
+    from loom_gcp.firestore import ttl_from_env
+
+    env = resolved_env(mod, {"project_id": "p", "retention_days": 45})
+    assert env["LOOM_RETENTION"] == "45d" and parse_age(env["LOOM_RETENTION"]) == 45 * 86400
+    ttl = re.sub(
+        r"\$\{var\.retention_days \+ (\d+)\}", lambda m: str(45 + int(m[1])), env["LOOM_TTL_DAYS"]
+    )
+    assert ttl_from_env({"LOOM_TTL_DAYS": ttl}).days > 45

@@ -291,6 +291,8 @@ async def sweep(
     window = int(now // grace)
     redispatched: list[str] = []
     async for row in _running_oldest_first(runtime.store, limit):
+        if now - row.updated_at < grace:
+            continue  # the summary's time lags the log's, never leads it: progress is recent
         state = await runtime.load_state(row.execution_id)
         stale = now - state.updated_at >= grace
         if state.status != "running" or not stale:

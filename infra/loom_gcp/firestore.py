@@ -31,12 +31,11 @@ conflict, as on the other backends.
 Retention: :meth:`~loom.store.base.EventStore.purge` (from the retention job) deletes finished
 executions with their events and snapshots. Firestore TTL on ``expire_at`` is only a
 backstop: it deletes the execution document alone, and a start of the same id afterwards
-first clears the leftover events and snapshots (see ``_clear_orphan``).
+first clears the leftover events and snapshots (see :mod:`loom_gcp._firestore_retention`).
 """
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from collections import OrderedDict
@@ -52,7 +51,6 @@ from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
 from google.cloud.firestore_v1.async_collection import AsyncCollectionReference
 from google.cloud.firestore_v1.async_document import AsyncDocumentReference
 from google.cloud.firestore_v1.async_query import AsyncQuery
-from google.cloud.firestore_v1.field_path import FieldPath
 
 from loom.errors import AppendConflictError, ConfigurationError, StoreError, UnknownExecutionError
 from loom.events import Event, ExecutionStarted
@@ -79,9 +77,7 @@ from loom_gcp._firestore_docs import (
     timestamp_seconds,
 )
 from loom_gcp._firestore_io import Collision, CountedDocs, Doc, translating
-
-DEFAULT_TTL_DAYS = 37
-_DELETE_BATCH = 400  # writes per commit stay under Firestore's 500
+from loom_gcp._firestore_retention import clear_orphan, ordered_by_creation, ttl_from_env
 
 
 class FirestoreEventStore(EventStore):
@@ -160,7 +156,8 @@ class FirestoreEventStore(EventStore):
             try:
                 await self._io.commit(build)
             except Collision as collision:
-                if await self._clear_orphan(eid):
+                if await clear_orphan(self._io, self._exec_ref(eid)):
+                    self._known.pop(eid, None)
                     return await self.create(started)
                 return await self._stored_start(eid, fields, collision.maybe_ours)
         self._known[eid] = 1  # a reused id: whatever an older log reached is void
@@ -278,7 +275,7 @@ class FirestoreEventStore(EventStore):
         if due_before is not None:
             query = query.where(filter=FieldFilter("wake_at", "<=", due_before)).order_by("wake_at")
         else:
-            query = _ordered_by_creation(query, oldest_first, after)
+            query = ordered_by_creation(query, oldest_first, after)
         with translating("list"):
             docs = await self._io.query(query.limit(limit))
         rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
@@ -446,83 +443,3 @@ class FirestoreEventStore(EventStore):
         except (Collision, gexc.FailedPrecondition):
             return False
         return True
-
-    # -- retention --------------------------------------------------------------------------
-
-    async def _clear_orphan(self, execution_id: str) -> bool:
-        """Delete what a TTL deletion left of an execution: events without their document.
-
-        Firestore TTL removes only the execution document, so a start of the same id meets
-        the old seq 1. Each leftover is deleted only if unchanged since it was read, so a
-        concurrent start that cleared it and wrote a new log first is never undone (its
-        batch fails and the caller sees the new execution instead).
-
-        Returns:
-            Whether orphaned documents were found and deleted (start again); False when
-            the execution document exists (a real repeat or conflict), or another start
-            got there first.
-        """
-        with translating(f"clear leftovers of {execution_id!r}"):
-            if (await self._io.get(self._exec_ref(execution_id))).exists:
-                return False
-            leftovers: list[Doc] = []
-            for name in ("events", "snapshots"):
-                sub = cast(AsyncCollectionReference, self._exec_ref(execution_id).collection(name))
-                leftovers += await self._io.query(sub.select([]))
-            if not leftovers:
-                return False
-            for start in range(0, len(leftovers), _DELETE_BATCH):
-                if not await self._delete_unchanged(leftovers[start : start + _DELETE_BATCH]):
-                    return False  # someone else cleared it and started anew: theirs stands
-        self._known.pop(execution_id, None)
-        return True
-
-    async def _delete_unchanged(self, docs: list[Doc]) -> bool:
-        """Delete documents that were not written since read; False if any was."""
-
-        def build() -> tuple[AsyncWriteBatch, int]:
-            batch = self._client.batch()
-            for doc in docs:
-                when = cast("datetime | None", doc.update_time)
-                option = self._client.write_option(last_update_time=when)
-                batch.delete(doc.reference, option=option)
-            return batch, len(docs)
-
-        try:
-            await self._io.commit(build)
-        except (gexc.FailedPrecondition, gexc.NotFound, Collision):
-            return False
-        return True
-
-
-def ttl_from_env(env: Mapping[str, str] | None = None) -> timedelta:
-    """``LOOM_TTL_DAYS`` (default 37): when Firestore's TTL may delete an execution document.
-
-    TTL deletes only that document, leaving events, snapshots and blobs to no one; so it is a
-    backstop set later than the purge's retention (30 days by default), which deletes all of
-    it first.
-
-    Raises:
-        ConfigurationError: Not a positive number of days.
-    """
-    raw = (os.environ if env is None else env).get("LOOM_TTL_DAYS") or str(DEFAULT_TTL_DAYS)
-    try:
-        days = float(raw)
-    except ValueError:
-        days = 0.0
-    if days <= 0:
-        raise ConfigurationError(f"LOOM_TTL_DAYS must be a positive number of days, got {raw!r}")
-    return timedelta(days=days)
-
-
-def _ordered_by_creation(
-    query: AsyncQuery, oldest_first: bool, after: ListCursor | None
-) -> AsyncQuery:
-    """Order by ``(created_at, document id)`` and start after ``after``."""
-    direction = firestore.Query.ASCENDING if oldest_first else firestore.Query.DESCENDING
-    query = query.order_by("created_at", direction=direction).order_by(
-        FieldPath.document_id(), direction=direction
-    )
-    if after is not None:
-        query = query.start_after({"created_at": after[0], FieldPath.document_id(): after[1]})
-    return query

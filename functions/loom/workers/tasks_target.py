@@ -27,14 +27,8 @@ again with the same time (a re-arm). A delivery that finds the execution sleepin
 runtime dispatch its timer again (deduplicated by name): the attempt that suspended it may
 have died before its own timer dispatch.
 
-``/tasks/sweep`` (for Cloud Scheduler) keeps the promise that nothing is stranded: an
-execution that is neither finished nor waiting has a pending task or a live claim. It
-redispatches running executions whose claim expired (a worker died and the task's retries
-ran out) and timers overdue by more than the grace period (their task was lost). It pages
-through every running execution, oldest first, however many there are.
-
-``/tasks/purge`` (for Cloud Scheduler) deletes finished executions older than the retention
-period with their events, snapshots and blobs (see :mod:`loom.retention`).
+``/tasks/sweep`` and ``/tasks/purge`` (for Cloud Scheduler) live in
+:mod:`loom.workers.tasks_maintenance`.
 """
 
 from __future__ import annotations
@@ -47,7 +41,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,29 +50,28 @@ from pydantic import BaseModel, ConfigDict
 from werkzeug.datastructures import Headers
 
 from loom import __version__
-from loom.claims import claim_is_live
-from loom.dispatch.base import Dispatcher
 from loom.errors import (
-    ConfigurationError,
     ExecutionSupersededError,
-    InputError,
     LoomError,
     UnknownExecutionError,
 )
-from loom.retention import DEFAULT_RETENTION, PurgeSummary, parse_age, purge_finished
 from loom.runtime import Runtime
-from loom.store.base import EventStore, ExecutionSummary, ListCursor
 from loom.wire import ExecutionPackage, ExecutionResult
 from loom.workers.http_routes import HttpError, parse_json, parse_model, read_body
 from loom.workers.lazy import LazyRuntime
 from loom.workers.logs import bind, log_context, trace_fields
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
+from loom.workers.tasks_maintenance import (
+    DEFAULT_SWEEP_GRACE,
+    purge,
+    require_dispatcher,
+    sweep,
+)
 
 log = logging.getLogger("loom.tasks")
 
 Reply = tuple[int, dict[str, Any], dict[str, str]]
 EARLY_WAIT = 2.0  # a task this close to its time waits for it instead of re-arming
-DEFAULT_SWEEP_GRACE = 60.0
 MAX_RETRY_AFTER = 3600
 HELD_MARK = ":held@"  # dispatch ids of follow-ups of a superseded delivery: {cause}:held@{t}
 CLAIM_LAPSE_MARGIN = 1  # seconds after the claim's end, so the follow-up finds it lapsed
@@ -200,16 +193,10 @@ def _early_by(not_before: float | None, now: float) -> float:
     return 0.0 if not_before is None else not_before - now
 
 
-def _dispatcher(runtime: Runtime) -> Dispatcher:
-    if runtime.dispatcher is None:
-        raise ConfigurationError("the tasks target needs a dispatcher (LOOM_DISPATCH)")
-    return runtime.dispatcher
-
-
 async def _rearm(runtime: Runtime, package: ExecutionPackage, not_before: float) -> Reply:
     """Dispatch a timer that arrived early again, under a new (derived) dispatch id."""
     dispatch_id = f"{package.dispatch_id or package.execution_id}:rearm"
-    await _dispatcher(runtime).dispatch(package, dispatch_id, not_before=not_before)
+    await require_dispatcher(runtime).dispatch(package, dispatch_id, not_before=not_before)
     return (
         200,
         {"outcome": "rearmed", "execution_id": package.execution_id, "not_before": not_before},
@@ -245,7 +232,7 @@ async def _superseded(
         # skew): its own name is taken until it ends, so ask Cloud Tasks to come back.
         wait = max(1, math.ceil(until - now))
         return 503, exc.to_json(), {"Retry-After": str(wait)}
-    await _dispatcher(runtime).dispatch(package, dispatch_id, not_before=until)
+    await require_dispatcher(runtime).dispatch(package, dispatch_id, not_before=until)
     log.info(
         "execution %s is held elsewhere; follow-up task due in %.0f s",
         package.execution_id,
@@ -261,93 +248,6 @@ async def _superseded(
             "not_before": until,
         },
         {},
-    )
-
-
-# -- /tasks/sweep ----------------------------------------------------------------------------
-
-
-async def sweep(
-    runtime: Runtime,
-    *,
-    grace: float = DEFAULT_SWEEP_GRACE,
-    clock: Callable[[], float] = time.time,
-    limit: int = 1000,
-) -> dict[str, Any]:
-    """Redispatch what would otherwise be stranded; returns counts and the ids redispatched.
-
-    Args:
-        runtime: Whose store is swept and whose dispatcher redispatches.
-        grace: Seconds an execution may sit without progress (or a timer stay overdue)
-            before it counts as stranded; also the window of the sweep's dispatch ids, so
-            one execution gets at most one sweep task per window.
-        clock: Wall-clock seconds.
-        limit: Executions read per page: running ones are paged through, oldest first,
-            to the end (the oldest are the likeliest to be stranded); overdue timers are
-            the ``limit`` earliest due.
-    """
-    dispatcher = _dispatcher(runtime)
-    now = clock()
-    window = int(now // grace)
-    redispatched: list[str] = []
-    async for row in _running_oldest_first(runtime.store, limit):
-        if now - row.updated_at < grace:
-            continue  # the summary's time lags the log's, never leads it: progress is recent
-        state = await runtime.load_state(row.execution_id)
-        stale = now - state.updated_at >= grace
-        if state.status != "running" or not stale:
-            continue
-        if claim_is_live(state.claim, now):
-            continue
-        package = ExecutionPackage(execution_id=state.execution_id, flow=state.flow, reason="sweep")
-        await dispatcher.dispatch(package, f"{state.execution_id}:{state.last_seq}:sweep@{window}")
-        redispatched.append(state.execution_id)
-    timers = 0
-    for row in await runtime.store.list("suspended", due_before=now - grace, limit=limit):
-        if row.parked_reason is not None or row.wake_at is None:
-            continue
-        package = ExecutionPackage(execution_id=row.execution_id, flow=row.flow, reason="timer")
-        await dispatcher.dispatch(package, f"{row.execution_id}:{row.last_seq}:sweep@{window}")
-        redispatched.append(row.execution_id)
-        timers += 1
-    log.info(
-        "sweep redispatched %d execution(s), %d overdue timer(s)",
-        len(redispatched) - timers,
-        timers,
-    )
-    return {"redispatched": redispatched, "timers": timers}
-
-
-async def _running_oldest_first(store: EventStore, page: int) -> AsyncIterator[ExecutionSummary]:
-    after: ListCursor | None = None
-    while True:
-        rows = await store.list("running", limit=page, oldest_first=True, after=after)
-        for row in rows:
-            yield row
-        if len(rows) < page:
-            return
-        after = rows[-1].cursor
-
-
-# -- /tasks/purge ----------------------------------------------------------------------------
-
-
-async def purge(runtime: Runtime, env: Mapping[str, str] | None = None) -> PurgeSummary:
-    """Delete executions finished longer ago than ``LOOM_RETENTION`` (default 30d), with
-    their blobs, for at most ``LOOM_PURGE_BUDGET`` seconds (default 240; the next run goes on).
-
-    Raises:
-        ConfigurationError: A malformed setting.
-    """
-    env = os.environ if env is None else env
-    raw_budget = env.get("LOOM_PURGE_BUDGET") or "240"
-    try:
-        older_than = parse_age(env.get("LOOM_RETENTION") or DEFAULT_RETENTION)
-        budget = float(raw_budget)
-    except (InputError, ValueError) as exc:
-        raise ConfigurationError(f"LOOM_RETENTION / LOOM_PURGE_BUDGET: {exc}") from exc
-    return await purge_finished(
-        runtime.store, runtime.payloads.blobs, older_than=older_than, budget=budget
     )
 
 

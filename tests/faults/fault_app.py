@@ -72,3 +72,15 @@ async def catching(ctx: FlowContext, spec: dict[str, Any]) -> dict[str, Any]:
 async def quick(ctx: FlowContext, text: str) -> str:
     """No side effect and no gate: an unrelated execution to read while a fault lasts."""
     return await ctx.execute(tail, text)
+
+
+@app.effect("nap")
+async def nap(ctx: EffectContext, seconds: float) -> float:
+    await asyncio.sleep(seconds)
+    return seconds
+
+
+@app.flow("fault.slow")
+async def slow(ctx: FlowContext, seconds: float) -> float:
+    """A backlog item: takes ``seconds`` of effect time to finish."""
+    return await ctx.execute(nap, seconds)

@@ -79,7 +79,7 @@ def _mid_step(
     tmp: Path,
     eid: str,
     effect: str,
-    inject: Callable[[], None],
+    inject: Callable[[], object],
     *,
     big: bool = False,
     during: Callable[[], list[h.Answer]] = list,

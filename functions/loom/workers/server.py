@@ -302,6 +302,18 @@ def http_exception_reply(exc: HTTPException) -> Response:
     return _json_response(status, body, {})
 
 
+def store_error_response(exc: StoreError) -> Response:
+    """503 with ``Retry-After`` for a store failure a framework-run target raised.
+
+    Register it as the app's handler for ``StoreError``: the CloudEvent target raises to
+    have a message redelivered, and a store failure is worth that, as a 503, not a 500.
+    """
+    status, body, headers = store_error_reply(exc)
+    with log_context(**trace_fields(request.headers)):
+        _access_log(request, status, 0.0)
+    return _json_response(status, body, headers)
+
+
 _FRAMEWORK_CODES = {
     404: "not_found",
     405: "method_not_allowed",

@@ -347,7 +347,13 @@ class Session:
                     )
                     for sid, g in gates
                 ]
-                if await self._try_append(batch):
+                try:
+                    written = await self._try_append(batch)
+                except StoreError as exc:
+                    return self._halt(AbortSignal(exc))  # the flow waits on gates: wake it
+                except SupersededSignal as signal:
+                    return self._halt(signal)
+                if written:
                     break
         # From here on the flow is suspended whatever it does: its result is ignored, any
         # further ctx call raises, and the root task is cancelled so user code stops early.
@@ -356,6 +362,15 @@ class Session:
             w.new = False
             if not w.fut.done():
                 w.fut.set_exception(SuspendSignal())
+        if self._flow_task is not None:
+            self._flow_task.cancel()
+
+    def _halt(self, signal: BaseException) -> None:
+        """End a flow that waits on gates only: its waits raise ``signal``, it is cancelled."""
+        self.signal = self.signal or signal
+        for w in self._waiting.values():
+            if not w.fut.done():
+                w.fut.set_exception(signal)
         if self._flow_task is not None:
             self._flow_task.cancel()
 

@@ -23,6 +23,7 @@ from loom.errors import (
     UnknownEffectError,
     UnknownFlowError,
 )
+from loom.grants import GrantPolicy
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -149,10 +150,11 @@ class Loom:
         async def fulfil(ctx: FlowContext, order: Order) -> Outcome: ...
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, grants: GrantPolicy | None = None) -> None:
         self.name = name
         self.flows: dict[str, FlowDef] = {}
         self.effects: dict[str, EffectDef] = {}
+        self.grants = grants or GrantPolicy()  # who may grant which capabilities
 
     def flow(self, name: str, *, version: str = "1") -> Callable[[F], F]:
         """Register an ``async def f(ctx, input)`` as the flow ``name``."""

@@ -222,7 +222,8 @@ def _decision(s: ExecutionState, e: ev.DecisionRecorded) -> None:
 
 
 def _in_doubt_step(s: ExecutionState, e: ev.EffectInDoubt) -> None:
-    s.steps.setdefault(e.step_id, {"effect": e.effect})["status"] = "in_doubt"
+    rec = s.steps.setdefault(e.step_id, {"effect": e.effect})
+    rec.update(status="in_doubt", episode=e.seq)  # the seq a verdict must name
 
 
 def _verdict_step(s: ExecutionState, e: ev.EffectVerdict) -> None:

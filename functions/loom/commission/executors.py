@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from loom.commission.errors import ExecutorError
-from loom.errors import NotPermittedError
 from loom.commission.model import StepInput
 from loom.commission.outcomes import (
     ExecutorOutcome,
@@ -25,6 +24,7 @@ from loom.commission.outcomes import (
     Suspended,
     parse_outcome,
 )
+from loom.errors import NotPermittedError
 
 
 class Executor(abc.ABC):

@@ -258,7 +258,12 @@ class LocalEffects(EffectPort):
         git_dir = root / ".git"
         for target, content in files:
             name = target.relative_to(self._root).as_posix()
-            parent = target.parent.resolve()
+            try:
+                parent = target.parent.resolve()
+            except (RuntimeError, OSError) as exc:  # a symlink loop, a dangling mount
+                raise _RefusedError(
+                    "path_outside_tree", f"{name!r} does not resolve: {exc}"
+                ) from None
             if (
                 (parent != root and root not in parent.parents)
                 or parent == git_dir

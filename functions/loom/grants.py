@@ -27,7 +27,6 @@ anyway.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -144,14 +143,3 @@ def rules(grants: Mapping[str, Mapping[str, Iterable[str]]]) -> list[GrantRule]:
         for principal, flows in grants.items()
         for flow, caps in flows.items()
     ]
-
-
-def _dump(policy: GrantPolicy) -> str:
-    """The JSON form of ``policy`` (for tests and ``loom`` diagnostics)."""
-    return json.dumps(
-        {
-            "grants": [
-                {**r.model_dump(), "capabilities": sorted(r.capabilities)} for r in policy.rules
-            ]
-        }
-    )

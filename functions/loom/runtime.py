@@ -384,8 +384,11 @@ class Runtime:
         effect, episode = current_episode(state, step_id, episode)
         event = verdict_event(self.app, effect, step_id, verdict, output, error, by, episode)
         change = StatusChange("running") if len(state.in_doubt) == 1 else None
+
         # A concurrent verdict on the same episode must not land twice.
-        recheck = lambda s: current_episode(s, step_id, episode)  # noqa: E731
+        def recheck(now: ExecutionState) -> None:
+            current_episode(now, step_id, episode)
+
         state = await self._append_control(state, [event], change, recheck)
         ran = None
         if not state.in_doubt:

@@ -133,7 +133,10 @@ def _digest(secret: str, action: str, execution_id: str, expires: int, body: byt
 
 def _parse_signature(value: str) -> tuple[int, str]:
     """``(expires, hexdigest)`` of a header value, or :class:`Forbidden` naming the form."""
-    fields = dict(part.strip().partition("=")[::2] for part in value.split(","))
+    fields: dict[str, str] = {}
+    for part in value.split(","):
+        name, _, field = part.strip().partition("=")
+        fields[name] = field
     expires, digest = fields.get("t", ""), fields.get("sha256", "")
     if not expires.isdigit() or not digest or set(fields) != {"t", "sha256"}:
         raise Forbidden("X-Loom-Signature must look like t=<expires>,sha256=<hex>")

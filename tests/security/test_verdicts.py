@@ -169,3 +169,41 @@ def test_a_verdict_signature_is_no_resume_and_an_expired_resume_is_refused(
     assert history(runtime, "g-1") == before
     ok = post(server, "/executions/g-1/resume", raw, signed(raw, "resume", "g-1"))
     assert ok.status_code == 200, ok.text
+
+
+def test_the_cli_shows_the_episode_it_settles_and_refuses_a_stale_one(
+    runtime: Runtime, worker_env: dict[str, str]
+) -> None:
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    from tests.functions.conftest import APP_REF, REPO
+
+    seed_in_doubt(runtime, "cli-1")
+    episode = asyncio.run(runtime.execute(_package("cli-1"))).in_doubt[0].episode
+    assert episode is not None
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LOOM_TEST_DIR": ""}
+
+    def loom(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "loom", "--app", APP_REF, "--store", worker_env["LOOM_STORE"]]
+        return subprocess.run(
+            [*argv, *args], capture_output=True, text=True, env=env, timeout=60, check=False
+        )
+
+    before = history(runtime, "cli-1")
+    stale = loom("verdict", "cli-1", "1", "failed", "--episode", str(episode + 1))
+    assert stale.returncode == 2 and "open episode is" in stale.stderr, stale.stderr
+    assert history(runtime, "cli-1") == before
+    done = loom("verdict", "cli-1", "1", "failed", "--error", "no")
+    assert done.returncode == 0, done.stderr
+    assert f"settling episode {episode} of step 1" in done.stderr
+    verdicts = [e for e in history(runtime, "cli-1") if isinstance(e, EffectVerdict)]
+    assert [(v.episode, v.by.startswith("local:")) for v in verdicts] == [(episode, True)]
+
+
+def _package(eid: str) -> Any:
+    from loom.wire import ExecutionPackage
+
+    return ExecutionPackage(execution_id=eid)

@@ -6,7 +6,8 @@ defense in depth behind it, in the worker itself: every route but ``/health`` an
 ``/openapi.json`` needs ``Authorization: Bearer <ID token>`` whose
 
 * signature verifies against Google's published certificates,
-* ``aud`` is this service's URL (``LOOM_AUTH_AUDIENCE``),
+* ``aud`` is this service's URL (``LOOM_AUTH_AUDIENCE``; comma-separated to accept more
+  than one, e.g. the URL of a custom domain too),
 * ``iss`` is Google's, and ``exp``/``iat`` hold (with a little clock skew),
 * ``email`` is verified and in the allowed principals (``LOOM_AUTH_PRINCIPALS``,
   comma-separated).
@@ -76,7 +77,7 @@ class GoogleIdTokenAuth:
     """An engine authenticator (``AuthRequest -> principal``) over Google ID tokens.
 
     Args:
-        audience: The service URL tokens must be minted for.
+        audience: The service URL tokens must be minted for (or several).
         principals: The emails allowed to call (service accounts or users).
         certs: Fetches the signing certificates (default: Google's endpoint).
         issuers: Accepted ``iss`` values.
@@ -90,7 +91,7 @@ class GoogleIdTokenAuth:
 
     def __init__(
         self,
-        audience: str,
+        audience: str | Iterable[str],
         principals: Iterable[str],
         *,
         certs: CertsFetcher | None = None,
@@ -99,9 +100,10 @@ class GoogleIdTokenAuth:
         clock: Callable[[], float] = time.time,
         certs_ttl: float = 3600.0,
     ) -> None:
-        self.audience = audience
+        given = [audience] if isinstance(audience, str) else list(audience)
+        self.audiences = [a.strip() for a in given if a.strip()]
         self.principals = frozenset(p.strip() for p in principals if p.strip())
-        if not audience or not self.principals:
+        if not self.audiences or not self.principals:
             raise ConfigurationError("the ID-token check needs an audience and principals")
         self.issuers = frozenset(issuers)
         self.clock_skew = clock_skew
@@ -115,15 +117,15 @@ class GoogleIdTokenAuth:
             ConfigurationError: A required variable is missing.
         """
         env = os.environ if env is None else env
-        audience = env.get("LOOM_AUTH_AUDIENCE", "")
+        audiences = [a for a in env.get("LOOM_AUTH_AUDIENCE", "").split(",") if a.strip()]
         principals = env.get("LOOM_AUTH_PRINCIPALS", "").split(",")
-        if not audience or not any(p.strip() for p in principals):
+        if not audiences or not any(p.strip() for p in principals):
             raise ConfigurationError(
                 "LOOM_CALLER_AUTH=loom_gcp.auth:google_id_token needs LOOM_AUTH_AUDIENCE "
                 "(the service URL) and LOOM_AUTH_PRINCIPALS (comma-separated emails)"
             )
         certs_url = env.get("LOOM_AUTH_CERTS_URL") or GOOGLE_CERTS_URL
-        return cls(audience, principals, certs=http_certs(certs_url))
+        return cls(audiences, principals, certs=http_certs(certs_url))
 
     def __call__(self, request: AuthRequest) -> str:
         """The verified email of the caller.
@@ -150,7 +152,7 @@ class GoogleIdTokenAuth:
             claims: Mapping[str, Any] = jwt.decode(
                 token,
                 certs=self._certs.get(key_id if isinstance(key_id, str) else None),
-                audience=self.audience,
+                audience=self.audiences,
                 clock_skew_in_seconds=self.clock_skew,
             )
         except (ValueError, google_exceptions.GoogleAuthError, OSError) as exc:

@@ -6,7 +6,7 @@ An authenticator is any callable ``(AuthRequest) -> principal``: it returns who 
 that does not grant this). It runs before anything is read or appended.
 
 Two layers use them. The *caller* authenticator (optional, :func:`caller_auth_from_env`)
-runs on every route but ``/health`` and ``/openapi.json``: on Cloud Run it verifies the
+runs on every route but ``/health``, ``/live`` and ``/openapi.json``: on Cloud Run it verifies the
 caller's Google-signed ID token (``loom_gcp.auth``), defense in depth behind the service's
 IAM. The *resume* and *verdict* authenticators run on those two routes as well; the resume
 one also names who starts an execution with capabilities when no caller authenticator is

@@ -99,6 +99,28 @@ resource "google_cloud_run_v2_service" "loom" {
         name  = "LOOM_LOG_FORMAT"
         value = "json"
       }
+      env {
+        # How long Cloud Tasks waits for one attempt: the dispatcher stamps it on every task
+        # (the precondition below keeps it within the request timeout).
+        name  = "LOOM_TASKS_DISPATCH_DEADLINE"
+        value = var.dispatch_deadline_seconds
+      }
+      env {
+        # POST /tasks/purge deletes finished executions older than this.
+        name  = "LOOM_RETENTION"
+        value = "${var.retention_days}d"
+      }
+      env {
+        # Firestore's TTL (expire_at) is a backstop that must not run before the purge:
+        # it deletes only the execution document, leaving events and blobs behind.
+        name  = "LOOM_TTL_DAYS"
+        value = var.retention_days + 7
+      }
+      env {
+        # Logs name their trace projects/PROJECT/traces/TRACE so Cloud Logging links them.
+        name  = "GOOGLE_CLOUD_PROJECT"
+        value = var.project_id
+      }
       # Only the services that check resumes, verdicts or signed messages read it.
       dynamic "env" {
         for_each = contains(local.secret_readers, each.key) ? ["LOOM_RESUME_SECRET"] : []

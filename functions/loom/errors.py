@@ -11,6 +11,8 @@ The tree::
     │   ├── PayloadTooLargeError       a body or payload over the configured limit
     │   ├── InvalidPayloadError        input/output that fails its model
     │   ├── VerdictError               verdict for a step that is not in doubt
+    │   │   └── StaleVerdictError      verdict for an episode already settled
+    │   ├── NotPermittedError          a principal asked for what policy does not grant
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
     │   └── MissingExtraError          a backend's library is not installed (names the extra)
@@ -108,6 +110,22 @@ class VerdictError(InputError):
     """A verdict was given for a step that is not in doubt, or with a bad output."""
 
     code = "not_in_doubt"
+
+
+class StaleVerdictError(VerdictError):
+    """A verdict names an in-doubt episode that is not the open one (settled or replaced)."""
+
+    code = "stale_verdict"
+
+
+class NotPermittedError(InputError):
+    """The caller asked for something policy does not grant it (a capability, a flow).
+
+    Attributes:
+        principal: Who asked.
+    """
+
+    code = "not_permitted"
 
 
 class ExecutionFinishedError(InputError):

@@ -127,6 +127,17 @@ variable "worker_invokers" {
   }
 }
 
+variable "event_publishers" {
+  description = "Principals (IAM member strings, e.g. serviceAccount:app@p.iam.gserviceaccount.com) that may publish start/resume messages to the events topic. Nobody else gets roles/pubsub.publisher on it; a resume must also carry a loom-signature attribute."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.event_publishers : !contains(["allUsers", "allAuthenticatedUsers"], m) && can(regex("^(serviceAccount|user|group):", m))])
+    error_message = "event_publishers must name principals (serviceAccount:, user: or group:), never allUsers or allAuthenticatedUsers."
+  }
+}
+
 variable "firestore_database" {
   description = "Firestore database id (LOOM_STORE=firestore://PROJECT/DATABASE)."
   type        = string

@@ -30,6 +30,7 @@ class StepRecord(TypedDict, total=False):
     started_at: float
     idempotency_key: str
     verdict_by: str
+    seq: int  # where the outcome (completion, failure, verdict) sits in the log
 
 
 class GateRecord(TypedDict):
@@ -45,6 +46,7 @@ class ResumeRecord(TypedDict):
 
     payload: Any
     timed_out: bool
+    seq: int  # where it sits in the log: the flow sees it after every outcome before it
 
 
 def resume_key(on: str, correlation_key: str) -> str:
@@ -210,11 +212,17 @@ def _effect_completed(s: ExecutionState, e: ev.EffectCompleted) -> None:
         "status": "completed",
         "output": e.output,
         "attempt": attempt,
+        "seq": e.seq,
     }
 
 
 def _effect_failed(s: ExecutionState, e: ev.EffectFailed) -> None:
-    s.steps[e.step_id] = {"effect": e.effect, "status": "failed", "error": e.error.model_dump()}
+    s.steps[e.step_id] = {
+        "effect": e.effect,
+        "status": "failed",
+        "error": e.error.model_dump(),
+        "seq": e.seq,
+    }
 
 
 def _decision(s: ExecutionState, e: ev.DecisionRecorded) -> None:
@@ -228,6 +236,7 @@ def _in_doubt_step(s: ExecutionState, e: ev.EffectInDoubt) -> None:
 def _verdict_step(s: ExecutionState, e: ev.EffectVerdict) -> None:
     rec = s.steps.setdefault(e.step_id, {})
     rec["verdict_by"] = e.by
+    rec["seq"] = e.seq
     if e.verdict == "performed":
         rec.update(status="completed", output=e.output)
     elif e.verdict == "failed":
@@ -265,7 +274,7 @@ def _resumed(s: ExecutionState, e: ev.ExecutionResumed) -> None:
     key = resume_key(e.on, e.correlation_key)
     if key in s.resumes:
         return  # a duplicate resume is a no-op
-    s.resumes[key] = {"payload": e.payload, "timed_out": e.timed_out}
+    s.resumes[key] = {"payload": e.payload, "timed_out": e.timed_out, "seq": e.seq}
     opened = any(
         g["on"] == e.on and g["correlation_key"] == e.correlation_key for g in s.gates.values()
     )

@@ -30,12 +30,14 @@ from loom.context import (
 )
 from loom.effects import budget_exceeded, error_info, failed_error, invoke_with_retry
 from loom.errors import (
+    EffectFailedError,
     GateTimeoutError,
     NondeterminismError,
     StoreError,
 )
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import Journal
+from loom.ordering import Ordering, recorded_outcomes
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
@@ -44,10 +46,11 @@ _SETTLE_YIELDS = 8  # loop turns with no progress before a gate-only flow counts
 
 
 class _Waiting:
-    __slots__ = ("fut", "gate", "new")
+    __slots__ = ("fut", "gate", "new", "turn")
 
     def __init__(self, gate: GateRecord, fut: asyncio.Future[ResumeRecord], new: bool) -> None:
         self.gate, self.fut, self.new = gate, fut, new
+        self.turn: asyncio.Future[None] | None = None  # the resume's place in the log order
 
 
 class Session:
@@ -73,12 +76,21 @@ class Session:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._flow_task: asyncio.Task[Any] | None = None
+        self.order = Ordering(recorded_outcomes(state), self._poke)
 
     # -- bookkeeping ------------------------------------------------------------------
 
     def track(self, task: asyncio.Task[Any]) -> None:
         """Remember a task created inside the flow, to cancel it when the call ends."""
         self._tasks.append(task)  # kept after done, so _reap retrieves every outcome
+        self.order.track(task)
+
+    async def _turn(self, seq: int) -> None:
+        """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``)."""
+        wait = self.order.turn(seq)
+        if wait is not None:
+            self._poke()
+            await wait
 
     def _poke(self) -> None:
         self._progress += 1
@@ -121,6 +133,7 @@ class Session:
         for w in list(self._waiting.values()):
             got = self.state.resumes.get(resume_key(w.gate["on"], w.gate["correlation_key"]))
             if got is not None and not w.fut.done():
+                w.turn = self.order.turn(got.get("seq", 0))
                 w.fut.set_result(got)
                 self._poke()
 
@@ -172,6 +185,8 @@ class Session:
                 f"step {step_id}: log has effect {rec.get('effect')!r}, flow called {defn.name!r}",
             )
         status = rec.get("status")
+        if status in ("completed", "failed"):
+            await self._turn(rec.get("seq", 0))
         if status == "completed":
             return defn.typed.parse_output(await self.rt.payloads.decode(rec.get("output")))
         if status == "failed":
@@ -185,11 +200,16 @@ class Session:
         self._inflight += 1
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
         try:
-            return await self._invoke(step_id, defn, value, attempt)
+            value = await self._invoke(step_id, defn, value, attempt)
+        except EffectFailedError:
+            await self._turn(self.state.steps[step_id].get("seq", 0))
+            raise
         finally:
             SCOPE.reset(token)
             self._inflight -= 1
             self._poke()
+        await self._turn(self.state.steps[step_id].get("seq", 0))
+        return value
 
     async def _invoke(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         key = f"{self.execution_id}:{step_id}"
@@ -270,6 +290,8 @@ class Session:
         got = self.state.resumes.get(resume_key(on, key))
         if got is None:
             got = await self._wait(step_id, on, key, timeout, recorded)
+        else:
+            await self._turn(got.get("seq", 0))
         if got["timed_out"]:
             if on == "loom.timer":
                 return None
@@ -285,10 +307,13 @@ class Session:
             wake_at = self.rt.clock() + timeout if timeout is not None else None
             gate: GateRecord = {"on": on, "correlation_key": key, "wake_at": wake_at}
         fut: asyncio.Future[ResumeRecord] = asyncio.get_running_loop().create_future()
-        self._waiting[step_id] = _Waiting(gate, fut, recorded is None)
+        waiting = self._waiting[step_id] = _Waiting(gate, fut, recorded is None)
         self._poke()
         try:
-            return await fut
+            got = await fut
+            if waiting.turn is not None:
+                await waiting.turn
+            return got
         finally:
             self._waiting.pop(step_id, None)
 
@@ -304,7 +329,7 @@ class Session:
         while not flow_task.done():
             await self._wake.wait()
             self._wake.clear()
-            if self._inflight or not self._waiting:
+            if self._inflight or not self._waiting or self.order.waiting:
                 continue
             mark = self._progress
             for _ in range(_SETTLE_YIELDS):
@@ -357,10 +382,11 @@ class Session:
         self._flow_task = flow_task
         watcher = loop.create_task(self._watch(flow_task))
         heartbeat = loop.create_task(self._heartbeat())
+        driver = loop.create_task(self.order.drive())
         try:
             await asyncio.wait([flow_task])
         finally:
-            await self._reap([watcher, heartbeat, *self._tasks])
+            await self._reap([watcher, heartbeat, driver, *self._tasks])
         try:
             await self._finish(flow_task)
         except AbortSignal as signal:

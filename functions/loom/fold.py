@@ -274,10 +274,16 @@ def _resumed(s: ExecutionState, e: ev.ExecutionResumed) -> None:
     key = resume_key(e.on, e.correlation_key)
     if key in s.resumes:
         return  # a duplicate resume is a no-op
-    s.resumes[key] = {"payload": e.payload, "timed_out": e.timed_out, "seq": e.seq}
-    opened = any(
-        g["on"] == e.on and g["correlation_key"] == e.correlation_key for g in s.gates.values()
-    )
+    gates = [
+        g for g in s.gates.values() if g["on"] == e.on and g["correlation_key"] == e.correlation_key
+    ]
+    if not e.timed_out and any(g["wake_at"] is not None and e.at >= g["wake_at"] for g in gates):
+        # The reply came after the recorded deadline: the timeout won, whenever the timer
+        # task was delivered. Decided by the event's own time, so every fold agrees.
+        s.resumes[key] = {"payload": None, "timed_out": True, "seq": e.seq}
+    else:
+        s.resumes[key] = {"payload": e.payload, "timed_out": e.timed_out, "seq": e.seq}
+    opened = bool(gates)
     if opened and s.status == "suspended" and s.parked_reason is None:
         s.status = "running"
 

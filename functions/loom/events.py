@@ -90,6 +90,20 @@ class EffectFailed(_Event):
     duration_s: float = 0.0
 
 
+class EffectRetried(_Event):
+    """Attempt ``attempt`` (2 or more) of a step is about to start, after ``error``.
+
+    Durable before the attempt runs, so attempt numbers and the retry budget count across
+    crashes (a first attempt writes nothing: an idempotent step costs one write).
+    """
+
+    type: Literal["EffectRetried"] = "EffectRetried"
+    step_id: str
+    effect: str
+    attempt: int
+    error: ErrorInfo | None = None
+
+
 class DecisionRecorded(_Event):
     """A value the flow took from ``ctx.now/uuid/random``, served from the log on replay."""
 
@@ -177,6 +191,7 @@ Event = Annotated[
     | EffectStarted
     | EffectCompleted
     | EffectFailed
+    | EffectRetried
     | DecisionRecorded
     | ExecutionSuspended
     | ExecutionResumed

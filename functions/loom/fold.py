@@ -23,7 +23,7 @@ class StepRecord(TypedDict, total=False):
     """What the log says about one effect step."""
 
     effect: str
-    status: str  # started | completed | failed | in_doubt | not_performed
+    status: str  # started | retrying | completed | failed | in_doubt | not_performed
     output: Any
     error: dict[str, Any]
     attempt: int
@@ -225,6 +225,13 @@ def _effect_failed(s: ExecutionState, e: ev.EffectFailed) -> None:
     }
 
 
+def _retried(s: ExecutionState, e: ev.EffectRetried) -> None:
+    rec = s.steps.setdefault(e.step_id, {"effect": e.effect})
+    rec["attempt"] = e.attempt
+    if rec.get("status") != "started":  # a non-idempotent step stays in its intent state
+        rec["status"] = "retrying"
+
+
 def _decision(s: ExecutionState, e: ev.DecisionRecorded) -> None:
     s.decisions[e.step_id] = {"kind": e.kind, "value": e.value}
 
@@ -343,6 +350,7 @@ _STEP: dict[str, Callable[[ExecutionState, Any], None]] = {
     "EffectStarted": _effect_started,
     "EffectCompleted": _effect_completed,
     "EffectFailed": _effect_failed,
+    "EffectRetried": _retried,
     "DecisionRecorded": _decision,
     "EffectInDoubt": _in_doubt_step,
     "EffectVerdict": _verdict_step,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from loom import crash
@@ -191,7 +192,7 @@ class Session:
             return defn.typed.parse_output(await self.rt.payloads.decode(rec.get("output")))
         if status == "failed":
             raise failed_error(defn.name, step_id, rec.get("error") or {})
-        if status == "not_performed":
+        if status in ("not_performed", "retrying"):  # the recorded attempt did not finish
             return await self._live(step_id, defn, value, rec.get("attempt", 1) + 1)
         # started / in_doubt: the runtime parks those before the flow runs; never re-invoke.
         self._park(step_id, f"step {step_id} is {status}; it needs a verdict")
@@ -234,7 +235,9 @@ class Session:
             )
             crash.point("after_intent", step_id)
         ectx = EffectContext(self.execution_id, step_id, key, attempt, defn.name)
-        outcome = await invoke_with_retry(defn, ectx, value, self.rt.clock)
+        outcome = await invoke_with_retry(
+            defn, ectx, value, self.rt.clock, partial(self._retrying, step_id, defn.name)
+        )
         crash.point("after_effect", step_id)
         if outcome.error is not None:
             await self.append(
@@ -266,6 +269,13 @@ class Session:
         )
         crash.point("after_complete", step_id)
         return defn.typed.parse_output(outcome.value)
+
+    async def _retrying(
+        self, step_id: str, effect: str, n: int, error: ev.ErrorInfo | None
+    ) -> None:
+        await self.append(
+            [ev.EffectRetried(step_id=step_id, effect=effect, attempt=n, error=error)]
+        )
 
     def _check_budget(self, effect: str) -> None:
         exceeded = budget_exceeded(self.state.budgets, self.state.meter, effect)

@@ -29,6 +29,7 @@ class Outcome:
     error: ErrorInfo | None
     attempts: int
     duration: float
+    retry_at: float | None = None  # a backoff too long to wait inline: retry at this time
 
 
 def backoff_delay(policy: Retry, attempt: int, rng: random.Random | None = None) -> float:
@@ -81,12 +82,15 @@ async def invoke_with_retry(
     value: Any,
     clock: Callable[[], float],
     before_retry: BeforeRetry | None = None,
+    max_inline_backoff: float = float("inf"),
 ) -> Outcome:
     """Invoke ``defn`` from attempt ``ectx.attempt`` up to its policy's last; never raises
     for effect errors.
 
     ``before_retry(n, error)`` runs before every attempt ``n >= 2`` (the session makes it
     durable), so a worker that dies mid-retry does not hand its successor a fresh budget.
+    A backoff longer than ``max_inline_backoff`` is not waited for: the outcome carries
+    ``retry_at`` and the caller schedules the next attempt durably.
     """
     policy = defn.retry
     first = ectx.attempt
@@ -109,7 +113,11 @@ async def invoke_with_retry(
             error = _error(exc, defn.timeout)
             if isinstance(exc, policy.non_retryable) or n == policy.max_attempts:
                 return Outcome(None, error, n - first + 1, time.perf_counter() - started)
-        await asyncio.sleep(backoff_delay(policy, n))
+        delay = backoff_delay(policy, n)
+        if delay > max_inline_backoff:
+            done = n - first + 1
+            return Outcome(None, error, done, time.perf_counter() - started, clock() + delay)
+        await asyncio.sleep(delay)
     raise AssertionError("unreachable: the last attempt returns")
 
 

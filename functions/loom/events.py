@@ -94,7 +94,9 @@ class EffectRetried(_Event):
     """Attempt ``attempt`` (2 or more) of a step is about to start, after ``error``.
 
     Durable before the attempt runs, so attempt numbers and the retry budget count across
-    crashes (a first attempt writes nothing: an idempotent step costs one write).
+    crashes (a first attempt writes nothing: an idempotent step costs one write). With
+    ``not_before`` the backoff was too long to wait for inside an execute call: the attempt
+    is scheduled on a durable timer and recorded again when it starts.
     """
 
     type: Literal["EffectRetried"] = "EffectRetried"
@@ -102,6 +104,7 @@ class EffectRetried(_Event):
     effect: str
     attempt: int
     error: ErrorInfo | None = None
+    not_before: float | None = None  # a durable backoff: the attempt waits for this time
 
 
 class DecisionRecorded(_Event):

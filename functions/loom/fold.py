@@ -23,7 +23,8 @@ class StepRecord(TypedDict, total=False):
     """What the log says about one effect step."""
 
     effect: str
-    status: str  # started | retrying | completed | failed | in_doubt | not_performed
+    status: str  # started | retrying | backoff | completed | failed | in_doubt | not_performed
+    not_before: float  # backoff: when the next attempt may start
     output: Any
     error: dict[str, Any]
     attempt: int
@@ -228,7 +229,9 @@ def _effect_failed(s: ExecutionState, e: ev.EffectFailed) -> None:
 def _retried(s: ExecutionState, e: ev.EffectRetried) -> None:
     rec = s.steps.setdefault(e.step_id, {"effect": e.effect})
     rec["attempt"] = e.attempt
-    if rec.get("status") != "started":  # a non-idempotent step stays in its intent state
+    if e.not_before is not None:  # the last attempt's failure is known: nothing is in doubt
+        rec.update(status="backoff", not_before=e.not_before)
+    elif rec.get("status") != "started":  # a non-idempotent step stays in its intent state
         rec["status"] = "retrying"
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from loom import crash
 from loom import events as ev
 from loom.app import FlowDef, Loom, to_json_value
+from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.claims import ACTIVE_HOLDERS, HOST, claim_is_live
 from loom.context import SupersededSignal
 from loom.errors import (
@@ -61,6 +62,8 @@ class Runtime:
             is written if at least this many events came since the last one; a shorter tail
             is cheaper to re-read than a snapshot is to write (ADR 0004). Default: what the
             store advertises (``EventStore.snapshot_min_tail``).
+        max_inline_backoff: Longest retry backoff a worker sleeps through; a longer one
+            ends the execute call and schedules the attempt on a durable timer.
     """
 
     def __init__(
@@ -75,6 +78,7 @@ class Runtime:
         snapshot_every: int = 1000,
         snapshot_min_tail: int | None = None,
         blob_threshold: int = DEFAULT_THRESHOLD,
+        max_inline_backoff: float = DEFAULT_MAX_INLINE_BACKOFF,
     ) -> None:
         self.app = app
         self.store = store
@@ -86,6 +90,7 @@ class Runtime:
             store.snapshot_min_tail if snapshot_min_tail is None else snapshot_min_tail
         )
         self.payloads = PayloadCodec(blobs, blob_threshold)
+        self.max_inline_backoff = max_inline_backoff
         self._rng = random.Random()
 
     # -- state --------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from loom import crash
 from loom import events as ev
 from loom.app import EffectDef, FlowDef, to_json_value
+from loom.backoff import BACKOFF, scheduled, wait_for_retry
 from loom.context import (
     SCOPE,
     AbortSignal,
@@ -194,10 +195,19 @@ class Session:
             raise failed_error(defn.name, step_id, rec.get("error") or {})
         if status in ("not_performed", "retrying"):  # the recorded attempt did not finish
             return await self._live(step_id, defn, value, rec.get("attempt", 1) + 1)
+        if status == "backoff":
+            await wait_for_retry(self, step_id, rec.get("attempt", 2), rec.get("not_before", 0))
+            return await self._live(step_id, defn, value, rec.get("attempt", 2))
         # started / in_doubt: the runtime parks those before the flow runs; never re-invoke.
         self._park(step_id, f"step {step_id} is {status}; it needs a verdict")
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
+        result = await self._live_call(step_id, defn, value, attempt)
+        if result is BACKOFF:  # the next attempt waits on a durable timer
+            return await self.execute(step_id, defn, value)
+        return result
+
+    async def _live_call(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         self._inflight += 1
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
         try:
@@ -209,7 +219,8 @@ class Session:
             SCOPE.reset(token)
             self._inflight -= 1
             self._poke()
-        await self._turn(self.state.steps[step_id].get("seq", 0))
+        if value is not BACKOFF:
+            await self._turn(self.state.steps[step_id].get("seq", 0))
         return value
 
     async def _invoke(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
@@ -236,9 +247,17 @@ class Session:
             crash.point("after_intent", step_id)
         ectx = EffectContext(self.execution_id, step_id, key, attempt, defn.name)
         outcome = await invoke_with_retry(
-            defn, ectx, value, self.rt.clock, partial(self._retrying, step_id, defn.name)
+            defn,
+            ectx,
+            value,
+            self.rt.clock,
+            partial(self._retrying, step_id, defn.name),
+            self.rt.max_inline_backoff,
         )
         crash.point("after_effect", step_id)
+        if outcome.retry_at is not None:
+            await self.append([scheduled(step_id, defn.name, attempt + outcome.attempts, outcome)])
+            return BACKOFF
         if outcome.error is not None:
             await self.append(
                 [

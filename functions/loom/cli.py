@@ -283,5 +283,9 @@ def serve(settings: Settings, host: str, port: int) -> None:
     serve_forever(settings.app, settings.store, host, port)
 
 
+from loom.cli_retry import retry  # noqa: E402  (registers after main exists)
+
+main.add_command(retry)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

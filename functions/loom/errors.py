@@ -11,6 +11,7 @@ The tree::
     │   ├── PayloadTooLargeError       a body or payload over the configured limit
     │   ├── InvalidPayloadError        input/output that fails its model
     │   ├── VerdictError               verdict for a step that is not in doubt
+    │   ├── NotParkedError             retry of an execution that is not parked
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
     ├── StoreError                     the event store failed
@@ -106,6 +107,12 @@ class VerdictError(InputError):
     """A verdict was given for a step that is not in doubt, or with a bad output."""
 
     code = "not_in_doubt"
+
+
+class NotParkedError(InputError):
+    """A retry was asked for an execution that is not parked (poison or nondeterminism)."""
+
+    code = "not_parked"
 
 
 class ExecutionFinishedError(InputError):

@@ -167,6 +167,13 @@ class ExecutionParked(_Event):
     step_id: str | None = None
 
 
+class ExecutionRetried(_Event):
+    """An operator let a parked execution (poison or nondeterminism) run again."""
+
+    type: Literal["ExecutionRetried"] = "ExecutionRetried"
+    by: str = "operator"
+
+
 class ExecutionCompleted(_Event):
     """Terminal: the flow returned ``output``."""
 
@@ -201,6 +208,7 @@ Event = Annotated[
     | EffectInDoubt
     | EffectVerdict
     | ExecutionParked
+    | ExecutionRetried
     | ExecutionCompleted
     | ExecutionFailed
     | ExecutionCancelled,

@@ -92,6 +92,7 @@ class ExecutionState:
     claim: dict[str, Any] | None = None
     in_doubt: list[str] = field(default_factory=list[str])
     parked_reason: str | None = None
+    idle_claims: int = 0  # execute calls that claimed it in a row with no progress since
     output: Any = None
     error: dict[str, Any] | None = None
     meter: Meter = field(default_factory=Meter)
@@ -186,6 +187,8 @@ def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
 
 
 def _claimed(s: ExecutionState, e: ev.ExecutionClaimed) -> None:
+    if s.claim is None or s.claim["holder"] != e.holder:  # an extension is the same call
+        s.idle_claims += 1
     s.claim = {"holder": e.holder, "until": e.until}
     if not s.finished and not s.in_doubt:
         s.status = "running"
@@ -321,6 +324,12 @@ def _parked(s: ExecutionState, e: ev.ExecutionParked) -> None:
         s.status = "suspended"
 
 
+def _retried_execution(s: ExecutionState, e: ev.ExecutionRetried) -> None:
+    s.parked_reason, s.idle_claims = None, 0
+    if not s.finished and not s.in_doubt:
+        s.status = "running"
+
+
 def _completed(s: ExecutionState, e: ev.ExecutionCompleted) -> None:
     s.status, s.output, s.claim = "completed", e.output, None
 
@@ -344,6 +353,7 @@ _HEAD: dict[str, Callable[[ExecutionState, Any], None]] = {
     "EffectInDoubt": _in_doubt,
     "EffectVerdict": _verdict,
     "ExecutionParked": _parked,
+    "ExecutionRetried": _retried_execution,
     "ExecutionCompleted": _completed,
     "ExecutionFailed": _failed,
     "ExecutionCancelled": _cancelled,
@@ -363,8 +373,8 @@ _STEP: dict[str, Callable[[ExecutionState, Any], None]] = {
 def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
     """Apply one event to ``state`` in place and return it.
 
-    Progress (any event but a resume, a claim or a park) clears a parked reason: a fixed flow
-    that moves on is no longer parked.
+    Progress (any event but a resume, a claim or a park) clears a parked reason (a fixed flow
+    that moves on is no longer parked) and the count of claims without progress.
     """
     head = _HEAD.get(event.type)
     if head is not None:
@@ -375,8 +385,9 @@ def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
             state._deferred.append(event)  # pyright: ignore[reportPrivateUsage]
         else:
             step(state, event)
-    if state.parked_reason is not None and event.type not in _KEEPS_PARK:
+    if event.type not in _KEEPS_PARK:
         state.parked_reason = None
+        state.idle_claims = 0  # progress: the calls that claimed it were not stuck
     state.last_seq = event.seq
     state.updated_at = event.at
     return state

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from loom import crash
+from loom import crash, poison
 from loom import events as ev
 from loom.app import FlowDef, Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
@@ -33,6 +33,7 @@ from loom.errors import (
 )
 from loom.fold import ExecutionState, fold, resume_key
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
+from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
 from loom.session import Session
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
 from loom.verdicts import verdict_event
@@ -64,6 +65,8 @@ class Runtime:
             store advertises (``EventStore.snapshot_min_tail``).
         max_inline_backoff: Longest retry backoff a worker sleeps through; a longer one
             ends the execute call and schedules the attempt on a durable timer.
+        max_idle_claims: Execute calls in a row that may claim an execution without
+            progress before the next one parks it as ``poison`` (see ``loom.poison``).
     """
 
     def __init__(
@@ -79,6 +82,7 @@ class Runtime:
         snapshot_min_tail: int | None = None,
         blob_threshold: int = DEFAULT_THRESHOLD,
         max_inline_backoff: float = DEFAULT_MAX_INLINE_BACKOFF,
+        max_idle_claims: int = DEFAULT_MAX_IDLE_CLAIMS,
     ) -> None:
         self.app = app
         self.store = store
@@ -91,6 +95,7 @@ class Runtime:
         )
         self.payloads = PayloadCodec(blobs, blob_threshold)
         self.max_inline_backoff = max_inline_backoff
+        self.max_idle_claims = max_idle_claims
         self._rng = random.Random()
 
     # -- state --------------------------------------------------------------------------
@@ -209,6 +214,8 @@ class Runtime:
                 f"execution {state.execution_id!r} is held by {state.claim['holder']!r}",  # type: ignore[index]
                 details={"holder": state.claim["holder"]},  # type: ignore[index]
             )
+        if poisoned(state, self.max_idle_claims):
+            return ExecutionResult.from_state(await park_poison(self, state))
         if await self._park_in_doubt(state):
             return ExecutionResult.from_state(await self.load_state(state.execution_id))
         ACTIVE_HOLDERS.add(holder)
@@ -230,7 +237,7 @@ class Runtime:
         return ExecutionResult.from_state(state)
 
     def _nothing_to_do(self, state: ExecutionState) -> bool:
-        if state.finished or state.status == "in_doubt":
+        if state.finished or state.status == "in_doubt" or is_poison_parked(state):
             return True
         if state.status != "suspended" or state.parked_reason is not None:
             return False
@@ -368,6 +375,10 @@ class Runtime:
                 execution_id, state.flow, "verdict", f"{execution_id}:{state.last_seq}"
             )
         return ran or ExecutionResult.from_state(state, include_state=False)
+
+    async def retry(self, execution_id: str, by: str = "operator") -> ExecutionResult:
+        """Run a parked (poison or nondeterministic) execution again; see ``loom.poison``."""
+        return await poison.retry(self, execution_id, by)
 
     async def cancel(self, execution_id: str, reason: str = "") -> ExecutionResult:
         """End an execution as ``cancelled``; a holder mid-run stops at its next append."""

@@ -36,7 +36,7 @@ from werkzeug.datastructures import Headers
 
 from loom.errors import ConfigurationError
 
-Action = Literal["resume", "verdict"]
+Action = Literal["resume", "verdict", "retry"]
 
 
 @dataclass(frozen=True)

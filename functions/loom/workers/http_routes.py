@@ -357,3 +357,7 @@ ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("POST", ("executions", "*", "resume"), resume),
     ("POST", ("executions", "*", "verdict"), verdict),
 ]
+
+from loom.workers.retry_route import retry as _retry  # noqa: E402  (it imports this module)
+
+ROUTES.append(("POST", ("executions", "*", "retry"), _retry))

@@ -20,6 +20,7 @@ from loom.errors import (
     BudgetExceededError,
     EffectFailedError,
     EffectOutcomeUnknownError,
+    InvalidPayloadError,
     LoomError,
 )
 from loom.events import ErrorInfo
@@ -129,6 +130,19 @@ async def invoke_with_retry(
             return Outcome(None, error, done, time.perf_counter() - started, clock() + delay)
         await asyncio.sleep(delay)
     raise AssertionError("unreachable: the last attempt returns")
+
+
+def admit(defn: EffectDef, value: Any, granted: list[str]) -> tuple[Any, ErrorInfo | None]:
+    """The input validated into the effect's declared type, or why the step must fail
+    without invoking it (a missing capability, an input that fails its model)."""
+    missing = defn.requires.difference(granted)
+    if missing:
+        message = f"effect {defn.name!r} requires {sorted(missing)}"
+        return value, ErrorInfo(code="unauthorized", type="CapabilityError", message=message)
+    try:
+        return defn.typed.parse_input(value), None
+    except InvalidPayloadError as exc:
+        return value, ErrorInfo(code="invalid_input", type=type(exc).__name__, message=exc.message)
 
 
 def budget_exceeded(

@@ -31,7 +31,7 @@ from loom.context import (
     install_task_factory,
     root_scope,
 )
-from loom.effects import budget_exceeded, error_info, failed_error, invoke_with_retry
+from loom.effects import admit, budget_exceeded, error_info, failed_error, invoke_with_retry
 from loom.errors import (
     EffectFailedError,
     GateTimeoutError,
@@ -226,15 +226,10 @@ class Session:
 
     async def _invoke(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         key = f"{self.execution_id}:{step_id}"
-        missing = defn.requires.difference(self.state.capabilities)
-        if missing:
-            error = ev.ErrorInfo(
-                code="unauthorized",
-                type="CapabilityError",
-                message=f"effect {defn.name!r} requires {sorted(missing)}",
-            )
-            await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=error)])
-            raise failed_error(defn.name, step_id, error.model_dump())
+        value, refused = admit(defn, value, self.state.capabilities)
+        if refused is not None:  # recorded as the step's failure; the effect is not invoked
+            await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=refused)])
+            raise failed_error(defn.name, step_id, refused.model_dump())
         self._check_budget(defn.name)
         crash.point("before_intent", step_id)
         if not defn.idempotent:

@@ -33,6 +33,7 @@ from loom.context import (
 )
 from loom.effects import admit, budget_exceeded, error_info, failed_error, invoke_with_retry
 from loom.errors import (
+    ConfigurationError,
     EffectFailedError,
     GateTimeoutError,
     NondeterminismError,
@@ -140,6 +141,18 @@ class Session:
                 w.fut.set_result(got)
                 self._poke()
 
+    async def _decode(self, stored: Any) -> Any:
+        try:
+            return await self.rt.payloads.decode(stored)
+        except ConfigurationError as exc:  # the deployment's fault: not the flow's to catch
+            self._raise(AbortSignal(exc))
+
+    async def _encode(self, value: Any, key: str) -> tuple[Any, int]:
+        try:
+            return await self.rt.payloads.encode(value, key)
+        except ConfigurationError as exc:
+            self._raise(AbortSignal(exc))
+
     # -- decisions ----------------------------------------------------------------------
 
     def decide(self, step_id: str, kind: str) -> Any:
@@ -191,7 +204,7 @@ class Session:
         if status in ("completed", "failed"):
             await self._turn(rec.get("seq", 0))
         if status == "completed":
-            return defn.typed.parse_output(await self.rt.payloads.decode(rec.get("output")))
+            return defn.typed.parse_output(await self._decode(rec.get("output")))
         if status == "failed":
             raise failed_error(defn.name, step_id, rec.get("error") or {})
         if status in ("not_performed", "retrying"):  # the recorded attempt did not finish
@@ -272,9 +285,7 @@ class Session:
                 ]
             )
             raise failed_error(defn.name, step_id, outcome.error.model_dump())
-        stored, size = await self.rt.payloads.encode(
-            outcome.value, f"{self.execution_id}/{step_id}/output"
-        )
+        stored, size = await self._encode(outcome.value, f"{self.execution_id}/{step_id}/output")
         await self.append(
             [
                 ev.EffectCompleted(
@@ -326,7 +337,7 @@ class Session:
             if on == "loom.timer":
                 return None
             raise GateTimeoutError(f"gate {on!r}/{key!r} timed out", details={"step_id": step_id})
-        return await self.rt.payloads.decode(got["payload"])
+        return await self._decode(got["payload"])
 
     async def _wait(
         self, step_id: str, on: str, key: str, timeout: float | None, recorded: GateRecord | None

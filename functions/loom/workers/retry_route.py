@@ -10,12 +10,12 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from loom.workers.http_routes import (  # pyright: ignore[reportPrivateUsage]
+from loom.workers.http_routes import (
     Reply,
     Request,
     Services,
-    _authorize,
-    _bind_result,
+    _authorize,  # pyright: ignore[reportPrivateUsage]
+    _bind_result,  # pyright: ignore[reportPrivateUsage]
     bind,
     parse_json,
     parse_model,

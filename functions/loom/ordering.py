@@ -18,6 +18,7 @@ the interleaving and the next outcome in order is handed over at once.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class Ordering:
         self._moved = moved
         self._head = 0  # index of the first recorded outcome not yet handed over or passed
         self._waiters: dict[int, asyncio.Future[None]] = {}
-        self._kick = asyncio.Event()
+        self.driver: asyncio.Task[None] | None = None
         self.open_tasks = 0  # flow tasks not yet done; one means nobody can observe order
         self.moves = 0
 
@@ -67,22 +68,21 @@ class Ordering:
             return None
         if seq < head and not any(s < seq for s in self._waiters):
             return None  # already passed: nothing ahead of it to wait for
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
         self._waiters[seq] = fut
-        self._kick.set()
+        if self.driver is None or self.driver.done():
+            # Started only when something waits (a sequential flow never pays for it), in an
+            # empty context so the flow's task factory does not give it a step scope.
+            self.driver = loop.create_task(self._drive(), context=contextvars.Context())
         return fut
 
-    async def drive(self) -> None:
-        """Hand over waiting outcomes, lowest ``seq`` first, letting the loop settle before each.
-
-        Runs for the length of the session (cancelled when it ends).
-        """
-        while True:
-            await self._kick.wait()
-            self._kick.clear()
-            while self._waiters:
-                await self._settle()
-                self._hand_over()
+    async def _drive(self) -> None:
+        """Hand over waiting outcomes, lowest ``seq`` first, letting the loop settle before
+        each; ends when nothing waits (the session cancels it when it ends)."""
+        while self._waiters:
+            await self._settle()
+            self._hand_over()
 
     async def _settle(self) -> None:
         quiet = 0

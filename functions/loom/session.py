@@ -439,11 +439,11 @@ class Session:
         self._flow_task = flow_task
         watcher = loop.create_task(self._watch(flow_task))
         heartbeat = loop.create_task(self._heartbeat())
-        driver = loop.create_task(self.order.drive())
         try:
             await asyncio.wait([flow_task])
         finally:
-            await self._reap([watcher, heartbeat, driver, *self._tasks])
+            driver = [self.order.driver] if self.order.driver is not None else []
+            await self._reap([watcher, heartbeat, *driver, *self._tasks])
         try:
             await self._finish(flow_task)
         except AbortSignal as signal:

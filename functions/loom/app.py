@@ -38,7 +38,10 @@ kind of gate before it is appended (raise an :class:`~loom.errors.InputError` to
 
 @dataclass(frozen=True)
 class Retry:
-    """How an effect is retried inside one execute call, every attempt with the same key.
+    """How an effect is retried, every attempt with the same key.
+
+    Attempts after the first are recorded before they run, so the budget is per step and
+    counts across crashes: a worker killed mid-retry leaves its successor what is left.
 
     Attributes:
         max_attempts: Attempts in all, the first included (1 = no retry).

@@ -306,8 +306,10 @@ def serve(settings: Settings, host: str, port: int) -> None:
 
 
 from loom.cli_purge import purge as _purge  # noqa: E402 - registers after the group exists
+from loom.cli_retry import retry as _retry  # noqa: E402 - registers after the group exists
 
 main.add_command(_purge)
+main.add_command(_retry)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

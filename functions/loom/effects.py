@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,6 +20,7 @@ from loom.errors import (
     BudgetExceededError,
     EffectFailedError,
     EffectOutcomeUnknownError,
+    InvalidPayloadError,
     LoomError,
 )
 from loom.events import ErrorInfo
@@ -34,6 +35,7 @@ class Outcome:
     error: ErrorInfo | None
     attempts: int
     duration: float
+    retry_at: float | None = None  # a backoff too long to wait inline: retry at this time
 
 
 def backoff_delay(policy: Retry, attempt: int, rng: random.Random | None = None) -> float:
@@ -68,20 +70,50 @@ def _error(exc: BaseException, timeout: float | None) -> ErrorInfo:
     return ErrorInfo(code=code, type=type(exc).__name__, message=str(exc))
 
 
+BeforeRetry = Callable[[int, ErrorInfo | None], Awaitable[None]]
+
+
+def _exhausted(policy: Retry, attempt: int) -> Outcome:
+    error = ErrorInfo(
+        code="retries_exhausted",
+        type=None,
+        message=f"attempt {attempt - 1} of {policy.max_attempts} was interrupted (its worker "
+        "died) and no attempt is left",
+    )
+    return Outcome(None, error, 0, 0.0)
+
+
 async def invoke_with_retry(
-    defn: EffectDef, ectx: EffectContext, value: Any, clock: Callable[[], float]
+    defn: EffectDef,
+    ectx: EffectContext,
+    value: Any,
+    clock: Callable[[], float],
+    before_retry: BeforeRetry | None = None,
+    max_inline_backoff: float = float("inf"),
 ) -> Outcome:
-    """Invoke ``defn`` up to its retry policy's attempts; never raises for effect errors."""
+    """Invoke ``defn`` from attempt ``ectx.attempt`` up to its policy's last; never raises
+    for effect errors.
+
+    ``before_retry(n, error)`` runs before every attempt ``n >= 2`` (the session makes it
+    durable), so a worker that dies mid-retry does not hand its successor a fresh budget.
+    A backoff longer than ``max_inline_backoff`` is not waited for: the outcome carries
+    ``retry_at`` and the caller schedules the next attempt durably.
+    """
     policy = defn.retry
+    first = ectx.attempt
+    if first > policy.max_attempts:
+        return _exhausted(policy, first)
     started = time.perf_counter()
-    error = ErrorInfo()
-    for n in range(1, policy.max_attempts + 1):
-        attempt_ctx = (
-            ectx if n == 1 else replace(ectx, attempt=ectx.attempt + n - 1, _cancelled=False)
-        )
+    error: ErrorInfo | None = None
+    for n in range(first, policy.max_attempts + 1):
+        attempt_ctx = ectx if n == first else replace(ectx, attempt=n, _cancelled=False)
+        if n >= 2 and before_retry is not None:
+            await before_retry(n, error)
         try:
             result = await _attempt(defn, attempt_ctx, value, clock)
-            return Outcome(to_json_value(result), None, n, time.perf_counter() - started)
+            return Outcome(
+                to_json_value(result), None, n - first + 1, time.perf_counter() - started
+            )
         except (Signal, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -91,9 +123,26 @@ async def invoke_with_retry(
                 isinstance(exc, EffectOutcomeUnknownError) and not defn.idempotent
             )
             if final or n == policy.max_attempts:
-                return Outcome(None, error, n, time.perf_counter() - started)
-        await asyncio.sleep(backoff_delay(policy, n))
-    return Outcome(None, error, policy.max_attempts, time.perf_counter() - started)
+                return Outcome(None, error, n - first + 1, time.perf_counter() - started)
+        delay = backoff_delay(policy, n)
+        if delay > max_inline_backoff:
+            done = n - first + 1
+            return Outcome(None, error, done, time.perf_counter() - started, clock() + delay)
+        await asyncio.sleep(delay)
+    raise AssertionError("unreachable: the last attempt returns")
+
+
+def admit(defn: EffectDef, value: Any, granted: list[str]) -> tuple[Any, ErrorInfo | None]:
+    """The input validated into the effect's declared type, or why the step must fail
+    without invoking it (a missing capability, an input that fails its model)."""
+    missing = defn.requires.difference(granted)
+    if missing:
+        message = f"effect {defn.name!r} requires {sorted(missing)}"
+        return value, ErrorInfo(code="unauthorized", type="CapabilityError", message=message)
+    try:
+        return defn.typed.parse_input(value), None
+    except InvalidPayloadError as exc:
+        return value, ErrorInfo(code="invalid_input", type=type(exc).__name__, message=exc.message)
 
 
 def budget_exceeded(

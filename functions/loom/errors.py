@@ -13,6 +13,7 @@ The tree::
     │   ├── VerdictError               verdict for a step that is not in doubt
     │   │   └── StaleVerdictError      verdict for an episode already settled
     │   ├── NotPermittedError          a principal asked for what policy does not grant
+    │   ├── NotParkedError             retry of an execution that is not parked
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
     │   └── MissingExtraError          a backend's library is not installed (names the extra)
@@ -126,6 +127,12 @@ class NotPermittedError(InputError):
     """
 
     code = "not_permitted"
+
+
+class NotParkedError(InputError):
+    """A retry was asked for an execution that is not parked (poison or nondeterminism)."""
+
+    code = "not_parked"
 
 
 class ExecutionFinishedError(InputError):

@@ -94,6 +94,23 @@ class EffectFailed(_Event):
     duration_s: float = 0.0
 
 
+class EffectRetried(_Event):
+    """Attempt ``attempt`` (2 or more) of a step is about to start, after ``error``.
+
+    Durable before the attempt runs, so attempt numbers and the retry budget count across
+    crashes (a first attempt writes nothing: an idempotent step costs one write). With
+    ``not_before`` the backoff was too long to wait for inside an execute call: the attempt
+    is scheduled on a durable timer and recorded again when it starts.
+    """
+
+    type: Literal["EffectRetried"] = "EffectRetried"
+    step_id: str
+    effect: str
+    attempt: int
+    error: ErrorInfo | None = None
+    not_before: float | None = None  # a durable backoff: the attempt waits for this time
+
+
 class DecisionRecorded(_Event):
     """A value the flow took from ``ctx.now/uuid/random``, served from the log on replay."""
 
@@ -160,6 +177,13 @@ class ExecutionParked(_Event):
     step_id: str | None = None
 
 
+class ExecutionRetried(_Event):
+    """An operator let a parked execution (poison or nondeterminism) run again."""
+
+    type: Literal["ExecutionRetried"] = "ExecutionRetried"
+    by: str = "operator"
+
+
 class ExecutionCompleted(_Event):
     """Terminal: the flow returned ``output``."""
 
@@ -188,12 +212,14 @@ Event = Annotated[
     | EffectStarted
     | EffectCompleted
     | EffectFailed
+    | EffectRetried
     | DecisionRecorded
     | ExecutionSuspended
     | ExecutionResumed
     | EffectInDoubt
     | EffectVerdict
     | ExecutionParked
+    | ExecutionRetried
     | ExecutionCompleted
     | ExecutionFailed
     | ExecutionCancelled,

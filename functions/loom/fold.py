@@ -23,7 +23,8 @@ class StepRecord(TypedDict, total=False):
     """What the log says about one effect step."""
 
     effect: str
-    status: str  # started | completed | failed | in_doubt | not_performed
+    status: str  # started | retrying | backoff | completed | failed | in_doubt | not_performed
+    not_before: float  # backoff: when the next attempt may start
     output: Any
     error: dict[str, Any]
     attempt: int
@@ -31,6 +32,7 @@ class StepRecord(TypedDict, total=False):
     idempotency_key: str
     verdict_by: str
     episode: int  # seq of the EffectInDoubt that put it in doubt (what a verdict names)
+    seq: int  # where the outcome (completion, failure, verdict) sits in the log
 
 
 class GateRecord(TypedDict):
@@ -46,6 +48,7 @@ class ResumeRecord(TypedDict):
 
     payload: Any
     timed_out: bool
+    seq: int  # where it sits in the log: the flow sees it after every outcome before it
 
 
 def resume_key(on: str, correlation_key: str) -> str:
@@ -90,6 +93,7 @@ class ExecutionState:
     claim: dict[str, Any] | None = None
     in_doubt: list[str] = field(default_factory=list[str])
     parked_reason: str | None = None
+    idle_claims: int = 0  # execute calls that claimed it in a row with no progress since
     output: Any = None
     error: dict[str, Any] | None = None
     meter: Meter = field(default_factory=Meter)
@@ -184,6 +188,8 @@ def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
 
 
 def _claimed(s: ExecutionState, e: ev.ExecutionClaimed) -> None:
+    if s.claim is None or s.claim["holder"] != e.holder:  # an extension is the same call
+        s.idle_claims += 1
     s.claim = {"holder": e.holder, "until": e.until}
     if not s.finished and not s.in_doubt:
         s.status = "running"
@@ -211,11 +217,26 @@ def _effect_completed(s: ExecutionState, e: ev.EffectCompleted) -> None:
         "status": "completed",
         "output": e.output,
         "attempt": attempt,
+        "seq": e.seq,
     }
 
 
 def _effect_failed(s: ExecutionState, e: ev.EffectFailed) -> None:
-    s.steps[e.step_id] = {"effect": e.effect, "status": "failed", "error": e.error.model_dump()}
+    s.steps[e.step_id] = {
+        "effect": e.effect,
+        "status": "failed",
+        "error": e.error.model_dump(),
+        "seq": e.seq,
+    }
+
+
+def _retried(s: ExecutionState, e: ev.EffectRetried) -> None:
+    rec = s.steps.setdefault(e.step_id, {"effect": e.effect})
+    rec["attempt"] = e.attempt
+    if e.not_before is not None:  # the last attempt's failure is known: nothing is in doubt
+        rec.update(status="backoff", not_before=e.not_before)
+    elif rec.get("status") != "started":  # a non-idempotent step stays in its intent state
+        rec["status"] = "retrying"
 
 
 def _decision(s: ExecutionState, e: ev.DecisionRecorded) -> None:
@@ -231,6 +252,7 @@ def _in_doubt_step(s: ExecutionState, e: ev.EffectInDoubt) -> None:
 def _verdict_step(s: ExecutionState, e: ev.EffectVerdict) -> None:
     rec = s.steps.setdefault(e.step_id, {})
     rec["verdict_by"] = e.by
+    rec["seq"] = e.seq
     if e.verdict == "performed":
         rec.update(status="completed", output=e.output)
     elif e.verdict == "failed":
@@ -268,10 +290,16 @@ def _resumed(s: ExecutionState, e: ev.ExecutionResumed) -> None:
     key = resume_key(e.on, e.correlation_key)
     if key in s.resumes:
         return  # a duplicate resume is a no-op
-    s.resumes[key] = {"payload": e.payload, "timed_out": e.timed_out}
-    opened = any(
-        g["on"] == e.on and g["correlation_key"] == e.correlation_key for g in s.gates.values()
-    )
+    gates = [
+        g for g in s.gates.values() if g["on"] == e.on and g["correlation_key"] == e.correlation_key
+    ]
+    if not e.timed_out and any(g["wake_at"] is not None and e.at >= g["wake_at"] for g in gates):
+        # The reply came after the recorded deadline: the timeout won, whenever the timer
+        # task was delivered. Decided by the event's own time, so every fold agrees.
+        s.resumes[key] = {"payload": None, "timed_out": True, "seq": e.seq}
+    else:
+        s.resumes[key] = {"payload": e.payload, "timed_out": e.timed_out, "seq": e.seq}
+    opened = bool(gates)
     if opened and s.status == "suspended" and s.parked_reason is None:
         s.status = "running"
 
@@ -299,6 +327,12 @@ def _parked(s: ExecutionState, e: ev.ExecutionParked) -> None:
         s.status = "suspended"
 
 
+def _retried_execution(s: ExecutionState, e: ev.ExecutionRetried) -> None:
+    s.parked_reason, s.idle_claims = None, 0
+    if not s.finished and not s.in_doubt:
+        s.status = "running"
+
+
 def _completed(s: ExecutionState, e: ev.ExecutionCompleted) -> None:
     s.status, s.output, s.claim = "completed", e.output, None
 
@@ -322,6 +356,7 @@ _HEAD: dict[str, Callable[[ExecutionState, Any], None]] = {
     "EffectInDoubt": _in_doubt,
     "EffectVerdict": _verdict,
     "ExecutionParked": _parked,
+    "ExecutionRetried": _retried_execution,
     "ExecutionCompleted": _completed,
     "ExecutionFailed": _failed,
     "ExecutionCancelled": _cancelled,
@@ -331,6 +366,7 @@ _STEP: dict[str, Callable[[ExecutionState, Any], None]] = {
     "EffectStarted": _effect_started,
     "EffectCompleted": _effect_completed,
     "EffectFailed": _effect_failed,
+    "EffectRetried": _retried,
     "DecisionRecorded": _decision,
     "EffectInDoubt": _in_doubt_step,
     "EffectVerdict": _verdict_step,
@@ -340,8 +376,8 @@ _STEP: dict[str, Callable[[ExecutionState, Any], None]] = {
 def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
     """Apply one event to ``state`` in place and return it.
 
-    Progress (any event but a resume, a claim or a park) clears a parked reason: a fixed flow
-    that moves on is no longer parked.
+    Progress (any event but a resume, a claim or a park) clears a parked reason (a fixed flow
+    that moves on is no longer parked) and the count of claims without progress.
     """
     head = _HEAD.get(event.type)
     if head is not None:
@@ -352,8 +388,9 @@ def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
             state._deferred.append(event)  # pyright: ignore[reportPrivateUsage]
         else:
             step(state, event)
-    if state.parked_reason is not None and event.type not in _KEEPS_PARK:
+    if event.type not in _KEEPS_PARK:
         state.parked_reason = None
+        state.idle_claims = 0  # progress: the calls that claimed it were not stuck
     state.last_seq = event.seq
     state.updated_at = event.at
     return state

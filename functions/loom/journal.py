@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from loom.runtime import Runtime
 
 # Events that never change the status summary: the hot path skips computing it.
-_QUIET_TYPES = frozenset({"EffectCompleted", "EffectFailed", "EffectStarted", "DecisionRecorded"})
+_QUIET_TYPES = frozenset(
+    {"EffectCompleted", "EffectFailed", "EffectStarted", "EffectRetried", "DecisionRecorded"}
+)
 
 
 class Journal:

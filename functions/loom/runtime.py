@@ -17,9 +17,10 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from loom import crash
+from loom import crash, poison
 from loom import events as ev
 from loom.app import FlowDef, Loom, to_json_value
+from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.claims import ACTIVE_HOLDERS, HOST, claim_is_live
 from loom.context import SupersededSignal
 from loom.errors import (
@@ -32,6 +33,7 @@ from loom.errors import (
 from loom.fold import ExecutionState, fold, resume_key
 from loom.grants import GrantPolicy
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
+from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
 from loom.session import Session
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
 from loom.verdicts import current_episode, verdict_event
@@ -63,6 +65,10 @@ class Runtime:
             is written if at least this many events came since the last one; a shorter tail
             is cheaper to re-read than a snapshot is to write (ADR 0004). Default: what the
             store advertises (``EventStore.snapshot_min_tail``).
+        max_inline_backoff: Longest retry backoff a worker sleeps through; a longer one
+            ends the execute call and schedules the attempt on a durable timer.
+        max_idle_claims: Execute calls in a row that may claim an execution without
+            progress before the next one parks it as ``poison`` (see ``loom.poison``).
     """
 
     def __init__(
@@ -78,6 +84,8 @@ class Runtime:
         snapshot_min_tail: int | None = None,
         blob_threshold: int = DEFAULT_THRESHOLD,
         grants: GrantPolicy | None = None,
+        max_inline_backoff: float = DEFAULT_MAX_INLINE_BACKOFF,
+        max_idle_claims: int = DEFAULT_MAX_IDLE_CLAIMS,
     ) -> None:
         self.app = app
         self.grants = grants or app.grants
@@ -90,6 +98,8 @@ class Runtime:
             store.snapshot_min_tail if snapshot_min_tail is None else snapshot_min_tail
         )
         self.payloads = PayloadCodec(blobs, blob_threshold)
+        self.max_inline_backoff = max_inline_backoff
+        self.max_idle_claims = max_idle_claims
         self._rng = random.Random()
 
     # -- state --------------------------------------------------------------------------
@@ -217,6 +227,8 @@ class Runtime:
                 f"execution {state.execution_id!r} is held by {state.claim['holder']!r}",  # type: ignore[index]
                 details={"holder": state.claim["holder"]},  # type: ignore[index]
             )
+        if poisoned(state, self.max_idle_claims):
+            return ExecutionResult.from_state(await park_poison(self, state))
         if await self._park_in_doubt(state):
             return ExecutionResult.from_state(await self.load_state(state.execution_id))
         ACTIVE_HOLDERS.add(holder)
@@ -238,7 +250,7 @@ class Runtime:
         return ExecutionResult.from_state(state)
 
     def _nothing_to_do(self, state: ExecutionState) -> bool:
-        if state.finished or state.status == "in_doubt":
+        if state.finished or state.status == "in_doubt" or is_poison_parked(state):
             return True
         if state.status != "suspended" or state.parked_reason is not None:
             return False
@@ -399,6 +411,10 @@ class Runtime:
                 execution_id, state.flow, "verdict", f"{execution_id}:{state.last_seq}"
             )
         return ran or ExecutionResult.from_state(state, include_state=False)
+
+    async def retry(self, execution_id: str, by: str = "operator") -> ExecutionResult:
+        """Run a parked (poison or nondeterministic) execution again; see ``loom.poison``."""
+        return await poison.retry(self, execution_id, by)
 
     async def cancel(
         self, execution_id: str, reason: str = "", *, by: str | None = None

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loom import crash
 from loom import events as ev
 from loom.app import EffectDef, FlowDef, to_json_value
+from loom.backoff import BACKOFF, scheduled, wait_for_retry
 from loom.context import (
     SCOPE,
     AbortSignal,
@@ -29,14 +31,17 @@ from loom.context import (
     install_task_factory,
     root_scope,
 )
-from loom.effects import budget_exceeded, error_info, failed_error, invoke_with_retry
+from loom.effects import admit, budget_exceeded, error_info, failed_error, invoke_with_retry
 from loom.errors import (
+    ConfigurationError,
+    EffectFailedError,
     GateTimeoutError,
     NondeterminismError,
     StoreError,
 )
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import Journal
+from loom.ordering import Ordering, recorded_outcomes
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
@@ -46,10 +51,11 @@ _SETTLE_YIELDS = 8  # loop turns with no progress before a gate-only flow counts
 
 
 class _Waiting:
-    __slots__ = ("fut", "gate", "new")
+    __slots__ = ("fut", "gate", "new", "turn")
 
     def __init__(self, gate: GateRecord, fut: asyncio.Future[ResumeRecord], new: bool) -> None:
         self.gate, self.fut, self.new = gate, fut, new
+        self.turn: asyncio.Future[None] | None = None  # the resume's place in the log order
 
 
 class Session:
@@ -75,12 +81,21 @@ class Session:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._flow_task: asyncio.Task[Any] | None = None
+        self.order = Ordering(recorded_outcomes(state), self._poke)
 
     # -- bookkeeping ------------------------------------------------------------------
 
     def track(self, task: asyncio.Task[Any]) -> None:
         """Remember a task created inside the flow, to cancel it when the call ends."""
         self._tasks.append(task)  # kept after done, so _reap retrieves every outcome
+        self.order.track(task)
+
+    async def _turn(self, seq: int) -> None:
+        """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``)."""
+        wait = self.order.turn(seq)
+        if wait is not None:
+            self._poke()
+            await wait
 
     def _poke(self) -> None:
         self._progress += 1
@@ -111,10 +126,11 @@ class Session:
                 self._raise(AbortSignal(exc))
 
     async def _unless_store_fails(self, step: Awaitable[T]) -> T:
-        """Await a payload encode or decode; a store failure unwinds like a failed append."""
+        """Await a payload encode or decode; a store or configuration failure unwinds like a
+        failed append."""
         try:
             return await step
-        except StoreError as exc:
+        except (StoreError, ConfigurationError) as exc:  # the deployment's, not the flow's
             self._raise(AbortSignal(exc))
 
     async def _try_append(self, events: Sequence[ev.Event]) -> bool:
@@ -130,6 +146,7 @@ class Session:
         for w in list(self._waiting.values()):
             got = self.state.resumes.get(resume_key(w.gate["on"], w.gate["correlation_key"]))
             if got is not None and not w.fut.done():
+                w.turn = self.order.turn(got.get("seq", 0))
                 w.fut.set_result(got)
                 self._poke()
 
@@ -181,38 +198,50 @@ class Session:
                 f"step {step_id}: log has effect {rec.get('effect')!r}, flow called {defn.name!r}",
             )
         status = rec.get("status")
+        if status in ("completed", "failed"):
+            await self._turn(rec.get("seq", 0))
         if status == "completed":
             stored = rec.get("output")
             output = await self._unless_store_fails(self.rt.payloads.decode(stored))
             return defn.typed.parse_output(output)
         if status == "failed":
             raise failed_error(defn.name, step_id, rec.get("error") or {})
-        if status == "not_performed":
+        if status in ("not_performed", "retrying"):  # the recorded attempt did not finish
             return await self._live(step_id, defn, value, rec.get("attempt", 1) + 1)
+        if status == "backoff":
+            await wait_for_retry(self, step_id, rec.get("attempt", 2), rec.get("not_before", 0))
+            return await self._live(step_id, defn, value, rec.get("attempt", 2))
         # started / in_doubt: the runtime parks those before the flow runs; never re-invoke.
         self._park(step_id, f"step {step_id} is {status}; it needs a verdict")
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
+        result = await self._live_call(step_id, defn, value, attempt)
+        if result is BACKOFF:  # the next attempt waits on a durable timer
+            return await self.execute(step_id, defn, value)
+        return result
+
+    async def _live_call(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         self._inflight += 1
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
         try:
-            return await self._invoke(step_id, defn, value, attempt)
+            value = await self._invoke(step_id, defn, value, attempt)
+        except EffectFailedError:
+            await self._turn(self.state.steps[step_id].get("seq", 0))
+            raise
         finally:
             SCOPE.reset(token)
             self._inflight -= 1
             self._poke()
+        if value is not BACKOFF:
+            await self._turn(self.state.steps[step_id].get("seq", 0))
+        return value
 
     async def _invoke(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         key = f"{self.execution_id}:{step_id}"
-        missing = defn.requires.difference(self.state.capabilities)
-        if missing:
-            error = ev.ErrorInfo(
-                code="unauthorized",
-                type="CapabilityError",
-                message=f"effect {defn.name!r} requires {sorted(missing)}",
-            )
-            await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=error)])
-            raise failed_error(defn.name, step_id, error.model_dump())
+        value, refused = admit(defn, value, self.state.capabilities)
+        if refused is not None:  # recorded as the step's failure; the effect is not invoked
+            await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=refused)])
+            raise failed_error(defn.name, step_id, refused.model_dump())
         self._check_budget(defn.name)
         crash.point("before_intent", step_id)
         if not defn.idempotent:
@@ -225,8 +254,18 @@ class Session:
             )
             crash.point("after_intent", step_id)
         ectx = EffectContext(self.execution_id, step_id, key, attempt, defn.name)
-        outcome = await invoke_with_retry(defn, ectx, value, self.rt.clock)
+        outcome = await invoke_with_retry(
+            defn,
+            ectx,
+            value,
+            self.rt.clock,
+            partial(self._retrying, step_id, defn.name),
+            self.rt.max_inline_backoff,
+        )
         crash.point("after_effect", step_id)
+        if outcome.retry_at is not None:
+            await self.append([scheduled(step_id, defn.name, attempt + outcome.attempts, outcome)])
+            return BACKOFF
         unknown = outcome.error is not None and outcome.error.code == "outcome_unknown"
         if unknown and not defn.idempotent:
             # The effect says it cannot know whether it ran: exactly a crash mid-call.
@@ -263,6 +302,13 @@ class Session:
         crash.point("after_complete", step_id)
         return defn.typed.parse_output(outcome.value)
 
+    async def _retrying(
+        self, step_id: str, effect: str, n: int, error: ev.ErrorInfo | None
+    ) -> None:
+        await self.append(
+            [ev.EffectRetried(step_id=step_id, effect=effect, attempt=n, error=error)]
+        )
+
     def _check_budget(self, effect: str) -> None:
         exceeded = budget_exceeded(self.state.budgets, self.state.meter, effect)
         if exceeded is not None:
@@ -286,6 +332,8 @@ class Session:
         got = self.state.resumes.get(resume_key(on, key))
         if got is None:
             got = await self._wait(step_id, on, key, timeout, recorded)
+        else:
+            await self._turn(got.get("seq", 0))
         if got["timed_out"]:
             if on == "loom.timer":
                 return None
@@ -301,10 +349,13 @@ class Session:
             wake_at = self.rt.clock() + timeout if timeout is not None else None
             gate: GateRecord = {"on": on, "correlation_key": key, "wake_at": wake_at}
         fut: asyncio.Future[ResumeRecord] = asyncio.get_running_loop().create_future()
-        self._waiting[step_id] = _Waiting(gate, fut, recorded is None)
+        waiting = self._waiting[step_id] = _Waiting(gate, fut, recorded is None)
         self._poke()
         try:
-            return await fut
+            got = await fut
+            if waiting.turn is not None:
+                await waiting.turn
+            return got
         finally:
             self._waiting.pop(step_id, None)
 
@@ -320,7 +371,7 @@ class Session:
         while not flow_task.done():
             await self._wake.wait()
             self._wake.clear()
-            if self._inflight or not self._waiting:
+            if self._inflight or not self._waiting or self.order.waiting:
                 continue
             mark = self._progress
             for _ in range(_SETTLE_YIELDS):
@@ -391,7 +442,8 @@ class Session:
         try:
             await asyncio.wait([flow_task])
         finally:
-            await self._reap([watcher, heartbeat, *self._tasks])
+            driver = [self.order.driver] if self.order.driver is not None else []
+            await self._reap([watcher, heartbeat, *driver, *self._tasks])
         try:
             await self._finish(flow_task)
         except AbortSignal as signal:

@@ -1,6 +1,6 @@
 """Testing helpers for users' flows: an in-memory environment, time skipping, replay.
 
-``LoomTestEnv(app)`` runs flows on an in-memory store with a fake clock. With
+``LoomTestEnv(app)`` runs flows on an in-memory store (and blob store) with a fake clock. With
 ``always_replay=True`` (the default) every execute call is followed by a replay of the whole
 log that must reach the same place without invoking anything, so a non-deterministic flow
 fails its tests rather than production. ``skip(seconds)`` moves the clock and fires the timers
@@ -17,6 +17,7 @@ from typing import Any
 
 from loom import events as ev
 from loom.app import EffectDef, Loom
+from loom.blobs import BlobStore, InMemoryBlobStore
 from loom.context import ParkSignal, SupersededSignal
 from loom.errors import NondeterminismError
 from loom.fold import ExecutionState, fold
@@ -87,15 +88,23 @@ class _ReplaySession(Session):
         return self.journal.tail
 
 
-async def replay(app: Loom, events: Sequence[ev.Event]) -> ReplayOutcome:
+async def replay(
+    app: Loom, events: Sequence[ev.Event], blobs: BlobStore | None = None
+) -> ReplayOutcome:
     """Re-run the flow of a recorded history against ``app`` without invoking anything.
 
+    Args:
+        app: The code to check.
+        events: The recorded history.
+        blobs: Where the history's large payloads are (its blob references are read there).
+
     Raises:
+        ConfigurationError: The history references a blob and ``blobs`` cannot serve it.
         NondeterminismError: The code does something the history does not record, or ends
             differently from it.
     """
     state = fold(events)
-    runtime = Runtime(app, InMemoryEventStore())
+    runtime = Runtime(app, InMemoryEventStore(), blobs=blobs)
     session = _ReplaySession(runtime, state, app)
     await session.run()
     if isinstance(session.signal, (ParkSignal, SupersededSignal)):
@@ -135,6 +144,8 @@ class LoomTestEnv:
         self.clock = FakeClock()
         self.store = InMemoryEventStore()
         self.always_replay = always_replay
+        # Large payloads work as in production, in memory; pass blobs=None to test without.
+        runtime_options.setdefault("blobs", InMemoryBlobStore())
         self.runtime = _CheckedRuntime(self, app, self.store, clock=self.clock, **runtime_options)
 
     async def start(self, flow: str, value: Any = None, **kwargs: Any) -> ExecutionResult:
@@ -165,7 +176,7 @@ class _CheckedRuntime(Runtime):
         result = await super().execute(package)
         if self._env.always_replay and result.status in ("completed", "failed", "suspended"):
             history = await self.store.read(package.execution_id)
-            check_replay(await replay(self.app, history), result)
+            check_replay(await replay(self.app, history, self.payloads.blobs), result)
         return result
 
 

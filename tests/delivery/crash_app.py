@@ -3,7 +3,8 @@
 Every invocation of ``side.effect`` appends ``key attempt`` to the file named by
 ``LOOM_TEST_SIDE_FILE`` before returning, so the test counts real invocations across process
 deaths. ``LOOM_TEST_DIE_IN_EFFECT=1`` makes the effect SIGKILL its own process after writing
-that line: the effect ran, and its worker died inside it.
+that line: the effect ran, and its worker died inside it. ``side.flaky`` always fails, and
+with ``LOOM_TEST_DIE_AT_ATTEMPT=n`` kills its worker during attempt ``n``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import os
 import signal
 
-from loom import EffectContext, FlowContext, Loom
+from loom import EffectContext, FlowContext, Loom, Retry
 
 app = Loom("crash")
 
@@ -51,3 +52,20 @@ async def flow_idempotent(ctx: FlowContext, _: None) -> str:
 async def flow_once(ctx: FlowContext, _: None) -> str:
     first = await ctx.execute(once, None)
     return await ctx.execute(tail, first)
+
+
+@app.effect("side.flaky", retry=Retry(max_attempts=5, initial_interval=0.01, max_interval=0.01))
+def flaky(ctx: EffectContext, _: None) -> str:
+    with open(os.environ["LOOM_TEST_SIDE_FILE"], "a", encoding="utf-8") as side:
+        side.write(f"{ctx.idempotency_key} {ctx.attempt}\n")
+    if os.environ.get("LOOM_TEST_DIE_AT_ATTEMPT") == str(ctx.attempt):
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise RuntimeError(f"attempt {ctx.attempt} failed")
+
+
+@app.flow("crash.flaky")
+async def flow_flaky(ctx: FlowContext, _: None) -> str:
+    try:
+        return await ctx.execute(flaky, None)
+    except Exception as exc:
+        return f"gave up: {exc}"

@@ -90,6 +90,14 @@ class RequestAdmitted(_CaseEvent):
     request: RequestRecord
 
 
+class RequestReinvoked(_CaseEvent):
+    """The intent record of invoking a Pending request again, revalidated under the
+    revision it was appended at; the request is in flight (``admitted``) again."""
+
+    type: Literal["RequestReinvoked"] = "RequestReinvoked"
+    request: RequestRecord
+
+
 class EffectPerformed(_CaseEvent):
     """The port performed the request; the case moves to the next revision."""
 
@@ -130,6 +138,7 @@ CaseEvent = Annotated[
     | CaseRevised
     | ExecutorStepped
     | RequestAdmitted
+    | RequestReinvoked
     | EffectPerformed
     | EffectPending
     | RequestRefused
@@ -215,7 +224,7 @@ def _settled(state: CaseState, last: LastResult, **changes: object) -> CaseState
 
 def _apply_request(state: CaseState, event: CaseEvent) -> CaseState:
     match event:
-        case RequestAdmitted(request=request):
+        case RequestAdmitted(request=request) | RequestReinvoked(request=request):
             return state.model_copy(
                 update={"open_request": OpenRequest(request=request, status="admitted")}
             )

@@ -3,7 +3,10 @@
 One iteration of :meth:`CommissionRuntime.run_until_blocked`:
 
 1. If a request is pending (the port answered ``Pending``), revalidate it against the case as
-   it is now and invoke it again, or refuse it; the executor is not asked.
+   it is now and append the verdict at exactly the seq the recheck read: the intent record
+   ``RequestReinvoked`` (then invoke it again) or the refusal. A revision change during the
+   check, or another runner re-invoking it first, makes the append conflict, and the
+   request is rechecked on a fresh read; the executor is not asked.
 2. Otherwise ask the executor for one step. A proposal is rechecked (commission assigned,
    revision unchanged, action on the frontier, a port performs it, authority grants it) on a
    fresh read of the case. The admission is appended as an intent record at exactly the seq
@@ -44,6 +47,7 @@ from loom.commission.events import (
     OpenRequest,
     RequestAdmitted,
     RequestRefused,
+    RequestReinvoked,
 )
 from loom.commission.executors import Executor
 from loom.commission.model import RequestRecord, is_assigned
@@ -230,19 +234,38 @@ class CommissionRuntime:
         raise CaseConflictError(f"case {run.case.case_id!r} kept moving during admission")
 
     async def _reinvoke(self, run: RunLog, opened: OpenRequest) -> RunReport | None:
+        """Invoke a Pending request again, fenced like a first admission: the recheck's
+        verdict is appended at exactly the seq it read (``RequestReinvoked`` or the
+        refusal), so a revision change during the check is seen, and of racing runners
+        only the one whose append lands invokes the port."""
         await self._sleep(opened.pending.retry_after_s if opened.pending else 0.0)
-        run.case = await self._cases.refresh(run.case)
-        current = run.case.open_request
-        if current is None or current.request.request_id != opened.request.request_id:
-            return None  # settled meanwhile (e.g. by an operator)
-        record = current.request
-        proposal = Proposal.model_validate(record.model_dump(exclude={"commission_id", "grant"}))
-        verdict = await self._admit(run.case, proposal)
-        if isinstance(verdict, Refusal):
-            await self._settle(run, record.request_id, lambda _: RequestRefused(refusal=verdict))
-            run.refusals.append(verdict)
-            return None
-        return await self._invoke(run, verdict)
+        request_id = opened.request.request_id
+        for _ in range(_RETRIES):
+            run.case = await self._cases.refresh(run.case)
+            current = run.case.open_request
+            if current is None or current.request.request_id != request_id:
+                return None  # settled meanwhile (e.g. by an operator)
+            if current.status != "pending":
+                return run.stop("superseded", f"request {request_id!r} was taken by another runner")
+            record = current.request
+            proposal = Proposal.model_validate(
+                record.model_dump(exclude={"commission_id", "grant"})
+            )
+            verdict = await self._admit(run.case, proposal)
+            event = (
+                RequestRefused(refusal=verdict)
+                if isinstance(verdict, Refusal)
+                else RequestReinvoked(request=verdict.record)
+            )
+            try:
+                run.case = await self._cases.append(run.case, [event])
+            except CaseConflictError:
+                continue
+            if isinstance(verdict, Refusal):
+                run.refusals.append(verdict)
+                return None
+            return await self._invoke(run, verdict)
+        raise CaseConflictError(f"case {run.case.case_id!r} kept moving during the recheck")
 
     async def _invoke(self, run: RunLog, request: AdmittedRequest) -> RunReport | None:
         port = self._port_for(request.action_id)

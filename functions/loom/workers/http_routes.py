@@ -423,3 +423,8 @@ def route_action(route: Route) -> str:
     """What the caller check is told a route does: ``start``, ``read``, ``cancel``..."""
     name = getattr(route, "__name__", "call")
     return _ACTIONS.get(name, name)
+
+
+from loom.workers.retry_route import retry as _retry  # noqa: E402  (it imports this module)
+
+ROUTES.append(("POST", ("executions", "*", "retry"), _retry))

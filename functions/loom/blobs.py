@@ -8,6 +8,8 @@ The contract (``tests/contracts/test_blob_store.py`` runs unchanged over every b
   :class:`~loom.errors.StoreError` and leave the stored bytes as they were.
 * ``get(ref)`` returns the bytes, or raises :class:`~loom.errors.BlobNotFoundError`; it never
   returns None. A reference this store could not have issued raises ``ValueError``.
+* ``key_of(ref)`` is the key a reference names (``ValueError`` for one this store could not
+  have issued), so a caller can check whose blob a reference names before reading it.
 * Keys are ``/``-separated segments; no segment may be empty or start with ``.`` (which
   rules out ``.``, ``..`` and the local store's temporary files). See :func:`validate_key`.
 
@@ -64,6 +66,14 @@ class BlobStore(abc.ABC):
             ValueError: Not a reference of this store.
         """
 
+    @abc.abstractmethod
+    def key_of(self, ref: str) -> str:
+        """The key a reference from :meth:`put` names, validated (no I/O).
+
+        Raises:
+            ValueError: Not a reference of this store, or not a valid key.
+        """
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
         """Release connections. Default: nothing to release."""
 
@@ -93,8 +103,11 @@ class InMemoryBlobStore(BlobStore):
             raise refuse_overwrite(key)
         return f"memory:{key}"
 
+    def key_of(self, ref: str) -> str:
+        return key_from_ref(ref, "memory:")
+
     async def get(self, ref: str) -> bytes:
-        key = key_from_ref(ref, "memory:")
+        key = self.key_of(ref)
         try:
             return self._blobs[key]
         except KeyError:
@@ -148,8 +161,11 @@ class LocalBlobStore(BlobStore):
         finally:
             Path(tmp).unlink(missing_ok=True)
 
+    def key_of(self, ref: str) -> str:
+        return key_from_ref(ref, "file:")
+
     async def get(self, ref: str) -> bytes:
-        path = self._path(key_from_ref(ref, "file:"))
+        path = self._path(self.key_of(ref))
         try:
             return await asyncio.to_thread(path.read_bytes)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):

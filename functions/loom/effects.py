@@ -13,12 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic_core import PydanticSerializationError
+
 from loom.app import EffectDef, Retry, call_effect, to_json_value
 from loom.context import EffectContext
 from loom.context import _Signal as Signal  # pyright: ignore[reportPrivateUsage]
-from loom.errors import BudgetExceededError, EffectFailedError, LoomError
+from loom.errors import BudgetExceededError, EffectFailedError, InvalidPayloadError, LoomError
 from loom.events import ErrorInfo
 from loom.fold import Meter
+from loom.payloads import check_exact
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +78,7 @@ async def invoke_with_retry(
         )
         try:
             result = await _attempt(defn, attempt_ctx, value, clock)
-            return Outcome(to_json_value(result), None, n, time.perf_counter() - started)
+            return _returned(result, n, time.perf_counter() - started)
         except (Signal, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -84,6 +87,23 @@ async def invoke_with_retry(
                 return Outcome(None, error, n, time.perf_counter() - started)
         await asyncio.sleep(backoff_delay(policy, n))
     return Outcome(None, error, policy.max_attempts, time.perf_counter() - started)
+
+
+def _returned(result: Any, attempts: int, duration: float) -> Outcome:
+    """The outcome of an attempt that returned. An output JSON cannot hold exactly
+    (``inf``, ``NaN``, an object pydantic cannot serialize) fails the step for good with
+    ``code="invalid_output"``: the effect ran, so it is not retried (a retry would repeat
+    its side effects), and its output is never stored changed (``inf`` as ``null``)."""
+    try:
+        return Outcome(check_exact(to_json_value(result), "the output"), None, attempts, duration)
+    except (InvalidPayloadError, PydanticSerializationError) as exc:
+        message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)
+        error = ErrorInfo(
+            code="invalid_output",
+            type=type(exc).__name__,
+            message=f"the effect ran but its output cannot be recorded: {message}",
+        )
+        return Outcome(None, error, attempts, duration)
 
 
 def budget_exceeded(

@@ -7,6 +7,7 @@ from typing import Any
 from loom import events as ev
 from loom.app import Loom, to_json_value
 from loom.errors import InvalidPayloadError, VerdictError
+from loom.payloads import check_exact
 
 
 def verdict_event(
@@ -20,7 +21,8 @@ def verdict_event(
     """
     if verdict == "performed":
         try:
-            output = to_json_value(app.get_effect(effect).typed.parse_output(output))
+            parsed = to_json_value(app.get_effect(effect).typed.parse_output(output))
+            output = check_exact(parsed, "the verdict output")
         except InvalidPayloadError as exc:
             raise VerdictError(
                 f"verdict output for step {step_id!r}: {exc.message}",

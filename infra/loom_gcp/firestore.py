@@ -52,6 +52,7 @@ from google.cloud.firestore_v1.async_query import AsyncQuery
 
 from loom.errors import AppendConflictError, ConfigurationError, StoreError, UnknownExecutionError
 from loom.events import Event, ExecutionStarted
+from loom.ids import check_execution_id
 from loom.store.base import (
     AppendRequest,
     EventStore,
@@ -289,7 +290,9 @@ class FirestoreEventStore(EventStore):
     # -- references and accounting ----------------------------------------------------------
 
     def _exec_ref(self, execution_id: str) -> AsyncDocumentReference:
-        return self._executions.document(execution_id)
+        # Every document path goes through here: an id the rule refuses ("a/b/c" would
+        # address a document of another collection) never reaches the client.
+        return self._executions.document(check_execution_id(execution_id))
 
     def _events(self, execution_id: str) -> AsyncCollectionReference:
         return cast(AsyncCollectionReference, self._exec_ref(execution_id).collection("events"))

@@ -17,6 +17,9 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
   replaces a newer one.
 * ``list`` answers from execution summaries (status, wake time), never by reading events.
 * Unknown execution ids raise :class:`~loom.errors.UnknownExecutionError`.
+* Execution ids follow the one rule of :mod:`loom.ids`: every method refuses another id with
+  :class:`~loom.errors.InvalidExecutionIdError` before any I/O, and a valid id is stored and
+  returned byte for byte.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from typing import NoReturn
 
 from loom.errors import AppendConflictError, StoreError, UnknownExecutionError
 from loom.events import EVENT_ADAPTER, Event, ExecutionStarted
+from loom.ids import check_execution_id
 from loom.store.base import (
     AppendRequest,
     EventStore,
@@ -82,6 +83,7 @@ class SqliteEventStore(EventStore):
         return con
 
     async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+        check_execution_id(started.execution_id)
         con = self._con()
         first = started.model_copy(update={"seq": 1})
         now = time.time()
@@ -111,6 +113,7 @@ class SqliteEventStore(EventStore):
         return True, first
 
     async def append(self, request: AppendRequest) -> int:
+        check_execution_id(request.execution_id)
         check_numbering(request)
         con = self._con()
         eid, expected = request.execution_id, request.expected_seq
@@ -175,6 +178,7 @@ class SqliteEventStore(EventStore):
             raise UnknownExecutionError(f"unknown execution {execution_id!r}")
 
     async def load(self, execution_id: str) -> LoadedLog:
+        check_execution_id(execution_id)
         con = self._con()
         # One read transaction, so the snapshot and the tail are consistent.
         con.execute("BEGIN")
@@ -190,10 +194,12 @@ class SqliteEventStore(EventStore):
         return LoadedLog(snapshot, events)
 
     async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
+        check_execution_id(execution_id)
         self._require(execution_id)
         return self._events(execution_id, after_seq)
 
     async def save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
+        check_execution_id(execution_id)
         con = self._con()
         con.execute("BEGIN IMMEDIATE")
         try:
@@ -215,6 +221,7 @@ class SqliteEventStore(EventStore):
             raise
 
     async def summary(self, execution_id: str) -> ExecutionSummary:
+        check_execution_id(execution_id)
         row = (
             self._con()
             .execute(f"SELECT {_SUMMARY_COLUMNS} FROM executions WHERE id=?", (execution_id,))

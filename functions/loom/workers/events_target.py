@@ -40,6 +40,7 @@ from loom.errors import (
     LoomError,
     UnknownExecutionError,
 )
+from loom.ids import ExecutionId
 from loom.runtime import Runtime
 from loom.workers.lazy import LazyRuntime
 from loom.workers.logs import log_context
@@ -56,7 +57,7 @@ class StartMessage(BaseModel):
     action: Literal["start"]
     flow: str = Field(min_length=1, max_length=256)
     input: Any = None
-    execution_id: str | None = Field(default=None, min_length=1, max_length=512)
+    execution_id: ExecutionId | None = None
     capabilities: list[str] = Field(default_factory=list[str], max_length=256)
 
 
@@ -66,7 +67,7 @@ class ResumeMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     action: Literal["resume"]
-    execution_id: str = Field(min_length=1, max_length=512)
+    execution_id: ExecutionId
     on: str = Field(min_length=1, max_length=256)
     correlation_key: str = Field(min_length=1, max_length=1024)
     payload: Any = None

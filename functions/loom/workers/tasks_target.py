@@ -56,6 +56,7 @@ from loom.errors import (
     LoomError,
     UnknownExecutionError,
 )
+from loom.ids import id_problem
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage, ExecutionResult
 from loom.workers.http_routes import HttpError, parse_json, parse_model, read_body
@@ -249,6 +250,8 @@ async def sweep(
     window = int(now // grace)
     redispatched: list[str] = []
     for row in await runtime.store.list("running", limit=limit):
+        if id_problem(row.execution_id) is not None:
+            continue  # stored before the id rule: the store refuses it now
         state = await runtime.load_state(row.execution_id)
         stale = now - state.updated_at >= grace
         if state.status != "running" or not stale:
@@ -260,7 +263,7 @@ async def sweep(
         redispatched.append(state.execution_id)
     timers = 0
     for row in await runtime.store.list("suspended", due_before=now - grace, limit=limit):
-        if row.parked_reason is not None or row.wake_at is None:
+        if row.parked_reason is not None or row.wake_at is None or id_problem(row.execution_id):
             continue
         package = ExecutionPackage(execution_id=row.execution_id, flow=row.flow, reason="timer")
         await dispatcher.dispatch(package, f"{row.execution_id}:{row.last_seq}:sweep@{window}")

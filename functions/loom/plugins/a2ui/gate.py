@@ -219,7 +219,8 @@ async def pending_function_calls(
     for rec in state.steps.values():
         if rec.get("effect") != send_effect or rec.get("status") != "completed":
             continue
-        sent = CallFunctionPayload.model_validate(await runtime.payloads.decode(rec.get("output")))
+        output = await runtime.payloads.decode(rec.get("output"), execution_id)
+        sent = CallFunctionPayload.model_validate(output)
         if resume_key(A2UI_FUNCTION_RESULT, sent.callId) in state.resumes:
             answered.add(sent.callId)
         else:

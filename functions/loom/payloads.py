@@ -37,7 +37,7 @@ from pydantic_core import PydanticSerializationError
 from loom.app import to_json_value
 from loom.errors import BlobRefError, ConfigurationError, InvalidPayloadError
 from loom.events import ErrorInfo, ExecutionCompleted, ExecutionFailed
-from loom.ids import check_execution_id
+from loom.ids import check_execution_id, id_problem
 
 if TYPE_CHECKING:
     from loom.blobs import BlobStore
@@ -177,7 +177,7 @@ class PayloadCodec:
                 f"issue: {ref!r} ({exc})",
                 details={"execution_id": execution_id, "ref": repr(ref)},
             ) from None
-        if not key.startswith(f"{execution_id}/"):
+        if id_problem(execution_id) is not None or not key.startswith(f"{execution_id}/"):
             raise BlobRefError(
                 f"execution {execution_id!r} logs a reference to another execution's blob "
                 f"({ref!r}); refused",

@@ -137,7 +137,7 @@ class FirestoreEventStore(EventStore):
     # -- the SPI ----------------------------------------------------------------------------
 
     async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
-        eid = started.execution_id
+        eid = check_execution_id(started.execution_id)
         first = started.model_copy(update={"seq": 1})
         fields = event_fields(first)
 

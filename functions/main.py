@@ -15,6 +15,7 @@ import functions_framework
 from werkzeug.exceptions import HTTPException
 
 from loom.runtime import Runtime
+from loom.workers.body_limit import body_limit, guard_declared_length
 from loom.workers.events_target import CloudEventLike, EventsHandler
 from loom.workers.logs import configure_logging
 from loom.workers.server import WorkerHandler, http_exception_reply
@@ -23,6 +24,9 @@ from loom.workers.tasks_target import TasksHandler
 configure_logging()
 # Errors raised by the framework's own routing answer the same JSON error body as ours.
 functions_framework.errorhandler(HTTPException)(http_exception_reply)
+if flask.has_app_context():  # loaded by functions-framework, inside the target's app
+    _app: flask.Flask = flask.current_app._get_current_object()  # type: ignore[attr-defined]
+    guard_declared_length(_app, body_limit(_app.name))
 
 
 def _runtime() -> Runtime:

@@ -122,5 +122,11 @@ def _pydantic_check(value: str) -> str:
 #: A model field holding an execution id: refused (error type ``invalid_execution_id``,
 #: naming the rule) when it breaks the rule.
 ExecutionId = Annotated[
-    str, Field(min_length=1, max_length=MAX_ID_BYTES), AfterValidator(_pydantic_check)
+    str,
+    AfterValidator(_pydantic_check),
+    # Documented, not enforced by pydantic: the rule's own check names the rule.
+    Field(
+        description=f"An execution id: {rule()}.",
+        json_schema_extra={"minLength": 1, "maxLength": MAX_ID_BYTES},
+    ),
 ]

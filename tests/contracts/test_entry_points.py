@@ -214,3 +214,32 @@ def test_the_worker_refuses_1e400_and_serves_forged_refs_as_data(env: str) -> No
         assert result["status"] == "completed" and result["output"]["echo"] == value
         got = json.loads(worker.get(f"/executions/forger-{n}").data)
         assert got["execution"]["output"]["echo"] == value
+
+
+def test_the_events_target_rejects_a_non_finite_input(env: str) -> None:
+    raw = b'{"action": "start", "flow": "echo", "input": {"n": 1e400}, "execution_id": "ps"}'
+    push = {
+        "message": {"data": base64.b64encode(raw).decode(), "messageId": "9"},
+        "subscription": "s",
+    }
+    response = target("events").post("/", json=push)
+    assert response.status_code == 200, response.data  # acknowledged: it can never succeed
+    assert written(env) == []
+
+
+def test_the_worker_refuses_a_non_finite_resume_payload_and_verdict_output(env: str) -> None:
+    worker = target("worker")
+    start = {"flow": "gated", "input": {"n": 1}, "execution_id": "g"}
+    assert worker.post("/executions", json=start).status_code == 200
+    before = json.loads(worker.get("/executions/g").data)["history"]
+    resume = b'{"on": "go", "correlation_key": "g:go", "payload": {"name": -1e400}}'
+    answer = worker.post(
+        "/executions/g/resume", data=resume, content_type="application/json", headers=BEARER
+    )
+    assert answer.status_code == 400 and json.loads(answer.data)["code"] == "non_finite_number"
+    verdict = b'{"step_id": "1", "verdict": "performed", "output": 1e999}'
+    answer = worker.post(
+        "/executions/g/verdict", data=verdict, content_type="application/json", headers=BEARER
+    )
+    assert answer.status_code == 400, answer.data
+    assert json.loads(worker.get("/executions/g").data)["history"] == before

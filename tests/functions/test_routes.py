@@ -308,7 +308,7 @@ def test_execute(client: FlaskClient, runtime: Runtime) -> None:
     assert_error(
         client.post("/execute", json={"executionPackage": {"execution_id": ""}}),
         400,
-        "invalid_request",
+        "invalid_execution_id",
     )
 
 

@@ -10,6 +10,8 @@ Each target is a few lines over the engine; the logic lives in ``loom.workers``.
 
 from __future__ import annotations
 
+from typing import cast
+
 import flask
 import functions_framework
 from werkzeug.exceptions import HTTPException
@@ -25,7 +27,7 @@ configure_logging()
 # Errors raised by the framework's own routing answer the same JSON error body as ours.
 functions_framework.errorhandler(HTTPException)(http_exception_reply)
 if flask.has_app_context():  # loaded by functions-framework, inside the target's app
-    _app: flask.Flask = flask.current_app._get_current_object()  # type: ignore[attr-defined]
+    _app = cast(flask.Flask, flask.current_app._get_current_object())  # type: ignore[attr-defined]
     guard_declared_length(_app, body_limit(_app.name))
 
 

@@ -264,3 +264,10 @@ async def test_an_invalid_id_is_refused_by_every_method_and_nothing_is_written(
             await call()
         assert "the rule" in info.value.message
     assert await store.list() == []
+
+
+async def test_ping_answers_on_a_working_store(store: EventStore) -> None:
+    await store.ping()  # empty store
+    await store.create(started())
+    await store.ping()
+    assert [s.execution_id for s in await store.list()] == ["e1"]  # a check writes nothing

@@ -587,6 +587,41 @@ def check_oidc(model: TerraformDir) -> list[str]:
     return problems
 
 
+PROBES = {"startup_probe": "/health", "liveness_probe": "/live"}
+
+
+def _probe_path(container: dict[str, Any], kind: str) -> str | None:
+    """The HTTP path of a probe, written as a block or as a ``dynamic`` block whose
+    ``for_each`` lists the path (so the CloudEvent target can go without)."""
+    for probe in blocks(container, kind):
+        http = block(probe, "http_get") or {}
+        return http.get("path")
+    for dyn in blocks(container, "dynamic"):
+        for probe in blocks(dyn, kind):
+            content = block(probe, "content") or {}
+            http = block(content, "http_get") or {}
+            if http.get("path") == f"${{{kind}.value}}":
+                paths = re.findall(r'"(/[^"]*)"', str(probe.get("for_each", "")))
+                return paths[0] if len(paths) == 1 else None
+    return None
+
+
+def check_probes(model: TerraformDir) -> list[str]:
+    """Traffic waits for readiness (``/health``: the store answers); a hung instance is
+    restarted through liveness (``/live``), which never checks the store."""
+    problems: list[str] = []
+    for name, body in model.of_type("google_cloud_run_v2_service").items():
+        template = block(body, "template") or {}
+        for container in blocks(template, "containers"):
+            for kind, path in PROBES.items():
+                got = _probe_path(container, kind)
+                if got != path:
+                    problems.append(
+                        f"google_cloud_run_v2_service.{name}: {kind} must GET {path}, not {got}"
+                    )
+    return problems
+
+
 def check_timeouts(model: TerraformDir) -> list[str]:
     """Cloud Run's request timeout covers the Cloud Tasks dispatch deadline and the sweep."""
     problems: list[str] = []

@@ -302,7 +302,7 @@ def test_http_superseded_is_503_with_retry_after(http: Any) -> None:
     assert json.loads(response.data)["code"] == "superseded"
 
 
-def test_http_a_failing_store_is_a_500_with_an_error_id(
+def test_http_a_failing_store_is_a_503_with_retry_after_and_an_error_id(
     http: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runtime, _, client = http
@@ -314,7 +314,8 @@ def test_http_a_failing_store_is_a_500_with_an_error_id(
     response = client.post(
         "/tasks/execute", json={"executionPackage": {"execution_id": "e1", "reason": "start"}}
     )
-    assert response.status_code == 500  # Cloud Tasks retries it
+    assert response.status_code == 503  # Cloud Tasks retries it, honouring Retry-After
+    assert int(response.headers["Retry-After"]) >= 1
     body = json.loads(response.data)
     assert body["code"] == "store" and body["details"]["error_id"]
 

@@ -20,6 +20,12 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
 * Execution ids follow the one rule of :mod:`loom.ids`: every method refuses another id with
   :class:`~loom.errors.InvalidExecutionIdError` before any I/O, and a valid id is stored and
   returned byte for byte.
+* Every other failure of the backend (its driver's exceptions, a full disk, a lock held too
+  long, an unreachable service) is raised as a :class:`~loom.errors.StoreError` with the
+  cause chained, :class:`~loom.errors.StoreUnavailableError` when a retry may succeed; a
+  failed write writes nothing.
+* ``ping`` is a cheap check that the store can answer now (for a readiness probe); it
+  raises :class:`~loom.errors.StoreError` when it cannot. The caller bounds its time.
 """
 
 from __future__ import annotations
@@ -157,6 +163,20 @@ class EventStore(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
         """Release connections. Default: nothing to release."""
+
+    async def ping(self) -> None:
+        """Check that the store answers now (readiness); raise ``StoreError`` if it cannot.
+
+        Default: a one-row ``list``. Backends override it with something cheaper or stricter.
+        """
+        await self.list(limit=1)
+
+    def serve_off_loop(self) -> None:  # noqa: B027 - optional hook, most stores never block
+        """From now on, never block the calling event loop (a served worker calls this).
+
+        Default: nothing to do, for stores whose calls are truly asynchronous. A store that
+        makes blocking calls moves them to threads of its own.
+        """
 
 
 def check_numbering(request: AppendRequest) -> None:

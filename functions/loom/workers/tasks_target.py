@@ -11,8 +11,10 @@ Tasks does the right thing next:
   Cloud Tasks keeps the task and tries later; if the holder finished by then, that attempt
   finds nothing to do, and if it died, its claim has expired and the attempt takes over.
   503 (not 409) because Cloud Tasks honours ``Retry-After`` on 429/503 only.
-* **5xx** for anything unexpected (a store outage): Cloud Tasks retries per the queue's
-  retry config. **4xx** only for a body that is not a task at all.
+* **503 with** ``Retry-After`` when the store failed (``code: store_unavailable`` or
+  ``store``): nothing was half-done, the log keeps what was durably written.
+* **5xx** for anything unexpected: Cloud Tasks retries per the queue's retry config.
+  **4xx** only for a body that is not a task at all.
 
 Duplicate and overlapping deliveries are harmless: every ``execute`` first appends a claim
 at the end of the log it read, so of two concurrent attempts one is superseded, and a late
@@ -47,18 +49,19 @@ from flask import Request, Response
 from pydantic import BaseModel, ConfigDict
 from werkzeug.datastructures import Headers
 
-from loom import __version__
 from loom.claims import claim_is_live
 from loom.dispatch.base import Dispatcher
 from loom.errors import (
     ConfigurationError,
     ExecutionSupersededError,
     LoomError,
+    StoreError,
     UnknownExecutionError,
 )
 from loom.ids import id_problem
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage, ExecutionResult
+from loom.workers.health import liveness, readiness, store_error_reply
 from loom.workers.http_routes import HttpError, parse_json, parse_model, read_body
 from loom.workers.lazy import LazyRuntime
 from loom.workers.logs import bind, log_context, trace_fields
@@ -344,15 +347,14 @@ class TasksHandler:
             return 200, self.loop.run(sweep(self.runtime(), grace=self.sweep_grace)), {}
         if segments == ["health"]:
             return self.health()
+        if segments == ["live"]:
+            return (*liveness(), {})
         raise HttpError(404, "not_found", f"no route {request.method} {request.path}")
 
     def health(self) -> Reply:
-        """``GET /health``: 503 when the runtime cannot be built (a bad ``LOOM_*`` setting)."""
-        try:
-            self.runtime()
-        except LoomError as exc:
-            return 503, {"healthy": False, "version": __version__, "error": exc.to_json()}, {}
-        return 200, {"healthy": True, "version": __version__}, {}
+        """``GET /health``: 503 when the runtime cannot be built (a bad ``LOOM_*`` setting)
+        or the store does not answer a cheap check in time."""
+        return (*readiness(self.runtime, self.loop), {})
 
     def execute(self, request: Request) -> Reply:
         """``POST /tasks/execute``."""
@@ -377,6 +379,8 @@ def error_reply(exc: Exception) -> Reply:
     """The status, JSON error body and headers for an error raised while handling a task."""
     if isinstance(exc, HttpError):  # the request is not a task: 4xx
         return exc.status, exc.to_json(), exc.headers
+    if isinstance(exc, StoreError):  # Cloud Tasks honours Retry-After on 503
+        return store_error_reply(exc)
     # Anything else is worth a retry, even a Loom input error: a flow this revision does
     # not know may be known to the next one during a rollout.
     error_id = uuid.uuid4().hex

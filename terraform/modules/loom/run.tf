@@ -29,6 +29,34 @@ resource "google_cloud_run_v2_service" "loom" {
         container_port = 8080
       }
 
+      # HTTP targets only (events is a CloudEvent function). Traffic waits for /health
+      # (the app loads, the store answers); a hung process is restarted via /live, which
+      # checks nothing else, so a store outage never restarts healthy instances.
+      dynamic "startup_probe" {
+        for_each = each.key == "events" ? [] : ["/health"]
+        content {
+          period_seconds    = 2
+          timeout_seconds   = 2
+          failure_threshold = 60
+          http_get {
+            path = startup_probe.value
+            port = 8080
+          }
+        }
+      }
+      dynamic "liveness_probe" {
+        for_each = each.key == "events" ? [] : ["/live"]
+        content {
+          period_seconds    = 30
+          timeout_seconds   = 5
+          failure_threshold = 3
+          http_get {
+            path = liveness_probe.value
+            port = 8080
+          }
+        }
+      }
+
       resources {
         # Request-based CPU: the engine does no work after it has answered.
         cpu_idle          = true

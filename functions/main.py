@@ -10,12 +10,15 @@ Each target is a few lines over the engine; the logic lives in ``loom.workers``.
 
 from __future__ import annotations
 
+from typing import cast
+
 import flask
 import functions_framework
 from werkzeug.exceptions import HTTPException
 
 from loom.errors import StoreError
 from loom.runtime import Runtime
+from loom.workers.body_limit import body_limit, guard_declared_length
 from loom.workers.events_target import CloudEventLike, EventsHandler
 from loom.workers.logs import configure_logging
 from loom.workers.server import WorkerHandler, http_exception_reply, store_error_response
@@ -26,6 +29,9 @@ configure_logging()
 functions_framework.errorhandler(HTTPException)(http_exception_reply)
 # A store failure the CloudEvent target raises (to be redelivered) is a 503, not a 500.
 functions_framework.errorhandler(StoreError)(store_error_response)
+if flask.has_app_context():  # loaded by functions-framework, inside the target's app
+    _app = cast(flask.Flask, flask.current_app._get_current_object())  # type: ignore[attr-defined]
+    guard_declared_length(_app, body_limit(_app.name))
 
 
 def _runtime() -> Runtime:

@@ -8,6 +8,8 @@ The contract (``tests/contracts/test_blob_store.py`` runs unchanged over every b
   :class:`~loom.errors.StoreError` and leave the stored bytes as they were.
 * ``get(ref)`` returns the bytes, or raises :class:`~loom.errors.BlobNotFoundError`; it never
   returns None. A reference this store could not have issued raises ``ValueError``.
+* ``key_of(ref)`` is the key a reference names (``ValueError`` for one this store could not
+  have issued), so a caller can check whose blob a reference names before reading it.
 * ``delete_prefix(prefix)`` deletes every blob whose key starts with ``prefix``, which must
   be whole segments ending in ``/`` (``"e1/"`` covers ``e1/input/…`` but never ``e10/…``);
   it returns how many it deleted and is idempotent (a second call deletes nothing).
@@ -70,6 +72,14 @@ class BlobStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    def key_of(self, ref: str) -> str:
+        """The key a reference from :meth:`put` names, validated (no I/O).
+
+        Raises:
+            ValueError: Not a reference of this store, or not a valid key.
+        """
+
+    @abc.abstractmethod
     async def delete_prefix(self, prefix: str) -> int:
         """Delete every blob under ``prefix`` (segments ending in ``/``); return the count.
 
@@ -115,8 +125,11 @@ class InMemoryBlobStore(BlobStore):
             raise refuse_overwrite(key)
         return f"memory:{key}"
 
+    def key_of(self, ref: str) -> str:
+        return key_from_ref(ref, "memory:")
+
     async def get(self, ref: str) -> bytes:
-        key = key_from_ref(ref, "memory:")
+        key = self.key_of(ref)
         try:
             return self._blobs[key]
         except KeyError:
@@ -176,8 +189,11 @@ class LocalBlobStore(BlobStore):
         finally:
             Path(tmp).unlink(missing_ok=True)
 
+    def key_of(self, ref: str) -> str:
+        return key_from_ref(ref, "file:")
+
     async def get(self, ref: str) -> bytes:
-        path = self._path(key_from_ref(ref, "file:"))
+        path = self._path(self.key_of(ref))
         try:
             return await asyncio.to_thread(path.read_bytes)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):

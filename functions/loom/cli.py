@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from loom.cli_authority import apply_env_grants, local_principal, open_episode
+from loom.cli_types import EXECUTION_ID
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
 from loom.errors import InputError, LoomError, StoreError
 from loom.store.base import STATUSES
@@ -123,7 +124,9 @@ def _print_result(result: Any) -> None:
 @main.command()
 @click.argument("flow")
 @click.option("--input", "input_json", default="null", help="The flow input, as JSON.")
-@click.option("--id", "execution_id", default=None, help="Execution id (default: generated).")
+@click.option(
+    "--id", "execution_id", type=EXECUTION_ID, default=None, help="Execution id (default: new)."
+)
 @click.option(
     "--capability", "capabilities", multiple=True, help="Grant a capability (if policy lets you)."
 )
@@ -161,7 +164,7 @@ async def _settle(env: Embedded, execution_id: str, wait: float) -> Any:
 
 
 @main.command()
-@click.argument("execution_id")
+@click.argument("execution_id", type=EXECUTION_ID)
 @click.pass_obj
 def execute(settings: Settings, execution_id: str) -> None:
     """One execute call on an existing execution (what a worker does)."""
@@ -175,7 +178,7 @@ def execute(settings: Settings, execution_id: str) -> None:
 
 
 @main.command()
-@click.argument("execution_id")
+@click.argument("execution_id", type=EXECUTION_ID)
 @click.option("--on", required=True, help="What the gate waits on.")
 @click.option("--key", required=True, help="The gate's correlation key.")
 @click.option("--payload", default="null", help="The resume payload, as JSON.")
@@ -195,7 +198,7 @@ def resume(
 
 
 @main.command()
-@click.argument("execution_id")
+@click.argument("execution_id", type=EXECUTION_ID)
 @click.argument("step_id")
 @click.argument("verdict", type=click.Choice(["performed", "not_performed", "failed"]))
 @click.option("--output", default=None, help="performed: the effect's output, as JSON.")
@@ -227,7 +230,7 @@ def verdict(
 
 
 @main.command()
-@click.argument("execution_id")
+@click.argument("execution_id", type=EXECUTION_ID)
 @click.option("--reason", default="cancelled from the CLI")
 @click.pass_obj
 def cancel(settings: Settings, execution_id: str, reason: str) -> None:
@@ -242,7 +245,7 @@ def cancel(settings: Settings, execution_id: str, reason: str) -> None:
 
 
 @main.command()
-@click.argument("execution_id")
+@click.argument("execution_id", type=EXECUTION_ID)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a timeline.")
 @click.pass_obj
 def show(settings: Settings, execution_id: str, as_json: bool) -> None:

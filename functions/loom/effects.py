@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic_core import PydanticSerializationError
+
 from loom.app import EffectDef, Retry, call_effect, to_json_value
 from loom.context import EffectContext
 from loom.context import _Signal as Signal  # pyright: ignore[reportPrivateUsage]
@@ -25,6 +27,7 @@ from loom.errors import (
 )
 from loom.events import ErrorInfo
 from loom.fold import Meter
+from loom.payloads import check_exact
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +114,7 @@ async def invoke_with_retry(
             await before_retry(n, error)
         try:
             result = await _attempt(defn, attempt_ctx, value, clock)
-            return Outcome(
-                to_json_value(result), None, n - first + 1, time.perf_counter() - started
-            )
+            return _returned(result, n - first + 1, time.perf_counter() - started)
         except (Signal, asyncio.CancelledError):
             raise
         except Exception as exc:
@@ -143,6 +144,23 @@ def admit(defn: EffectDef, value: Any, granted: list[str]) -> tuple[Any, ErrorIn
         return defn.typed.parse_input(value), None
     except InvalidPayloadError as exc:
         return value, ErrorInfo(code="invalid_input", type=type(exc).__name__, message=exc.message)
+
+
+def _returned(result: Any, attempts: int, duration: float) -> Outcome:
+    """The outcome of an attempt that returned. An output JSON cannot hold exactly
+    (``inf``, ``NaN``, an object pydantic cannot serialize) fails the step for good with
+    ``code="invalid_output"``: the effect ran, so it is not retried (a retry would repeat
+    its side effects), and its output is never stored changed (``inf`` as ``null``)."""
+    try:
+        return Outcome(check_exact(to_json_value(result), "the output"), None, attempts, duration)
+    except (InvalidPayloadError, PydanticSerializationError) as exc:
+        message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)
+        error = ErrorInfo(
+            code="invalid_output",
+            type=type(exc).__name__,
+            message=f"the effect ran but its output cannot be recorded: {message}",
+        )
+        return Outcome(None, error, attempts, duration)
 
 
 def budget_exceeded(

@@ -7,6 +7,7 @@ The tree::
     │   ├── UnknownFlowError           no flow registered under that name
     │   ├── UnknownEffectError         no effect registered under that name
     │   ├── UnknownExecutionError      no execution with that id
+    │   ├── InvalidExecutionIdError    an id that breaks the one id rule (loom.ids)
     │   ├── ExecutionConflictError     same execution id, other flow or input
     │   ├── PayloadTooLargeError       a body or payload over the configured limit
     │   ├── InvalidPayloadError        input/output that fails its model
@@ -21,6 +22,7 @@ The tree::
     │   ├── StoreUnavailableError      busy, locked, disk full, read-only, cannot open
     │   ├── AppendConflictError        the log did not end at expected_seq
     │   └── BlobNotFoundError          a claim-checked payload is missing
+    ├── BlobRefError                   a logged blob reference outside its execution's blobs
     ├── ExecutionSupersededError       another holder owns the execution
     ├── NondeterminismError            replay diverged from the recorded history
     ├── EffectFailedError              an effect failed for good (raised into the flow)
@@ -87,6 +89,12 @@ class UnknownExecutionError(InputError):
     """No execution exists with the requested id."""
 
     code = "unknown_execution"
+
+
+class InvalidExecutionIdError(InputError):
+    """An execution or case id breaks the id rule of :mod:`loom.ids`. Nothing was written."""
+
+    code = "invalid_execution_id"
 
 
 class ExecutionConflictError(InputError):
@@ -183,6 +191,16 @@ class BlobNotFoundError(StoreError):
     """A payload stored by reference (claim check) is missing from the blob store."""
 
     code = "blob_not_found"
+
+
+class BlobRefError(LoomError):
+    """A stored blob reference names a blob outside its execution's own, or no blob at all.
+
+    Engine-made references are unforgeable from user data, so this means a log written or
+    edited by something other than the engine: not retryable, and nothing is read.
+    """
+
+    code = "blob_ref_refused"
 
 
 class ExecutionSupersededError(LoomError):

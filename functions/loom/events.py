@@ -4,9 +4,10 @@ Every event carries ``type`` (its discriminator), ``schema_version``, ``seq`` (i
 1-based position in the execution's log) and ``at`` (wall-clock seconds since the epoch when
 the runtime recorded it; the fold never reads a clock, only this field).
 
-JSON values inside events (``input``, ``output``, ``payload``) are stored as given; a value
-over the blob threshold is replaced by ``{"$blob": "<ref>"}`` (a claim check) and read back
-transparently by the runtime.
+JSON values inside events (``input``, ``output``, ``payload``) are stored as given, with two
+exceptions made by :mod:`loom.payloads`: a value over the blob threshold is replaced by
+``{"$blob": "<ref>"}`` (a claim check), and a user value of that very shape is escaped as
+``{"$loom.value": ...}``; both are read back transparently by the runtime.
 """
 
 from __future__ import annotations

@@ -1,61 +1,206 @@
-"""Claim checks: JSON values over a size limit live in a blob store, events keep a reference.
+"""The JSON boundary of the log: exact values, escaped user data, claim checks for big ones.
 
-A stored value is either the value itself or ``{"$blob": ref}``. Decoding is transparent for
-the flow; a missing blob is a :class:`~loom.errors.BlobNotFoundError`, never a silent ``None``.
+Every JSON value the engine records (start input, effect output, resume payload, verdict
+output, flow output) goes through :meth:`PayloadCodec.encode`, and every one it serves back
+through :meth:`PayloadCodec.decode`. The stored form is one of:
+
+* the value itself, the common case;
+* ``{"$blob": ref}``: a claim check, for a value over the size threshold; the blob holds
+  the value's JSON and its key starts with the execution id;
+* ``{"$loom.value": v}``: an escape, for a user value that is itself a one-key object named
+  ``$blob`` or ``$loom.value``. So a reference can only be made by the engine: user JSON
+  that looks like one is stored escaped and comes back as the user wrote it.
+
+Only the top level of a stored value is ever interpreted, so nested user data is never
+touched (and never walked: the escape costs nothing for ordinary values).
+
+Values must be exact JSON: a non-finite number (``NaN``, ``±Infinity``, or ``1e400``, which
+parses as infinity) or a lone surrogate is refused with
+:class:`~loom.errors.InvalidPayloadError` (``code="non_finite_number"`` or
+``"invalid_json"``) instead of being stored as ``null`` or failing later.
+
+Decoding checks that a reference names a blob of the execution being decoded, so one
+execution can never read another's blob: anything else is a
+:class:`~loom.errors.BlobRefError`. A missing blob is a
+:class:`~loom.errors.BlobNotFoundError`, never a silent ``None``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import TYPE_CHECKING, Any, cast
 
-from loom.errors import ConfigurationError
+from pydantic_core import PydanticSerializationError
+
+from loom.app import to_json_value
+from loom.errors import BlobRefError, ConfigurationError, InvalidPayloadError
+from loom.events import ErrorInfo, ExecutionCompleted, ExecutionFailed
+from loom.ids import check_execution_id, id_problem
 
 if TYPE_CHECKING:
     from loom.blobs import BlobStore
 
 DEFAULT_THRESHOLD = 256 * 1024
-_REF = "$blob"
+REF_KEY = "$blob"
+ESCAPE_KEY = "$loom.value"
+_RESERVED = frozenset({REF_KEY, ESCAPE_KEY})
+
+
+def dump_exact(value: Any, what: str = "value") -> bytes:
+    """``value`` as compact UTF-8 JSON, refusing anything JSON cannot hold exactly.
+
+    Raises:
+        InvalidPayloadError: A non-finite number, a lone surrogate, or a non-JSON value;
+            the message names where it is (``$.a[2].b``).
+    """
+    try:
+        return json.dumps(
+            value, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode()
+    except ValueError as exc:
+        where = _non_finite_path(value, "$")
+        if where is not None:
+            raise InvalidPayloadError(
+                f"{what} has a non-finite number at {where} (NaN, Infinity, or a number too "
+                "large for a 64-bit float such as 1e400); JSON cannot hold it exactly",
+                details={"path": where},
+                code="non_finite_number",
+            ) from None
+        raise InvalidPayloadError(f"{what} is not JSON: {exc}", code="invalid_json") from None
+    except (UnicodeEncodeError, TypeError, RecursionError) as exc:
+        raise InvalidPayloadError(f"{what} is not JSON: {exc}", code="invalid_json") from None
+
+
+def check_exact(value: Any, what: str = "value") -> Any:
+    """Return ``value`` if :func:`dump_exact` accepts it; else its ``InvalidPayloadError``."""
+    dump_exact(value, what)
+    return value
+
+
+def _non_finite_path(value: Any, path: str) -> str | None:
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path
+    if isinstance(value, dict):
+        for k, v in cast(dict[Any, Any], value).items():
+            found = _non_finite_path(v, f"{path}.{k}")
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(cast(list[Any], value)):
+            found = _non_finite_path(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _escape(value: Any) -> Any:
+    if isinstance(value, dict):
+        mapping = cast(dict[str, Any], value)
+        if len(mapping) == 1 and next(iter(mapping)) in _RESERVED:
+            return {ESCAPE_KEY: mapping}
+    return cast(Any, value)
 
 
 class PayloadCodec:
-    """Offloads large JSON values to ``blobs`` and reads them back."""
+    """Encodes values for the log and decodes them back (see the module docstring).
+
+    Args:
+        blobs: Where values over ``threshold`` go; ``None`` refuses them.
+        threshold: The largest value (bytes of JSON) stored inline.
+    """
 
     def __init__(self, blobs: BlobStore | None = None, threshold: int = DEFAULT_THRESHOLD):
         self.blobs = blobs
         self.threshold = threshold
 
     async def encode(self, value: Any, key: str) -> tuple[Any, int]:
-        """Return ``(stored, size)``: the value or a blob reference, and its JSON size."""
-        data = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-        size = len(data)
+        """Return ``(stored, size)``: the stored form of ``value`` and its JSON size in bytes.
+
+        Args:
+            value: A JSON value.
+            key: ``"{execution_id}/{what}"``: where a blob would go. The execution id is
+                checked, so a key never leaves the execution's part of the blob store.
+
+        Raises:
+            InvalidPayloadError: Not exact JSON (see :func:`dump_exact`).
+            InvalidExecutionIdError: The key does not start with a valid execution id.
+            ConfigurationError: Over the threshold with no blob store.
+        """
+        raw = dump_exact(value)
+        size = len(raw)
         if size <= self.threshold:
-            return value, size
+            return _escape(value), size
         if self.blobs is None:
             raise ConfigurationError(
                 f"a payload of {size} bytes exceeds the {self.threshold}-byte limit and no "
                 "blob store is configured (set LOOM_BLOBS)"
             )
-        raw = data.encode()
+        check_execution_id(key.split("/", 1)[0])
         # Blob keys are write-once; the content hash keeps an idempotent effect that returns
         # other bytes on a re-run (after a crash) from colliding with its first output.
         ref = await self.blobs.put(f"{key}/{hashlib.sha256(raw).hexdigest()[:16]}", raw)
-        return {_REF: ref}, size
+        return {REF_KEY: ref}, size
 
-    async def decode(self, stored: Any) -> Any:
-        """Return the value a stored form stands for, fetching a blob if it is a reference."""
-        ref = _blob_ref(stored)
-        if ref is None:
+    async def decode(self, stored: Any, execution_id: str) -> Any:
+        """The value a stored form stands for; a blob is read only if it is ``execution_id``'s.
+
+        Raises:
+            BlobRefError: The reference names a blob outside the execution's own.
+            BlobNotFoundError: The blob is missing.
+            ConfigurationError: The log holds a reference and no blob store is set.
+        """
+        if not isinstance(stored, dict):
             return stored
+        mapping = cast(dict[str, Any], stored)
+        if len(mapping) != 1:
+            return mapping
+        if ESCAPE_KEY in mapping:
+            return mapping[ESCAPE_KEY]
+        if REF_KEY not in mapping:
+            return mapping
         if self.blobs is None:
             raise ConfigurationError("the log references a blob but no blob store is set")
+        ref = self._own_ref(mapping[REF_KEY], execution_id)
         return json.loads(await self.blobs.get(ref))
 
+    def _own_ref(self, ref: Any, execution_id: str) -> str:
+        assert self.blobs is not None
+        try:
+            if not isinstance(ref, str):
+                raise ValueError("a reference is a string")
+            key = self.blobs.key_of(ref)
+        except ValueError as exc:
+            raise BlobRefError(
+                f"execution {execution_id!r} logs a blob reference this blob store did not "
+                f"issue: {ref!r} ({exc})",
+                details={"execution_id": execution_id, "ref": repr(ref)},
+            ) from None
+        if id_problem(execution_id) is not None or not key.startswith(f"{execution_id}/"):
+            raise BlobRefError(
+                f"execution {execution_id!r} logs a reference to another execution's blob "
+                f"({ref!r}); refused",
+                details={"execution_id": execution_id, "ref": ref},
+            )
+        return ref
 
-def _blob_ref(stored: Any) -> str | None:
-    if isinstance(stored, dict):
-        mapping = cast(dict[str, Any], stored)
-        if len(mapping) == 1 and _REF in mapping:
-            return str(mapping[_REF])
-    return None
+
+async def completion_event(
+    codec: PayloadCodec, result: Any, execution_id: str
+) -> ExecutionCompleted | ExecutionFailed:
+    """How a flow's return value is recorded: completed with its stored form, or failed
+    with ``code="invalid_output"`` when it is not exact JSON (never stored as ``null``)."""
+    try:
+        value = to_json_value(result)
+        stored, _ = await codec.encode(value, f"{execution_id}/output")
+    except (InvalidPayloadError, PydanticSerializationError) as exc:
+        message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)
+        return ExecutionFailed(
+            error=ErrorInfo(
+                code="invalid_output",
+                type="InvalidPayloadError",
+                message=f"the flow's output was not recorded: {message}",
+            )
+        )
+    return ExecutionCompleted(output=stored)

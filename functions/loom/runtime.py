@@ -32,6 +32,7 @@ from loom.errors import (
 )
 from loom.fold import ExecutionState, fold, resume_key
 from loom.grants import GrantPolicy
+from loom.ids import check_execution_id
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
 from loom.session import Session
@@ -152,12 +153,13 @@ class Runtime:
             UnknownFlowError: No such flow.
             InvalidPayloadError: The input fails the flow's input model.
             ExecutionConflictError: The id exists with another flow or input.
+            InvalidExecutionIdError: ``execution_id`` breaks the id rule (:mod:`loom.ids`).
         """
+        eid = check_execution_id(execution_id) if execution_id is not None else str(uuid.uuid4())
         defn = self.app.get_flow(flow)
         if by is not None:
             self.grants.check(by, flow, capabilities)
         value = to_json_value(defn.typed.parse_input(input))
-        eid = execution_id or str(uuid.uuid4())
         stored, _ = await self.payloads.encode(value, f"{eid}/input")
         started = ev.ExecutionStarted(
             execution_id=eid,
@@ -174,7 +176,7 @@ class Runtime:
             self._check_same_start(first, started)
             return await self.result(eid)
         ran = await self._dispatch(eid, flow, "start", f"{eid}:1") if run else None
-        return ran or ExecutionResult.from_state(fold([first]), include_state=False)
+        return ran or await self.report(fold([first]), include_state=False)
 
     @staticmethod
     def _check_same_start(first: ev.ExecutionStarted, started: ev.ExecutionStarted) -> None:
@@ -220,7 +222,7 @@ class Runtime:
             # A retried delivery re-arms the timer, in case the dispatch that should have
             # armed it failed after the suspension was written (dispatch ids deduplicate).
             await self._follow_up(state)
-            return ExecutionResult.from_state(state)
+            return await self.report(state)
         flow = self.app.get_flow(state.flow)  # a worker that lacks the flow writes nothing
         if claim_is_live(state.claim, self.clock()):
             raise ExecutionSupersededError(
@@ -230,7 +232,7 @@ class Runtime:
         if poisoned(state, self.max_idle_claims):
             return ExecutionResult.from_state(await park_poison(self, state))
         if await self._park_in_doubt(state):
-            return ExecutionResult.from_state(await self.load_state(state.execution_id))
+            return await self.report(await self.load_state(state.execution_id))
         ACTIVE_HOLDERS.add(holder)
         try:
             session = await self._claim(state, holder, flow)
@@ -247,7 +249,7 @@ class Runtime:
             await self.save_snapshot(state)
         await self._follow_up(state)
         crash.point("before_reply")
-        return ExecutionResult.from_state(state)
+        return await self.report(state)
 
     def _nothing_to_do(self, state: ExecutionState) -> bool:
         if state.finished or state.status == "in_doubt" or is_poison_parked(state):
@@ -351,7 +353,7 @@ class Runtime:
         state = await self.load_state(execution_id)
         if resume_key(on, correlation_key) in state.resumes:
             # A redelivered resume (at-least-once transports) is a no-op, even after the end.
-            return ExecutionResult.from_state(state, include_state=False)
+            return await self.report(state, include_state=False)
         if state.finished:
             raise ExecutionFinishedError(
                 f"execution {execution_id!r} is {state.status}; resume refused",
@@ -371,7 +373,7 @@ class Runtime:
         ran = await self._dispatch(
             execution_id, state.flow, "resume", f"{execution_id}:{state.last_seq}"
         )
-        return ran or ExecutionResult.from_state(state, include_state=False)
+        return ran or await self.report(state, include_state=False)
 
     async def verdict(
         self,
@@ -398,6 +400,11 @@ class Runtime:
         state = await self.load_state(execution_id)
         effect, episode = current_episode(state, step_id, episode)
         event = verdict_event(self.app, effect, step_id, verdict, output, error, by, episode)
+        if event.verdict == "performed":  # stored like an effect output: escaped or offloaded
+            stored, _ = await self.payloads.encode(
+                event.output, f"{execution_id}/{step_id}/verdict"
+            )
+            event = event.model_copy(update={"output": stored})
         change = StatusChange("running") if len(state.in_doubt) == 1 else None
 
         # A concurrent verdict on the same episode must not land twice.
@@ -410,7 +417,7 @@ class Runtime:
             ran = await self._dispatch(
                 execution_id, state.flow, "verdict", f"{execution_id}:{state.last_seq}"
             )
-        return ran or ExecutionResult.from_state(state, include_state=False)
+        return ran or await self.report(state, include_state=False)
 
     async def retry(self, execution_id: str, by: str = "operator") -> ExecutionResult:
         """Run a parked (poison or nondeterministic) execution again; see ``loom.poison``."""
@@ -432,11 +439,19 @@ class Runtime:
         state = await self._append_control(
             state, [ev.ExecutionCancelled(reason=reason, by=by)], StatusChange("cancelled")
         )
-        return ExecutionResult.from_state(state)
+        return await self.report(state)
+
+    async def report(self, state: ExecutionState, *, include_state: bool = True) -> ExecutionResult:
+        """Where ``state`` stands, with its output as the flow returned it (read back from
+        the blob store if it was offloaded)."""
+        result = ExecutionResult.from_state(state, include_state=include_state)
+        if result.output is not None:
+            result.output = await self.payloads.decode(result.output, state.execution_id)
+        return result
 
     async def result(self, execution_id: str) -> ExecutionResult:
         """Where an execution stands now."""
-        return ExecutionResult.from_state(await self.load_state(execution_id))
+        return await self.report(await self.load_state(execution_id))
 
     async def history(self, execution_id: str) -> list[ev.Event]:
         """Every event of the execution, in order."""
@@ -445,7 +460,7 @@ class Runtime:
     async def get(self, execution_id: str) -> tuple[ExecutionResult, list[ev.Event]]:
         """State and history: where the execution stands, and every event that led there."""
         events = await self.store.read(execution_id)
-        return ExecutionResult.from_state(fold(events)), events
+        return await self.report(fold(events)), events
 
     async def list(self, status: str | None = None, limit: int = 1000) -> list[ExecutionSummary]:
         """Summaries of executions, newest first."""

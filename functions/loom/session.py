@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loom import crash
 from loom import events as ev
-from loom.app import EffectDef, FlowDef, to_json_value
+from loom.app import EffectDef, FlowDef
 from loom.backoff import BACKOFF, scheduled, wait_for_retry
 from loom.context import (
     SCOPE,
@@ -42,6 +42,7 @@ from loom.errors import (
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import Journal
 from loom.ordering import Ordering, recorded_outcomes
+from loom.payloads import completion_event
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
@@ -202,7 +203,9 @@ class Session:
             await self._turn(rec.get("seq", 0))
         if status == "completed":
             stored = rec.get("output")
-            output = await self._unless_store_fails(self.rt.payloads.decode(stored))
+            output = await self._unless_store_fails(
+                self.rt.payloads.decode(stored, self.execution_id)
+            )
             return defn.typed.parse_output(output)
         if status == "failed":
             raise failed_error(defn.name, step_id, rec.get("error") or {})
@@ -338,7 +341,9 @@ class Session:
             if on == "loom.timer":
                 return None
             raise GateTimeoutError(f"gate {on!r}/{key!r} timed out", details={"step_id": step_id})
-        return await self._unless_store_fails(self.rt.payloads.decode(got["payload"]))
+        return await self._unless_store_fails(
+            self.rt.payloads.decode(got["payload"], self.execution_id)
+        )
 
     async def _wait(
         self, step_id: str, on: str, key: str, timeout: float | None, recorded: GateRecord | None
@@ -429,7 +434,9 @@ class Session:
 
     async def run(self) -> None:
         """Run the flow until it completes, fails, suspends, parks or is superseded."""
-        value = self.flow.typed.parse_input(await self.rt.payloads.decode(self.state.input))
+        value = self.flow.typed.parse_input(
+            await self.rt.payloads.decode(self.state.input, self.execution_id)
+        )
         ctx = FlowContext(self)
         loop = asyncio.get_running_loop()
         install_task_factory(loop)
@@ -486,9 +493,8 @@ class Session:
         if exc is not None:
             await self.append([ev.ExecutionFailed(error=error_info(exc))])
             return
-        value = to_json_value(flow_task.result())
-        output, _ = await self.rt.payloads.encode(value, f"{self.execution_id}/output")
-        await self.append([ev.ExecutionCompleted(output=output)])
+        end = await completion_event(self.rt.payloads, flow_task.result(), self.execution_id)
+        await self.append([end])
 
 
 def _task_signal(task: asyncio.Task[Any]) -> BaseException | None:

@@ -14,6 +14,7 @@ from loom import events as ev
 from loom.app import Loom, to_json_value
 from loom.errors import InvalidPayloadError, StaleVerdictError, VerdictError
 from loom.fold import ExecutionState
+from loom.payloads import check_exact
 
 
 def current_episode(
@@ -66,7 +67,8 @@ def verdict_event(
     """
     if verdict == "performed":
         try:
-            output = to_json_value(app.get_effect(effect).typed.parse_output(output))
+            parsed = to_json_value(app.get_effect(effect).typed.parse_output(output))
+            output = check_exact(parsed, "the verdict output")
         except InvalidPayloadError as exc:
             raise VerdictError(
                 f"verdict output for step {step_id!r}: {exc.message}",

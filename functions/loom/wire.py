@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from loom.fold import ExecutionState
+from loom.ids import ExecutionId
 
 Reason = Literal["start", "resume", "timer", "verdict", "sweep", "manual"]
 
@@ -22,7 +23,7 @@ class ExecutionPackage(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    execution_id: str = Field(min_length=1, max_length=512)
+    execution_id: ExecutionId
     flow: str | None = None
     reason: Reason = "manual"
     dispatch_id: str | None = None

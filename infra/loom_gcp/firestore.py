@@ -54,6 +54,7 @@ from google.cloud.firestore_v1.async_query import AsyncQuery
 
 from loom.errors import AppendConflictError, ConfigurationError, StoreError, UnknownExecutionError
 from loom.events import Event, ExecutionStarted
+from loom.ids import check_execution_id
 from loom.store.base import (
     AppendRequest,
     EventStore,
@@ -142,7 +143,7 @@ class FirestoreEventStore(EventStore):
     # -- the SPI ----------------------------------------------------------------------------
 
     async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
-        eid = started.execution_id
+        eid = check_execution_id(started.execution_id)
         first = started.model_copy(update={"seq": 1})
         fields = event_fields(first)
 
@@ -298,7 +299,9 @@ class FirestoreEventStore(EventStore):
     # -- references and accounting ----------------------------------------------------------
 
     def _exec_ref(self, execution_id: str) -> AsyncDocumentReference:
-        return self._executions.document(execution_id)
+        # Every document path goes through here: an id the rule refuses ("a/b/c" would
+        # address a document of another collection) never reaches the client.
+        return self._executions.document(check_execution_id(execution_id))
 
     def _events(self, execution_id: str) -> AsyncCollectionReference:
         return cast(AsyncCollectionReference, self._exec_ref(execution_id).collection("events"))

@@ -64,8 +64,11 @@ class GcsBlobStore(BlobStore):
         except gexc.GoogleAPIError as exc:
             raise StoreError(f"Cloud Storage: writing {name!r} failed: {exc}") from exc
 
+    def key_of(self, ref: str) -> str:
+        return key_from_ref(ref, self._ref_prefix)
+
     async def get(self, ref: str) -> bytes:
-        key = key_from_ref(ref, self._ref_prefix)
+        key = self.key_of(ref)
         return await asyncio.to_thread(self._download, self._prefix + key, ref)
 
     def _download(self, name: str, ref: str) -> bytes:

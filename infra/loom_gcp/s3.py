@@ -88,8 +88,11 @@ class S3BlobStore(BlobStore):
             # Another conditional write to this key is in flight: wait for its outcome.
             time.sleep(0.05 * 2**attempt)
 
+    def key_of(self, ref: str) -> str:
+        return key_from_ref(ref, self._ref_prefix)
+
     async def get(self, ref: str) -> bytes:
-        key = key_from_ref(ref, self._ref_prefix)
+        key = self.key_of(ref)
         return await asyncio.to_thread(self._download, self._prefix + key, ref)
 
     async def delete_prefix(self, prefix: str) -> int:

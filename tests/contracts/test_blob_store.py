@@ -1,44 +1,22 @@
 """The ``BlobStore`` contract, run unchanged against every backend.
 
-A backend joins by adding a param to ``BACKENDS`` and a branch in ``make_blob_store``.
+A backend joins by adding a param to ``BLOB_BACKENDS`` and a branch in ``make_blob_store``
+(``conftest.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from loom.blobs import BlobStore, InMemoryBlobStore, LocalBlobStore
+from loom.blobs import BlobStore
 from loom.errors import BlobNotFoundError, StoreError
+from tests.contracts.id_corpus import VALID
 
-BACKENDS = [
-    pytest.param("memory"),
-    pytest.param("local"),
-    pytest.param("gcs", marks=pytest.mark.slow),
-    pytest.param("s3", marks=pytest.mark.slow),
-]
-
-
-def make_blob_store(name: str, tmp_path: Path, request: pytest.FixtureRequest) -> BlobStore:
-    """A fresh, empty blob store of the named backend."""
-    if name == "memory":
-        return InMemoryBlobStore()
-    if name == "local":
-        return LocalBlobStore(tmp_path / "blobs")
-    if name in ("gcs", "s3"):
-        return request.getfixturevalue(f"{name}_blob_store_factory")()
-    raise AssertionError(f"unknown backend {name}")
-
-
-@pytest.fixture(params=BACKENDS)
-async def blobs(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[BlobStore]:
-    store = make_blob_store(request.param, tmp_path, request)
-    yield store
-    await store.aclose()
+TRAVERSALS = ["..", "../x", "a/../../x", "/abs", "a//b", ".hidden", "a\\..\\x", "..\x00"]
 
 
 async def test_put_then_get_returns_the_bytes(blobs: BlobStore) -> None:
@@ -106,6 +84,38 @@ async def test_racing_writers_of_one_key_agree_on_one_value(blobs: BlobStore) ->
     stored = await blobs.get(won[0])
     # The winners are exactly the writers whose bytes are stored.
     assert len(won) == 1 and stored in {f"v{i}".encode() for i in range(4)}
+
+
+async def test_key_of_names_the_key_a_reference_was_put_under(blobs: BlobStore) -> None:
+    for key in ("e1/input/ab12", "Zoë/東京/data", "pubsub-1/3/output/ff"):
+        assert blobs.key_of(await blobs.put(key, b"v")) == key
+    for foreign in ("nowhere://bucket/e1/x", "", "e1/input"):
+        with pytest.raises(ValueError):
+            blobs.key_of(foreign)
+
+
+@pytest.mark.parametrize("eid", VALID, ids=range(len(VALID)))
+async def test_every_valid_execution_id_is_a_usable_key_segment(blobs: BlobStore, eid: str) -> None:
+    ref = await blobs.put(f"{eid}/output/0123456789abcdef", b"v")
+    assert blobs.key_of(ref) == f"{eid}/output/0123456789abcdef"
+    assert await blobs.get(ref) == b"v"
+
+
+@pytest.mark.parametrize("eid", TRAVERSALS)
+async def test_a_key_never_leaves_the_store_whatever_the_id(
+    blobs: BlobStore, eid: str, tmp_path: Path
+) -> None:
+    before = files_under(tmp_path)
+    with pytest.raises(ValueError):
+        await blobs.put(f"{eid}/input", b"x")
+    with pytest.raises(ValueError):
+        blobs.key_of(f"file:{eid}/input")
+    assert files_under(tmp_path) == before
+
+
+def files_under(root: Path) -> list[Path]:
+    """Everything under ``root`` (where a local blob store and its parent live)."""
+    return sorted(root.rglob("*"))
 
 
 async def test_delete_prefix_deletes_exactly_the_blobs_under_it(blobs: BlobStore) -> None:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from loom.errors import AppendConflictError, UnknownExecutionError
+from loom.errors import AppendConflictError, InvalidExecutionIdError, UnknownExecutionError
 from loom.events import (
     EffectCompleted,
     Event,
@@ -15,6 +15,7 @@ from loom.events import (
     ExecutionStarted,
 )
 from loom.store import AppendRequest, EventStore, Snapshot, StatusChange
+from tests.contracts.id_corpus import INVALID, VALID
 
 
 def started(eid: str = "e1", flow: str = "f", payload: object = None) -> ExecutionStarted:
@@ -226,6 +227,43 @@ async def test_a_snapshot_over_a_mebibyte_round_trips(store: EventStore) -> None
     loaded = await store.load("e1")
     assert loaded.snapshot == Snapshot(2, state)
     assert loaded.events == [] and loaded.last_seq == 2
+
+
+@pytest.mark.parametrize("eid", VALID, ids=range(len(VALID)))
+async def test_a_valid_id_round_trips_byte_for_byte(store: EventStore, eid: str) -> None:
+    created, first = await store.create(started(eid))
+    assert created and first.execution_id == eid
+    await store.append(AppendRequest(eid, 1, [step(2)], StatusChange("suspended", wake_at=5.0)))
+    await store.save_snapshot(eid, Snapshot(2, "{}"))
+    events = await store.read(eid)
+    assert [e.seq for e in events] == [1, 2]
+    head = events[0]
+    assert isinstance(head, ExecutionStarted)
+    assert head.execution_id.encode() == eid.encode()
+    assert (await store.load(eid)).snapshot == Snapshot(2, "{}")
+    assert (await store.summary(eid)).execution_id.encode() == eid.encode()
+    assert [s.execution_id for s in await store.list("suspended")] == [eid]
+    again, _ = await store.create(started(eid))
+    assert again is False
+
+
+@pytest.mark.parametrize("eid", INVALID, ids=range(len(INVALID)))
+async def test_an_invalid_id_is_refused_by_every_method_and_nothing_is_written(
+    store: EventStore, eid: str
+) -> None:
+    calls = [
+        lambda: store.create(started(eid)),
+        lambda: store.append(AppendRequest(eid, 1, [step(2)])),
+        lambda: store.load(eid),
+        lambda: store.read(eid),
+        lambda: store.save_snapshot(eid, Snapshot(1, "{}")),
+        lambda: store.summary(eid),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidExecutionIdError) as info:
+            await call()
+        assert "the rule" in info.value.message
+    assert await store.list() == []
 
 
 async def test_ping_answers_on_a_working_store(store: EventStore) -> None:

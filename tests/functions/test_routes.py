@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from flask.testing import FlaskClient
@@ -272,11 +273,20 @@ def test_get_execution_has_state_and_gap_free_history(client: FlaskClient) -> No
     assert_error(client.get("/executions/nope"), 404, "unknown_execution")
 
 
-def test_an_id_with_a_slash_is_one_path_segment(client: FlaskClient) -> None:
-    client.post("/executions", json={"flow": "echo", "input": {}, "execution_id": "team/42"})
-    response = client.get("/executions/team%2F42")
+def test_an_id_with_url_reserved_characters_is_one_path_segment(client: FlaskClient) -> None:
+    eid = "team:42 #a?b%c Zoë"
+    started = client.post("/executions", json={"flow": "echo", "input": {}, "execution_id": eid})
+    assert started.status_code == 200
+    response = client.get(f"/executions/{quote(eid, safe='')}")
     assert response.status_code == 200
-    assert response.json is not None and response.json["execution"]["execution_id"] == "team/42"
+    assert response.json is not None and response.json["execution"]["execution_id"] == eid
+
+
+def test_an_id_with_a_slash_is_refused_naming_the_rule(client: FlaskClient) -> None:
+    body = {"flow": "echo", "input": {}, "execution_id": "team/42"}
+    refused = assert_error(client.post("/executions", json=body), 400, "invalid_execution_id")
+    assert "'/'" in refused["message"]
+    assert_error(client.get("/executions/team%2F42"), 400, "invalid_execution_id")
 
 
 def test_execute(client: FlaskClient, runtime: Runtime) -> None:
@@ -303,7 +313,7 @@ def test_execute(client: FlaskClient, runtime: Runtime) -> None:
     assert_error(
         client.post("/execute", json={"executionPackage": {"execution_id": ""}}),
         400,
-        "invalid_request",
+        "invalid_execution_id",
     )
 
 

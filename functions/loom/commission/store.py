@@ -35,6 +35,7 @@ from loom.commission.events import (
 from loom.commission.model import AnyCommission
 from loom.errors import AppendConflictError, UnknownExecutionError
 from loom.events import Event, ExecutionResumed, ExecutionStarted
+from loom.ids import check_case_id
 from loom.store.base import AppendRequest, EventStore, StatusChange
 
 CASE_FLOW = "commission.case"
@@ -43,8 +44,13 @@ _RETRIES = 5
 
 
 def stream_id(case_id: str) -> str:
-    """The execution id of a case's stream."""
-    return f"{CASE_FLOW}:{case_id}"
+    """The execution id of a case's stream.
+
+    Raises:
+        InvalidExecutionIdError: ``case_id`` breaks the id rule of :mod:`loom.ids` (case ids
+            are at most 200 bytes, leaving room for the prefix and executor step suffixes).
+    """
+    return f"{CASE_FLOW}:{check_case_id(case_id)}"
 
 
 def _decode(raw: Iterable[Event]) -> tuple[list[CaseEvent], int]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from loom.dispatch.base import Dispatcher
 from loom.errors import ExecutionSupersededError, LoomError, StoreError
+from loom.ids import id_problem
 from loom.store.base import EventStore
 from loom.wire import ExecutionPackage
 from loom.workers.base import WorkerRuntime
@@ -106,6 +107,8 @@ class InProcessDispatcher(Dispatcher):
         """After a restart: run executions left running, re-arm every timer. Returns count."""
         count = 0
         for row in await store.list("running"):
+            if id_problem(row.execution_id) is not None:
+                continue  # stored before the id rule: the store refuses it now
             package = ExecutionPackage(execution_id=row.execution_id, flow=row.flow, reason="sweep")
             try:
                 await self.dispatch(package, f"{row.execution_id}:{row.last_seq}:recover")
@@ -113,7 +116,11 @@ class InProcessDispatcher(Dispatcher):
                 log.warning("recovering %s failed: %s", row.execution_id, exc)
             count += 1
         for row in await store.list("suspended"):
-            if row.wake_at is not None and row.parked_reason is None:
+            if (
+                row.wake_at is not None
+                and row.parked_reason is None
+                and not id_problem(row.execution_id)
+            ):
                 package = ExecutionPackage(
                     execution_id=row.execution_id, flow=row.flow, reason="timer"
                 )

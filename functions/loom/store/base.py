@@ -24,6 +24,9 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
   batch at a time, finished executions last updated before a time; it is idempotent and
   resumable (what was deleted stays deleted, what was not is found by the next call).
 * Unknown execution ids raise :class:`~loom.errors.UnknownExecutionError`.
+* Execution ids follow the one rule of :mod:`loom.ids`: every method refuses another id with
+  :class:`~loom.errors.InvalidExecutionIdError` before any I/O, and a valid id is stored and
+  returned byte for byte.
 * Every other failure of the backend (its driver's exceptions, a full disk, a lock held too
   long, an unreachable service) is raised as a :class:`~loom.errors.StoreError` with the
   cause chained, :class:`~loom.errors.StoreUnavailableError` when a retry may succeed; a

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from loom.errors import AppendConflictError, UnknownExecutionError
 from loom.events import Event, ExecutionStarted
+from loom.ids import check_execution_id
 from loom.store.base import (
     AppendRequest,
     EventStore,
@@ -33,13 +34,14 @@ class InMemoryEventStore(EventStore):
         self._logs: dict[str, _Log] = {}
 
     def _log(self, execution_id: str) -> _Log:
+        check_execution_id(execution_id)
         try:
             return self._logs[execution_id]
         except KeyError:
             raise UnknownExecutionError(f"unknown execution {execution_id!r}") from None
 
     async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
-        existing = self._logs.get(started.execution_id)
+        existing = self._logs.get(check_execution_id(started.execution_id))
         if existing is not None:
             first = existing.events[0]
             assert isinstance(first, ExecutionStarted)

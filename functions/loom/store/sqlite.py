@@ -30,6 +30,7 @@ from typing import Any, NoReturn, TypeVar
 
 from loom.errors import AppendConflictError, StoreUnavailableError, UnknownExecutionError
 from loom.events import EVENT_ADAPTER, Event, ExecutionStarted
+from loom.ids import check_execution_id
 from loom.store.base import (
     AppendRequest,
     EventStore,
@@ -174,6 +175,7 @@ class SqliteEventStore(EventStore):
         return result
 
     async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+        check_execution_id(started.execution_id)
         return await self._run(True, self._create, started)
 
     @guard("create")
@@ -202,6 +204,7 @@ class SqliteEventStore(EventStore):
         return self._write(body)
 
     async def append(self, request: AppendRequest) -> int:
+        check_execution_id(request.execution_id)
         check_numbering(request)
         rows = [(request.execution_id, e.seq, e.model_dump_json()) for e in request.events]
         return await self._run(True, self._append, request, rows)
@@ -264,6 +267,7 @@ class SqliteEventStore(EventStore):
             raise UnknownExecutionError(f"unknown execution {execution_id!r}")
 
     async def load(self, execution_id: str) -> LoadedLog:
+        check_execution_id(execution_id)
         return await self._run(False, self._load, execution_id)
 
     @guard("load")
@@ -283,6 +287,7 @@ class SqliteEventStore(EventStore):
         return LoadedLog(snapshot, events)
 
     async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
+        check_execution_id(execution_id)
         return await self._run(False, self._read, execution_id, after_seq)
 
     @guard("read")
@@ -291,6 +296,7 @@ class SqliteEventStore(EventStore):
         return self._events(execution_id, after_seq)
 
     async def save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
+        check_execution_id(execution_id)
         await self._run(True, self._save_snapshot, execution_id, snapshot)
 
     @guard("save_snapshot")
@@ -312,6 +318,7 @@ class SqliteEventStore(EventStore):
         self._write(body)
 
     async def summary(self, execution_id: str) -> ExecutionSummary:
+        check_execution_id(execution_id)
         return await self._run(False, self._summary, execution_id)
 
     @guard("summary")

@@ -53,6 +53,7 @@ from loom.errors import (
     UnknownExecutionError,
 )
 from loom.grants import ANONYMOUS, GrantPolicy
+from loom.ids import ExecutionId
 from loom.runtime import Runtime
 from loom.workers.auth import Authenticator, AuthError, AuthRequest, events_auth_from_env
 from loom.workers.lazy import LazyRuntime
@@ -70,7 +71,7 @@ class StartMessage(BaseModel):
     action: Literal["start"]
     flow: str = Field(min_length=1, max_length=256)
     input: Any = None
-    execution_id: str | None = Field(default=None, min_length=1, max_length=512)
+    execution_id: ExecutionId | None = None
     capabilities: list[str] = Field(default_factory=list[str], max_length=256)
 
 
@@ -80,7 +81,7 @@ class ResumeMessage(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     action: Literal["resume"]
-    execution_id: str = Field(min_length=1, max_length=512)
+    execution_id: ExecutionId
     on: str = Field(min_length=1, max_length=256)
     correlation_key: str = Field(min_length=1, max_length=1024)
     payload: Any = None

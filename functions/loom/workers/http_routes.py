@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from loom.events import Event
 from loom.fold import fold
 from loom.grants import ANONYMOUS
+from loom.ids import ExecutionId, check_execution_id
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage, ExecutionResult
 from loom.workers.auth import Action, Authenticator, AuthRequest
@@ -50,7 +51,7 @@ class StartRequest(BaseModel):
 
     flow: str = Field(min_length=1, max_length=256)
     input: Any = None
-    execution_id: str | None = Field(default=None, min_length=1, max_length=512)
+    execution_id: ExecutionId | None = None
     capabilities: list[str] = Field(
         default_factory=list[str],
         max_length=256,
@@ -191,6 +192,9 @@ def parse_model(model: type[M], data: dict[str, Any]) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        first = exc.errors()[0]
+        if first["type"] == "invalid_execution_id":  # the id rule of loom.ids, named as such
+            raise HttpError(400, first["type"], first["msg"], {"errors": errors}) from None
         raise HttpError(
             400,
             "invalid_request",
@@ -309,7 +313,7 @@ def _authorize(
 
 def resume(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /executions/{id}/resume``: authenticated, then appended and run."""
-    execution_id = args[0]
+    execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id)
     raw = read_body(request, s.max_body)
     by = _authorize(s.resume_auth, "resume", execution_id, request, raw)
@@ -321,7 +325,7 @@ def resume(s: Services, request: Request, args: Sequence[str]) -> Reply:
 
 def verdict(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /executions/{id}/verdict``: authorized, recorded with who gave it."""
-    execution_id = args[0]
+    execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id)
     raw = read_body(request, s.max_body)
     principal = _authorize(s.verdict_auth, "verdict", execution_id, request, raw)
@@ -361,7 +365,7 @@ def _flag(request: Request, name: str, default: bool) -> bool:
 
 def get_execution(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``GET /executions/{id}[?history=false]``: state and history."""
-    execution_id = args[0]
+    execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id)
     with_history = _flag(request, "history", True)
 
@@ -371,7 +375,8 @@ def get_execution(s: Services, request: Request, args: Sequence[str]) -> Reply:
             return ExecutionView(execution=await s.runtime.result(execution_id))
         # One read: the state is folded from the very events returned, so they agree.
         events = await s.runtime.history(execution_id)
-        return ExecutionView(execution=ExecutionResult.from_state(fold(events)), history=events)
+        execution = await s.runtime.report(fold(events))
+        return ExecutionView(execution=execution, history=events)
 
     return 200, run(view())
 

@@ -21,6 +21,7 @@ from typing import Any
 from loom.claims import claim_is_live
 from loom.dispatch.base import Dispatcher
 from loom.errors import ConfigurationError, InputError
+from loom.ids import id_problem
 from loom.retention import DEFAULT_RETENTION, PurgeSummary, parse_age, purge_finished
 from loom.runtime import Runtime
 from loom.store.base import EventStore, ExecutionSummary, ListCursor
@@ -71,6 +72,8 @@ async def sweep(
     async for row in _running_oldest_first(runtime.store, limit):
         if now - row.updated_at < grace:
             continue  # the summary's time lags the log's, never leads it: progress is recent
+        if id_problem(row.execution_id) is not None:
+            continue  # stored before the id rule: the store refuses it now
         state = await runtime.load_state(row.execution_id)
         stale = now - state.updated_at >= grace
         if state.status != "running" or not stale:
@@ -82,7 +85,7 @@ async def sweep(
         redispatched.append(state.execution_id)
     timers = 0
     for row in await runtime.store.list("suspended", due_before=now - grace, limit=limit):
-        if row.parked_reason is not None or row.wake_at is None:
+        if row.parked_reason is not None or row.wake_at is None or id_problem(row.execution_id):
             continue
         package = ExecutionPackage(execution_id=row.execution_id, flow=row.flow, reason="timer")
         await dispatcher.dispatch(package, f"{row.execution_id}:{row.last_seq}:sweep@{window}")

@@ -268,7 +268,8 @@ async def _sent_calls(
     for rec in state.steps.values():
         if rec.get("effect") != send_effect or rec.get("status") != "completed":
             continue
-        sent = SentCall.model_validate(await runtime.payloads.decode(rec.get("output")))
+        output = await runtime.payloads.decode(rec.get("output"), state.execution_id)
+        sent = SentCall.model_validate(output)
         if resume_key(A2UI_FUNCTION_RESULT, sent.functionCallId) in state.resumes:
             answered.add(sent.functionCallId)
         else:

@@ -17,9 +17,11 @@ Where the flush runs:
 
 Isolation inside a group: each request runs in a ``SAVEPOINT`` of its own. A request that
 fails on its own (``AppendConflictError``, ``UnknownExecutionError``) is rolled back to its
-savepoint and fails alone; the others commit. A ``sqlite3`` error (lock timeout, disk full,
-I/O) is an error of the group: the whole transaction is rolled back and every request of
-the group fails with the translated :class:`~loom.errors.StoreError`, nothing written.
+savepoint and fails alone; so does one that breaks a constraint (a row another writer put
+in its way), with the translated :class:`~loom.errors.StoreError`. An error that a retry
+may cure (lock timeout, disk full, I/O, read-only) is an error of the group: the whole
+transaction is rolled back and every request of the group fails with the translated
+:class:`~loom.errors.StoreUnavailableError`, nothing written.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from loom import crash
 from loom.errors import StoreUnavailableError
 from loom.store.sqlite_faults import rollback, translate
 
@@ -152,6 +155,7 @@ class GroupCommitter:
                 for request in group:
                     _apply_isolated(con, request)
             if con.in_transaction:
+                crash.point("in_group_commit", str(self.commits))  # a test's SIGKILL
                 con.execute("COMMIT")
         except sqlite3.Error as exc:
             self._fail_group(con, group, exc)
@@ -221,8 +225,12 @@ def _apply_isolated(con: sqlite3.Connection, request: _Request) -> None:
     con.execute("SAVEPOINT loom_request")
     try:
         request.result = request.body(con)
-    except sqlite3.Error:
-        raise
+    except sqlite3.Error as exc:
+        if not con.in_transaction or isinstance(translate(exc, ""), StoreUnavailableError):
+            raise  # busy, full, I/O, read-only: the group's transaction cannot go on
+        con.execute("ROLLBACK TO loom_request")  # a constraint of this request alone
+        request.error = translate(exc, request.what)
+        request.error.__cause__ = exc
     except Exception as exc:
         con.execute("ROLLBACK TO loom_request")
         request.error = exc

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+RAM_DISK = "/dev/shm"
 SIDE_BY_SIDE = "## Side-by-side runs"
 SIDE_BY_SIDE_INTRO = (
     "Dated comparisons of two checkouts in one interleaved run; `bench/run.py` keeps this "
@@ -33,6 +35,8 @@ FIGURES = {
     "concurrent_s": ("50 concurrent 10-step flows, in-loop (CLI, `Runtime`)", "s", 0.05),
     "served_s": ("50 concurrent 10-step flows, served (writer thread)", "s", 0.05),
     "step_ms": ("sequential durable no-op step, marginal", "ms", None),
+    "step_per_commit": ("the same / the SQLite commit of its process", "x", None),
+    "step_ram_ms": ("the same on a RAM disk (`/dev/shm`: the CPU cost, no real fsync)", "ms", None),
     "commit_ms": ("SQLite commit alone (the floor, same process)", "ms", None),
 }
 
@@ -64,8 +68,8 @@ async def _measure() -> dict[str, float]:
             await ctx.execute(noop, i)
         return n
 
-    def runtime(off_loop: bool) -> Runtime:
-        store = SqliteEventStore(Path(tempfile.mkdtemp(prefix="loom-bench-")) / "loom.db")
+    def runtime(off_loop: bool, where: str | None = None) -> Runtime:
+        store = SqliteEventStore(Path(tempfile.mkdtemp(prefix="loom-bench-", dir=where)) / "l.db")
         if off_loop:
             store.serve_off_loop()
         return Runtime(app, store)
@@ -88,11 +92,15 @@ async def _measure() -> dict[str, float]:
     in_loop, served = runtime(False), runtime(True)
     await gathered(in_loop, "warm")
     await gathered(served, "warm")
+    step_ms, commit_ms = await sequential(runtime(False)), _commit_ms()
+    ram = RAM_DISK if os.path.isdir(RAM_DISK) else None  # noqa: ASYNC240 - once, at start
     return {
         "concurrent_s": statistics.median([await gathered(in_loop, f"c{r}-") for r in range(3)]),
         "served_s": statistics.median([await gathered(served, f"c{r}-") for r in range(3)]),
-        "step_ms": await sequential(runtime(False)),
-        "commit_ms": _commit_ms(),
+        "step_ms": step_ms,
+        "step_per_commit": step_ms / commit_ms,
+        "step_ram_ms": await sequential(runtime(False, ram)),
+        "commit_ms": commit_ms,
     }
 
 

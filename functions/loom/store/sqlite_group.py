@@ -129,18 +129,26 @@ class GroupCommitter:
             if self._draining:
                 return
             self._draining = True
-        writer.submit(self._drain)
+        try:
+            writer.submit(self._drain)
+        except RuntimeError:  # the store closed meanwhile: commit here rather than never
+            self._drain()
 
     def _drain(self) -> None:
         """Commit queued groups on the writer thread until the queue is empty."""
-        while True:
-            with self._lock:
-                if not self._queue:
-                    self._draining = False
-                    return
-                group = _take(self._queue)
-            self._commit(group)
-            _settle_threadsafe(group)
+        try:
+            while True:
+                with self._lock:
+                    if not self._queue:
+                        self._draining = False
+                        return
+                    group = _take(self._queue)
+                self._commit(group)
+                _settle_threadsafe(group)
+        except BaseException:
+            with self._lock:  # let the next request start a drain instead of waiting forever
+                self._draining = False
+            raise
 
     def _commit(self, group: list[_Request]) -> None:
         """One transaction for ``group``; record each request's result or error."""

@@ -289,5 +289,9 @@ def serve(settings: Settings, host: str, port: int) -> None:
     serve_forever(settings.app, settings.store, host, port)
 
 
+from loom.cli_purge import purge as _purge  # noqa: E402 - registers after the group exists
+
+main.add_command(_purge)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -24,6 +24,7 @@ MODULE_CHECKERS: list[Checker] = [
     tm.check_timeouts,
     tm.check_probes,
     tm.check_env,
+    tm.check_retention,
     tm.check_storage,
     tm.check_secret,
     tm.check_declared_variables,

@@ -34,6 +34,7 @@ from loom.store.base import (
     AppendRequest,
     EventStore,
     ExecutionSummary,
+    ListCursor,
     LoadedLog,
     Snapshot,
     check_numbering,
@@ -339,12 +340,19 @@ class SqliteEventStore(EventStore):
         *,
         due_before: float | None = None,
         limit: int = 1000,
+        oldest_first: bool = False,
+        after: ListCursor | None = None,
     ) -> list[ExecutionSummary]:
-        return await self._run(False, self._list, status, due_before, limit)
+        return await self._run(False, self._list, status, due_before, limit, oldest_first, after)
 
     @guard("list")
     def _list(
-        self, status: str | None, due_before: float | None, limit: int
+        self,
+        status: str | None,
+        due_before: float | None,
+        limit: int,
+        oldest_first: bool,
+        after: ListCursor | None,
     ) -> list[ExecutionSummary]:
         clauses: list[str] = []
         args: list[object] = []
@@ -354,12 +362,31 @@ class SqliteEventStore(EventStore):
         if due_before is not None:
             clauses.append("wake_at IS NOT NULL AND wake_at<=?")
             args.append(due_before)
+        if after is not None:
+            clauses.append(f"(created_at, id) {'>' if oldest_first else '<'} (?, ?)")
+            args.extend(after)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        order = "ASC" if oldest_first else "DESC"
         cur = self._con().execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM executions {where} ORDER BY created_at DESC LIMIT ?",
+            f"SELECT {_SUMMARY_COLUMNS} FROM executions {where}"
+            f" ORDER BY created_at {order}, id {order} LIMIT ?",
             (*args, limit),
         )
         return [ExecutionSummary(*row) for row in cur]
+
+    async def delete_execution(self, execution_id: str) -> bool:
+        """Delete the execution's row, events and snapshot in one transaction."""
+        return await self._run(True, self._delete_execution, execution_id)
+
+    @guard("delete_execution")
+    def _delete_execution(self, execution_id: str) -> bool:
+        def body(con: sqlite3.Connection) -> bool:
+            gone = con.execute("DELETE FROM executions WHERE id=?", (execution_id,)).rowcount
+            con.execute("DELETE FROM events WHERE execution_id=?", (execution_id,))
+            con.execute("DELETE FROM snapshots WHERE execution_id=?", (execution_id,))
+            return gone == 1
+
+        return self._write(body)
 
     async def ping(self) -> None:
         """Take and release the write lock: refuses a read-only or unopenable file, and a

@@ -31,7 +31,7 @@ from flask import Flask, Request, Response, request
 from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
-from loom.config import load_app, open_blob_store, open_store
+from loom.config import load_app, open_blob_store, open_store, refuse_inprocess_on_cloud_run
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import (
     ConfigurationError,
@@ -345,6 +345,7 @@ def create_wsgi_app(handler: WorkerHandler) -> Flask:
 def _embedded_runtime(app_ref: str | None, store_url: str | None) -> Runtime:
     """``loom serve``'s runtime: the worker's, plus an in-process dispatcher on the
     process loop, so durable timers fire in this process when they fall due."""
+    refuse_inprocess_on_cloud_run()
     runtime = build_runtime(app_ref, store_url)
     runtime.dispatcher = InProcessDispatcher(LocalWorkerRuntime(runtime))
     return runtime

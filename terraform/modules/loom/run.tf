@@ -100,6 +100,28 @@ resource "google_cloud_run_v2_service" "loom" {
         value = "json"
       }
       env {
+        # How long Cloud Tasks waits for one attempt: the dispatcher stamps it on every task
+        # (the precondition below keeps it within the request timeout).
+        name  = "LOOM_TASKS_DISPATCH_DEADLINE"
+        value = var.dispatch_deadline_seconds
+      }
+      env {
+        # POST /tasks/purge deletes finished executions older than this.
+        name  = "LOOM_RETENTION"
+        value = "${var.retention_days}d"
+      }
+      env {
+        # Firestore's TTL (expire_at) is a backstop that must not run before the purge:
+        # it deletes only the execution document, leaving events and blobs behind.
+        name  = "LOOM_TTL_DAYS"
+        value = var.retention_days + 7
+      }
+      env {
+        # Logs name their trace projects/PROJECT/traces/TRACE so Cloud Logging links them.
+        name  = "GOOGLE_CLOUD_PROJECT"
+        value = var.project_id
+      }
+      env {
         name = "LOOM_RESUME_SECRET"
         value_source {
           secret_key_ref {

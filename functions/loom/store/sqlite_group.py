@@ -12,6 +12,9 @@ Where the flush runs:
   in this loop turn, the first request schedules the flush with ``call_soon``, so every
   execution that becomes ready in the same turn joins the group. When none are, nobody could
   join, and the request commits at once on the caller's thread, as before group commit.
+  Waiting costs a loop turn, so it is adaptive: while flushes gather one request only (a
+  lone flow whose own tasks are ready), requests commit at once and only every
+  :data:`PROBE_EVERY`-th one waits to see whether others join.
 * **On the writer thread** (a served worker, after ``serve_off_loop``): the first request
   submits a drain job; while it commits, later requests queue and form the next group.
 
@@ -45,6 +48,7 @@ Body = Callable[[sqlite3.Connection], Any]
 
 MAX_REQUESTS = 256
 MAX_BYTES = 4 << 20  # event bodies per transaction; a larger single request goes alone
+PROBE_EVERY = 16  # on the loop, out of grouping mode: every 16th busy-turn request waits
 _REOPEN = frozenset({"read_only", "cannot_open", "io"})
 
 
@@ -65,6 +69,23 @@ class _LoopQueue:
 
     loop: asyncio.AbstractEventLoop | None = None
     pending: list[_Request] = field(default_factory=list[_Request])
+    grouping: bool = True  # the last flush gathered more than one request
+    since_probe: int = 0
+
+    def waits(self) -> bool:
+        """Whether a request that others might join waits for a flush or commits now.
+
+        Other ready callbacks are not always other appends (a task woken by an event of the
+        same flow is common), so waiting is a bet: kept while flushes gather several
+        requests, and otherwise retried every ``PROBE_EVERY`` requests.
+        """
+        if self.grouping:
+            return True
+        self.since_probe += 1
+        if self.since_probe < PROBE_EVERY:
+            return False
+        self.since_probe = 0
+        return True
 
 
 class GroupCommitter:
@@ -107,7 +128,7 @@ class GroupCommitter:
         queue: _LoopQueue | None = getattr(self._local, "queue", None)
         if queue is None or queue.loop is not request.loop:
             queue = self._local.queue = _LoopQueue(request.loop)  # a new loop: start afresh
-        if not queue.pending and not _others_ready(request.loop):
+        if not queue.pending and not (_others_ready(request.loop) and queue.waits()):
             self._commit([request])  # nobody else can join before a flush: commit now
             _settle(request)
             return
@@ -117,6 +138,7 @@ class GroupCommitter:
 
     def _flush_local(self, queue: _LoopQueue) -> None:
         pending, queue.pending = queue.pending, []
+        queue.grouping = len(pending) > 1
         while pending:
             group = _take(pending)
             self._commit(group)

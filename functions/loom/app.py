@@ -23,6 +23,7 @@ from loom.errors import (
     UnknownEffectError,
     UnknownFlowError,
 )
+from loom.grants import GrantPolicy
 
 if TYPE_CHECKING:
     from loom.fold import ExecutionState
@@ -157,10 +158,11 @@ class Loom:
         async def fulfil(ctx: FlowContext, order: Order) -> Outcome: ...
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, grants: GrantPolicy | None = None) -> None:
         self.name = name
         self.flows: dict[str, FlowDef] = {}
         self.effects: dict[str, EffectDef] = {}
+        self.grants = grants or GrantPolicy()  # who may grant which capabilities
         self.resume_checks: dict[str, ResumeCheck] = {}
 
     def resume_check(self, on: str) -> Callable[[ResumeCheck], ResumeCheck]:

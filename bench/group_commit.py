@@ -29,7 +29,7 @@ RAM_DISK = "/dev/shm"
 SIDE_BY_SIDE = "## Side-by-side runs"
 SIDE_BY_SIDE_INTRO = (
     "Dated comparisons of two checkouts in one interleaved run; `bench/run.py` keeps this "
-    "section when it rewrites the tables above."
+    "section when it rewrites its own tables."
 )
 FIGURES = {
     "concurrent_s": ("50 concurrent 10-step flows, in-loop (CLI, `Runtime`)", "s", 0.05),

@@ -14,6 +14,7 @@ import asyncio
 import datetime as dt
 import json
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import core, group_commit
+from bench import core
 
 HERE = Path(__file__).parent
 
@@ -150,12 +151,17 @@ def render(r: dict[str, Any], when: str, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _side_by_side() -> str:
-    """The dated side-by-side sections of ``RESULTS.md``, which a run does not redo."""
+def _kept_sections(rendered: str) -> str:
+    """Sections of ``RESULTS.md`` that this script does not render (side-by-side runs,
+    other benchmarks' dated sections): a run rewrites its own tables and keeps these."""
     path = HERE / "RESULTS.md"
     text = path.read_text() if path.exists() else ""
-    at = text.find(group_commit.SIDE_BY_SIDE)
-    return "" if at < 0 else "\n" + text[at:]
+    ours = {line for line in rendered.splitlines() if line.startswith("## ")}
+    kept: list[str] = []
+    for section in re.split(r"(?m)^(?=## )", text):
+        if section.startswith("## ") and section.splitlines()[0] not in ours:
+            kept.append(section.rstrip("\n") + "\n")
+    return "".join("\n" + section for section in kept)
 
 
 def main() -> None:
@@ -177,7 +183,8 @@ def main() -> None:
         )
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     if not args.quick:  # a smoke run must not replace the recorded tables
-        (HERE / "RESULTS.md").write_text(render(results, when, command) + _side_by_side())
+        rendered = render(results, when, command)
+        (HERE / "RESULTS.md").write_text(rendered + _kept_sections(rendered))
     print(json.dumps(results, indent=1))
 
 

@@ -41,6 +41,7 @@ from loom.store.base import (
     check_numbering,
 )
 from loom.store.sqlite_faults import busy_timeout_from_env, guard, rollback, translate
+from loom.store.sqlite_group import GroupCommitter
 
 T = TypeVar("T")
 
@@ -98,6 +99,7 @@ class SqliteEventStore(EventStore):
         self._lock = threading.Lock()
         self._writer: ThreadPoolExecutor | None = None
         self._readers: ThreadPoolExecutor | None = None
+        self._group = GroupCommitter(self._con, self._forget)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -176,10 +178,12 @@ class SqliteEventStore(EventStore):
 
     async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
         check_execution_id(started.execution_id)
-        return await self._run(True, self._create, started)
+        body = self._create_body(started)
+        return await self._group.submit(body, 0, "create", self._writer)
 
-    @guard("create")
-    def _create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+    def _create_body(
+        self, started: ExecutionStarted
+    ) -> Callable[[sqlite3.Connection], tuple[bool, ExecutionStarted]]:
         first = started.model_copy(update={"seq": 1})
         now = time.time()
 
@@ -201,16 +205,21 @@ class SqliteEventStore(EventStore):
             )
             return True, first
 
-        return self._write(body)
+        return body
 
     async def append(self, request: AppendRequest) -> int:
+        """Append in the next group commit (``sqlite_group``); return once it is fsync'd."""
         check_execution_id(request.execution_id)
         check_numbering(request)
         rows = [(request.execution_id, e.seq, e.model_dump_json()) for e in request.events]
-        return await self._run(True, self._append, request, rows)
+        size = sum(len(body) for _, _, body in rows)
+        return await self._group.submit(
+            self._append_body(request, rows), size, "append", self._writer
+        )
 
-    @guard("append")
-    def _append(self, request: AppendRequest, rows: list[tuple[str, int, str]]) -> int:
+    def _append_body(
+        self, request: AppendRequest, rows: list[tuple[str, int, str]]
+    ) -> Callable[[sqlite3.Connection], int]:
         eid, expected = request.execution_id, request.expected_seq
         new_last = expected + len(rows)
 
@@ -221,7 +230,7 @@ class SqliteEventStore(EventStore):
             con.executemany("INSERT INTO events VALUES (?,?,?)", rows)
             return new_last
 
-        return self._write(body)
+        return body
 
     @staticmethod
     def _advance(

@@ -1,0 +1,292 @@
+"""Group commit for ``SqliteEventStore``: many appends, one transaction, one fsync.
+
+Appends and creates are queued, and a flush commits everything queued in one ``BEGIN
+IMMEDIATE`` transaction (at most :data:`MAX_REQUESTS` requests or :data:`MAX_BYTES` of
+event bodies per transaction). A caller's future is settled only after the ``COMMIT`` of the
+transaction holding its request returned, so with ``synchronous=FULL`` an acknowledged
+append is fsync'd, exactly as when every append had a transaction of its own.
+
+Where the flush runs:
+
+* **On the loop** (the CLI, ``Runtime`` used from Python): when other callbacks are ready
+  in this loop turn, the first request schedules the flush with ``call_soon``, so every
+  execution that becomes ready in the same turn joins the group. When none are, nobody could
+  join, and the request commits at once on the caller's thread, as before group commit.
+  Waiting costs a loop turn, so it is adaptive: while flushes gather one request only (a
+  lone flow whose own tasks are ready), requests commit at once and only every
+  :data:`PROBE_EVERY`-th one waits to see whether others join.
+* **On the writer thread** (a served worker, after ``serve_off_loop``): the first request
+  submits a drain job; while it commits, later requests queue and form the next group.
+
+Isolation inside a group: each request runs in a ``SAVEPOINT`` of its own. A request that
+fails on its own (``AppendConflictError``, ``UnknownExecutionError``) is rolled back to its
+savepoint and fails alone; so does one that breaks a constraint (a row another writer put
+in its way), with the translated :class:`~loom.errors.StoreError`. An error that a retry
+may cure (lock timeout, disk full, I/O, read-only) is an error of the group: the whole
+transaction is rolled back and every request of the group fails with the translated
+:class:`~loom.errors.StoreUnavailableError`, nothing written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from loom import crash
+from loom.errors import StoreUnavailableError
+from loom.store.sqlite_faults import rollback, translate
+
+T = TypeVar("T")
+Body = Callable[[sqlite3.Connection], Any]
+
+MAX_REQUESTS = 256
+MAX_BYTES = 4 << 20  # event bodies per transaction; a larger single request goes alone
+PROBE_EVERY = 16  # on the loop, out of grouping mode: every 16th busy-turn request waits
+_REOPEN = frozenset({"read_only", "cannot_open", "io"})
+
+
+@dataclass(slots=True)
+class _Request:
+    body: Body
+    size: int
+    what: str
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+    result: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(slots=True)
+class _LoopQueue:
+    """The requests of one thread's loop waiting for the next in-loop flush."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+    pending: list[_Request] = field(default_factory=list[_Request])
+    grouping: bool = True  # the last flush gathered more than one request
+    since_probe: int = 0
+
+    def waits(self) -> bool:
+        """Whether a request that others might join waits for a flush or commits now.
+
+        Other ready callbacks are not always other appends (a task woken by an event of the
+        same flow is common), so waiting is a bet: kept while flushes gather several
+        requests, and otherwise retried every ``PROBE_EVERY`` requests.
+        """
+        if self.grouping:
+            return True
+        self.since_probe += 1
+        if self.since_probe < PROBE_EVERY:
+            return False
+        self.since_probe = 0
+        return True
+
+
+class GroupCommitter:
+    """Gathers write requests and commits them in groups (see the module docstring).
+
+    Args:
+        connect: This thread's connection (the store's per-thread connection).
+        forget: Drops this thread's connection, after an error a new one may cure.
+    """
+
+    def __init__(
+        self, connect: Callable[[], sqlite3.Connection], forget: Callable[[], None]
+    ) -> None:
+        self._connect = connect
+        self._forget = forget
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._queue: deque[_Request] = deque()
+        self._draining = False
+        self.commits = 0  # transactions committed (or attempted): for tests and benchmarks
+
+    async def submit(self, body: Body, size: int, what: str, writer: Executor | None) -> Any:
+        """Run ``body`` in the next group transaction; return its result once durable.
+
+        Args:
+            body: Statements of one request; raises to refuse it (nothing of it is kept).
+            size: Bytes it writes, for the group's byte budget.
+            what: Names the operation in a translated error ("append", "create").
+            writer: The writer thread's executor, or ``None`` to flush on the loop.
+        """
+        loop = asyncio.get_running_loop()
+        request = _Request(body, size, what, loop, loop.create_future())
+        if writer is None:
+            self._enqueue_local(request)
+        else:
+            self._enqueue_writer(request, writer)
+        return await request.future
+
+    def _enqueue_local(self, request: _Request) -> None:
+        queue: _LoopQueue | None = getattr(self._local, "queue", None)
+        if queue is None or queue.loop is not request.loop:
+            queue = self._local.queue = _LoopQueue(request.loop)  # a new loop: start afresh
+        if not queue.pending and not (_others_ready(request.loop) and queue.waits()):
+            self._commit([request])  # nobody else can join before a flush: commit now
+            _settle(request)
+            return
+        queue.pending.append(request)
+        if len(queue.pending) == 1:
+            request.loop.call_soon(self._flush_local, queue)
+
+    def _flush_local(self, queue: _LoopQueue) -> None:
+        pending, queue.pending = queue.pending, []
+        queue.grouping = len(pending) > 1
+        while pending:
+            group = _take(pending)
+            self._commit(group)
+            for request in group:
+                _settle(request)
+
+    def _enqueue_writer(self, request: _Request, writer: Executor) -> None:
+        with self._lock:
+            self._queue.append(request)
+            if self._draining:
+                return
+            self._draining = True
+        try:
+            writer.submit(self._drain)
+        except RuntimeError:  # the store closed meanwhile: commit here rather than never
+            self._drain()
+
+    def _drain(self) -> None:
+        """Commit queued groups on the writer thread until the queue is empty."""
+        try:
+            while True:
+                with self._lock:
+                    if not self._queue:
+                        self._draining = False
+                        return
+                    group = _take(self._queue)
+                self._commit(group)
+                _settle_threadsafe(group)
+        except BaseException:
+            with self._lock:  # let the next request start a drain instead of waiting forever
+                self._draining = False
+            raise
+
+    def _commit(self, group: list[_Request]) -> None:
+        """One transaction for ``group``; record each request's result or error."""
+        self.commits += 1
+        con: sqlite3.Connection | None = None
+        try:
+            con = self._connect()
+            con.execute("BEGIN IMMEDIATE")
+            if len(group) == 1:
+                _apply_alone(con, group[0])
+            else:
+                for request in group:
+                    _apply_isolated(con, request)
+            if con.in_transaction:
+                crash.point("in_group_commit", str(self.commits))  # a test's SIGKILL
+                con.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._fail_group(con, group, exc)
+        except BaseException as exc:
+            if con is not None:
+                rollback(con)
+            for request in group:
+                request.error = exc
+            if not isinstance(exc, Exception):
+                raise
+
+    def _fail_group(
+        self, con: sqlite3.Connection | None, group: list[_Request], exc: sqlite3.Error
+    ) -> None:
+        if con is not None:
+            rollback(con)
+        for request in group:
+            request.result = None
+            request.error = translate(exc, request.what)
+            request.error.__cause__ = exc
+        first = group[0].error
+        if isinstance(first, StoreUnavailableError) and first.details.get("reason") in _REOPEN:
+            self._forget()  # a connection opened read-only stays so: reopen next time
+
+
+def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether other callbacks run in this loop turn (and so may join a group).
+
+    A lone flow finds none and commits at once, paying no extra loop turn (the sequential
+    path stays as fast as one transaction per append). Loops that do not expose their ready
+    queue (not the standard library's) are assumed busy: grouping is never wrong, only
+    slower for a lone flow.
+    """
+    ready = getattr(loop, "_ready", None)
+    return ready is None or len(ready) > 0
+
+
+def _take(queue: list[_Request] | deque[_Request]) -> list[_Request]:
+    """Pop the next group from the front of ``queue``, within the count and byte budget."""
+    group: list[_Request] = []
+    size = 0
+    while queue and len(group) < MAX_REQUESTS:
+        nxt = queue[0]
+        if group and size + nxt.size > MAX_BYTES:
+            break
+        size += nxt.size
+        group.append(nxt)
+        if isinstance(queue, deque):
+            queue.popleft()
+        else:
+            queue.pop(0)
+    return group
+
+
+def _apply_alone(con: sqlite3.Connection, request: _Request) -> None:
+    """A group of one needs no savepoint: a refusal rolls back the whole transaction."""
+    try:
+        request.result = request.body(con)
+    except sqlite3.Error:
+        raise
+    except Exception as exc:
+        rollback(con)
+        request.error = exc
+
+
+def _apply_isolated(con: sqlite3.Connection, request: _Request) -> None:
+    con.execute("SAVEPOINT loom_request")
+    try:
+        request.result = request.body(con)
+    except sqlite3.Error as exc:
+        if not con.in_transaction or isinstance(translate(exc, ""), StoreUnavailableError):
+            raise  # busy, full, I/O, read-only: the group's transaction cannot go on
+        con.execute("ROLLBACK TO loom_request")  # a constraint of this request alone
+        request.error = translate(exc, request.what)
+        request.error.__cause__ = exc
+    except Exception as exc:
+        con.execute("ROLLBACK TO loom_request")
+        request.error = exc
+    con.execute("RELEASE loom_request")
+
+
+def _settle(request: _Request) -> None:
+    future = request.future
+    if future.done():  # the caller was cancelled: its request was still committed
+        return
+    if request.error is not None:
+        future.set_exception(request.error)
+    else:
+        future.set_result(request.result)
+
+
+def _settle_threadsafe(group: list[_Request]) -> None:
+    """Hand results to their loops: one wake-up per loop, not one per request."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Request]] = {}
+    for request in group:
+        by_loop.setdefault(request.loop, []).append(request)
+    for loop, requests in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle_all, requests)
+
+
+def _settle_all(requests: list[_Request]) -> None:
+    for request in requests:
+        _settle(request)

@@ -1,0 +1,214 @@
+"""Firestore paused (SIGSTOP), or killed and restarted, under the store.
+
+This module runs its own Firestore emulator, so pausing it hurts no other test. A paused
+JVM keeps its TCP connections open and answers nothing, like a hung or partitioned backend;
+a killed one refuses connections. Real Firestore never loses an acknowledged write, so before
+a kill the test exports the emulator's data and restarts it from that export on the same
+port (nothing is written between the export and the kill).
+The emulator is always continued (SIGCONT) before it is stopped, and stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loom.errors import StoreUnavailableError
+from loom.events import EffectCompleted, ExecutionStarted
+from loom.store import AppendRequest, EventStore, Snapshot
+from loom_gcp.firestore import FirestoreEventStore
+from tests import procs
+from tests.emulators import _sdk_root, _unavailable
+
+pytestmark = pytest.mark.slow
+
+PROJECT = "loom-test"
+# The store's knobs under a fault. Setup and checks afterwards use the defaults (5 s, 20 s):
+# on a busy machine a cold emulator JVM takes seconds to answer its first calls.
+TIMEOUT, DEADLINE = 3.0, 6.0
+# What a store call may take beyond its deadline: the asyncio backstop and a busy machine.
+SLACK = 3.0
+
+
+@dataclass
+class Emulator:
+    """One Firestore emulator JVM on a fixed port, which the test may pause or kill."""
+
+    jar: Path
+    port: int
+    work: Path
+    server: procs.Server | None = None
+
+    @property
+    def host(self) -> str:
+        return f"{procs.LOOPBACK}:{self.port}"
+
+    def start(self, import_data: Path | None = None) -> None:
+        argv = [
+            str(shutil.which("java")),
+            "-Duser.language=en",
+            "-cp",
+            str(self.jar),
+            "com.google.cloud.datastore.emulator.firestore.CloudFirestore",
+            "start",
+            f"--host={procs.LOOPBACK}",
+            f"--port={self.port}",
+        ]
+        if import_data is not None:
+            argv.append(f"--import-data={import_data}")
+        log = self.work / f"emulator-{time.monotonic_ns()}.log"
+        self.server = procs.start("firestore-emulator", argv, port=self.port, log_path=log)
+        procs.wait_http_ready(self.server, timeout=90)
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.server is not None
+        os.kill(self.server.proc.pid, sig)
+
+    def export(self, database: str) -> Path:
+        """Export one database; returns the metadata file to restart from."""
+        target = self.work / f"export-{uuid.uuid4().hex[:8]}"
+        target.mkdir()
+        body = {
+            "database": f"projects/{PROJECT}/databases/{database}",
+            "export_directory": str(target),
+        }
+        request = urllib.request.Request(
+            f"http://{self.host}/emulator/v1/projects/{PROJECT}:export",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            assert response.status == 200
+        return next(target.rglob("*.overall_export_metadata"))
+
+    def kill(self) -> None:
+        """SIGCONT (it may be paused), then SIGKILL, and reap it."""
+        assert self.server is not None
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGKILL)
+        self.server.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.server is not None and self.server.proc.poll() is None:
+            self.signal(signal.SIGCONT)
+            procs.stop(self.server)
+
+
+@pytest.fixture(scope="module")
+def emulator(
+    offline_google_env: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Emulator]:
+    """This module's own emulator; ``FIRESTORE_EMULATOR_HOST`` points at it meanwhile."""
+    if shutil.which("java") is None:
+        _unavailable("java is not installed (the Firestore emulator needs it)")
+    jar = _sdk_root() / "platform/cloud-firestore-emulator/cloud-firestore-emulator.jar"
+    if not jar.is_file():
+        _unavailable(f"Firestore emulator jar missing: {jar}")
+    emu = Emulator(jar, procs.free_port(), tmp_path_factory.mktemp("faults-firestore"))
+    emu.start()
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("FIRESTORE_EMULATOR_HOST", emu.host)
+            yield emu
+    finally:
+        emu.stop()
+
+
+@pytest.fixture
+def resumed(emulator: Emulator) -> Iterator[Emulator]:
+    """The emulator, continued after the test whatever happened."""
+    try:
+        yield emulator
+    finally:
+        emulator.signal(signal.SIGCONT)
+
+
+def step(seq: int, step_id: str) -> EffectCompleted:
+    return EffectCompleted(seq=seq, step_id=step_id, effect="fx", output=seq, at=1.0)
+
+
+@pytest.fixture
+async def store(emulator: Emulator) -> AsyncIterator[FirestoreEventStore]:
+    """A store with tight knobs, on a database holding ``e1`` (seeded with default knobs)."""
+    database = f"f{uuid.uuid4().hex[:24]}"
+    seed = FirestoreEventStore(project=PROJECT, database=database)
+    await seed.create(ExecutionStarted(execution_id="e1", flow="f"))
+    await seed.append(AppendRequest("e1", 1, [step(2, "a")]))
+    await seed.save_snapshot("e1", Snapshot(2, "{}"))
+    await seed.aclose()
+    s = FirestoreEventStore(project=PROJECT, database=database, timeout=TIMEOUT, deadline=DEADLINE)
+    await recovered(s)
+    yield s
+    await s.aclose()
+
+
+async def recovered(store: FirestoreEventStore) -> None:
+    """Ping until the store answers (a busy machine may need a few rounds), at most 60 s."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return await store.ping()  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+        except StoreUnavailableError:
+            assert time.monotonic() < deadline, "the store never recovered"
+
+
+def every_call(store: EventStore) -> dict[str, Callable[[], Awaitable[Any]]]:
+    """One call of each store method, on an execution whose log ends at seq 2."""
+    return {
+        "create": lambda: store.create(ExecutionStarted(execution_id="e2", flow="f")),
+        "append": lambda: store.append(AppendRequest("e1", 2, [step(3, "b")])),
+        "load": lambda: store.load("e1"),
+        "read": lambda: store.read("e1"),
+        "save_snapshot": lambda: store.save_snapshot("e1", Snapshot(2, "{}")),
+        "summary": lambda: store.summary("e1"),
+        "list": lambda: store.list(),
+        "ping": lambda: store.ping(),  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownLambdaType]
+    }
+
+
+async def assert_unavailable_in_time(store: EventStore) -> None:
+    for name, call in every_call(store).items():
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError):
+            await call()
+        took = time.monotonic() - started
+        assert took < DEADLINE + SLACK, f"{name} took {took:.1f}s"
+
+
+async def test_a_paused_emulator_makes_every_call_unavailable_in_time(
+    store: FirestoreEventStore, resumed: Emulator
+) -> None:
+    resumed.signal(signal.SIGSTOP)
+    await assert_unavailable_in_time(store)
+    resumed.signal(signal.SIGCONT)
+    # The same store (and gRPC channel) works again, and nothing was half-written.
+    await recovered(store)
+    assert [e.seq for e in await store.read("e1")] == [1, 2]
+    assert await store.append(AppendRequest("e1", 2, [step(3, "b")])) == 3
+
+
+async def test_a_killed_emulator_is_unavailable_until_it_is_back(
+    store: FirestoreEventStore, emulator: Emulator
+) -> None:
+    saved = emulator.export(store._client._database)
+    emulator.kill()
+    try:
+        await assert_unavailable_in_time(store)
+    finally:
+        emulator.start(import_data=saved)
+    await recovered(store)
+    loaded = await store.load("e1")
+    assert loaded.snapshot == Snapshot(2, "{}") and loaded.events == []
+    assert await store.append(AppendRequest("e1", 2, [step(3, "b")])) == 3

@@ -10,16 +10,10 @@ The emulator is always continued (SIGCONT) before it is stopped, and stopped by 
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import signal
 import time
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,102 +22,15 @@ from loom.errors import StoreUnavailableError
 from loom.events import EffectCompleted, ExecutionStarted
 from loom.store import AppendRequest, EventStore, Snapshot
 from loom_gcp.firestore import FirestoreEventStore
-from tests import procs
-from tests.emulators import _sdk_root, _unavailable
+from tests.faults.emulator import PROJECT, Emulator
 
 pytestmark = pytest.mark.slow
 
-PROJECT = "loom-test"
 # The store's knobs under a fault. Setup and checks afterwards use the defaults (5 s, 20 s):
 # on a busy machine a cold emulator JVM takes seconds to answer its first calls.
 TIMEOUT, DEADLINE = 3.0, 6.0
 # What a store call may take beyond its deadline: the asyncio backstop and a busy machine.
 SLACK = 3.0
-
-
-@dataclass
-class Emulator:
-    """One Firestore emulator JVM on a fixed port, which the test may pause or kill."""
-
-    jar: Path
-    port: int
-    work: Path
-    server: procs.Server | None = None
-
-    @property
-    def host(self) -> str:
-        return f"{procs.LOOPBACK}:{self.port}"
-
-    def start(self, import_data: Path | None = None) -> None:
-        argv = [
-            str(shutil.which("java")),
-            "-Duser.language=en",
-            "-cp",
-            str(self.jar),
-            "com.google.cloud.datastore.emulator.firestore.CloudFirestore",
-            "start",
-            f"--host={procs.LOOPBACK}",
-            f"--port={self.port}",
-        ]
-        if import_data is not None:
-            argv.append(f"--import-data={import_data}")
-        log = self.work / f"emulator-{time.monotonic_ns()}.log"
-        self.server = procs.start("firestore-emulator", argv, port=self.port, log_path=log)
-        procs.wait_http_ready(self.server, timeout=90)
-
-    def signal(self, sig: signal.Signals) -> None:
-        assert self.server is not None
-        os.kill(self.server.proc.pid, sig)
-
-    def export(self, database: str) -> Path:
-        """Export one database; returns the metadata file to restart from."""
-        target = self.work / f"export-{uuid.uuid4().hex[:8]}"
-        target.mkdir()
-        body = {
-            "database": f"projects/{PROJECT}/databases/{database}",
-            "export_directory": str(target),
-        }
-        request = urllib.request.Request(
-            f"http://{self.host}/emulator/v1/projects/{PROJECT}:export",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=60) as response:
-            assert response.status == 200
-        return next(target.rglob("*.overall_export_metadata"))
-
-    def kill(self) -> None:
-        """SIGCONT (it may be paused), then SIGKILL, and reap it."""
-        assert self.server is not None
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGKILL)
-        self.server.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.server is not None and self.server.proc.poll() is None:
-            self.signal(signal.SIGCONT)
-            procs.stop(self.server)
-
-
-@pytest.fixture(scope="module")
-def emulator(
-    offline_google_env: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Emulator]:
-    """This module's own emulator; ``FIRESTORE_EMULATOR_HOST`` points at it meanwhile."""
-    if shutil.which("java") is None:
-        _unavailable("java is not installed (the Firestore emulator needs it)")
-    jar = _sdk_root() / "platform/cloud-firestore-emulator/cloud-firestore-emulator.jar"
-    if not jar.is_file():
-        _unavailable(f"Firestore emulator jar missing: {jar}")
-    emu = Emulator(jar, procs.free_port(), tmp_path_factory.mktemp("faults-firestore"))
-    emu.start()
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("FIRESTORE_EMULATOR_HOST", emu.host)
-            yield emu
-    finally:
-        emu.stop()
 
 
 @pytest.fixture

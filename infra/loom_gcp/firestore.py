@@ -39,10 +39,12 @@ document over 1 MiB or a commit over about 10 MiB is refused before anything is 
 (an append is all or nothing, so it is never split). A snapshot too big for one commit is
 written in several: its parts first, unreferenced and so invisible, then the execution
 document's pointer in the last commit, then the old parts are deleted. Parts of a swap
-that fails half-way are left unreferenced until :meth:`FirestoreEventStore.purge`.
+that fails half-way are left unreferenced until the execution is deleted.
 
-Firestore TTL deletes only the execution document; its events and snapshots are removed with
-:meth:`FirestoreEventStore.purge` (a recursive delete), e.g. from a retention job.
+Retention: :meth:`~loom.store.base.EventStore.purge` (from the retention job) deletes finished
+executions with their events and snapshots. Firestore TTL on ``expire_at`` is only a
+backstop: it deletes the execution document alone, and a start of the same id afterwards
+first clears the leftover events and snapshots (see :mod:`loom_gcp._firestore_retention`).
 """
 
 from __future__ import annotations
@@ -70,9 +72,11 @@ from loom.store.base import (
     AppendRequest,
     EventStore,
     ExecutionSummary,
+    ListCursor,
     LoadedLog,
     Snapshot,
     check_numbering,
+    page_after,
 )
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
@@ -98,6 +102,7 @@ from loom_gcp._firestore_io import (
     default_retry,
     url_knobs,
 )
+from loom_gcp._firestore_retention import clear_orphan, ordered_by_creation, ttl_from_env
 from loom_gcp._firestore_writes import delete_all, delete_page, read_state, swap_in
 
 
@@ -153,7 +158,8 @@ class FirestoreEventStore(EventStore):
         """Build a store from ``firestore://PROJECT/DATABASE[?timeout=S&deadline=S]``.
 
         The database defaults to ``(default)``; ``firestore:///`` takes the project from the
-        environment. ``timeout`` and ``deadline`` are seconds (see the class).
+        environment. ``timeout`` and ``deadline`` are seconds (see the class);
+        ``LOOM_TTL_DAYS`` sets the TTL backstop (see :func:`ttl_from_env`).
         """
         parts = urlparse(url)
         if parts.scheme != "firestore":
@@ -167,6 +173,7 @@ class FirestoreEventStore(EventStore):
             database=database,
             timeout=knobs.get("timeout", DEFAULT_TIMEOUT),
             deadline=knobs.get("deadline", DEFAULT_DEADLINE),
+            retention=ttl_from_env(),
         )
 
     @property
@@ -196,7 +203,11 @@ class FirestoreEventStore(EventStore):
             try:
                 await self._io.commit(build)
             except Collision as collision:
+                if await clear_orphan(self._io, self._exec_ref(eid)):
+                    self._known.pop(eid, None)
+                    return await self.create(started)
                 return await self._stored_start(eid, fields, collision.maybe_ours)
+        self._known[eid] = 1  # a reused id: whatever an older log reached is void
         self._note(eid, 1)
         return True, first
 
@@ -302,11 +313,13 @@ class FirestoreEventStore(EventStore):
         *,
         due_before: float | None = None,
         limit: int = 1000,
+        oldest_first: bool = False,
+        after: ListCursor | None = None,
     ) -> list[ExecutionSummary]:
         """Summaries from execution documents only; ``last_seq`` is as of the last status change.
 
-        With ``due_before`` the query takes the ``limit`` earliest due (what a sweeper wants),
-        returned newest first like every other listing.
+        With ``due_before`` the query takes the ``limit`` earliest due (what a sweeper wants)
+        and orders those; otherwise Firestore orders and pages by ``(created_at, id)``.
         """
         query: AsyncQuery = self._executions  # type: ignore[assignment]
         if status is not None:
@@ -314,32 +327,32 @@ class FirestoreEventStore(EventStore):
         if due_before is not None:
             query = query.where(filter=FieldFilter("wake_at", "<=", due_before)).order_by("wake_at")
         else:
-            query = query.order_by("created_at", direction=firestore.Query.DESCENDING)
+            query = ordered_by_creation(query, oldest_first, after)
         async with self._io.call("list"):
             docs = await self._io.query(query.limit(limit))
         rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
-        rows.sort(key=lambda r: r.created_at, reverse=True)
-        return rows
+        return page_after(rows, after, oldest_first, limit)
 
-    async def purge(self, execution_id: str) -> None:
-        """Delete an execution with its events and snapshots (for retention jobs and tests).
+    async def delete_execution(self, execution_id: str) -> bool:
+        """Delete an execution with its events and snapshots.
 
         Deletes a page of at most 500 documents per commit, each page a store call of its
-        own (under its own deadline), the execution document last. Only for finished
-        executions whose id will not be reused soon: other store objects may still remember
-        seqs of the deleted log.
+        own (under its own deadline), the execution document last.
         """
         self._known.pop(execution_id, None)
         exec_ref = self._exec_ref(execution_id)
+        async with self._io.call(f"delete {execution_id!r}"):
+            existed = (await self._io.get(exec_ref)).exists
         for name in ("events", "snapshots"):
             children = cast(AsyncCollectionReference, exec_ref.collection(name))
             query = children.select([]).limit(MAX_COMMIT_WRITES)
             while True:
-                async with self._io.call(f"purge {execution_id!r}"):
+                async with self._io.call(f"delete {execution_id!r}"):
                     if not await delete_page(self._io, query):
                         break
-        async with self._io.call(f"purge {execution_id!r}"):
+        async with self._io.call(f"delete {execution_id!r}"):
             await delete_all(self._io, [exec_ref])
+        return existed
 
     async def ping(self) -> None:
         """Read one (missing) document, within one RPC timeout: a readiness check.
@@ -452,6 +465,9 @@ class FirestoreEventStore(EventStore):
         docs = await self._io.query(query)
         events = [event_from_fields(d.to_dict() or {}) for d in docs]
         if events:
+            # Exact, not just "at least": an id purged and started again has a shorter log
+            # than the one this store object may remember.
+            self._known[execution_id] = events[-1].seq
             self._note(execution_id, events[-1].seq)
         return events
 

@@ -66,7 +66,7 @@ async def recovered(store: FirestoreEventStore) -> None:
     deadline = time.monotonic() + 60
     while True:
         try:
-            return await store.ping()  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+            return await store.ping()
         except StoreUnavailableError:
             assert time.monotonic() < deadline, "the store never recovered"
 
@@ -81,7 +81,7 @@ def every_call(store: EventStore) -> dict[str, Callable[[], Awaitable[Any]]]:
         "save_snapshot": lambda: store.save_snapshot("e1", Snapshot(2, "{}")),
         "summary": lambda: store.summary("e1"),
         "list": lambda: store.list(),
-        "ping": lambda: store.ping(),  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownLambdaType]
+        "ping": lambda: store.ping(),
     }
 
 

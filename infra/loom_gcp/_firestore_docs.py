@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from loom.errors import StoreError
 from loom.events import EVENT_ADAPTER, Event
 from loom.store.base import ExecutionSummary, StatusChange
 
@@ -21,6 +22,83 @@ from loom.store.base import ExecutionSummary, StatusChange
 SNAPSHOT_PART_BYTES = 900_000
 
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
+
+# Firestore's limits: a document holds at most 1 MiB; a commit carries at most 500 writes
+# and about 10 MiB. The commit budget keeps a margin for the request's own framing.
+MAX_DOC_BYTES = 1_048_576
+MAX_COMMIT_WRITES = 500
+MAX_COMMIT_BYTES = 10_000_000
+
+
+def doc_size(doc_id: str, fields: Mapping[str, Any]) -> int:
+    """A document's size as Firestore counts it (name, field names and values, +32).
+
+    The name counts the id and a fixed allowance for its parent path, which Loom keeps short.
+    """
+    return len(doc_id.encode()) + 1 + 200 + 32 + _map_size(fields)
+
+
+def _map_size(fields: Mapping[str, Any]) -> int:
+    return sum(len(key.encode()) + 1 + _value_size(value) for key, value in fields.items())
+
+
+def _value_size(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value.encode()) + 1
+    if isinstance(value, bytes):
+        return len(value)
+    if isinstance(value, Mapping):
+        return _map_size(value)  # pyright: ignore[reportUnknownArgumentType]
+    return 8  # numbers, timestamps, booleans and null are at most 8 bytes
+
+
+def check_commit(what: str, docs: list[tuple[str, Mapping[str, Any]]], other_writes: int) -> None:
+    """Refuse, before anything is written, a commit over one of Firestore's limits.
+
+    Args:
+        what: The store call, for the message.
+        docs: ``(id, fields)`` of the documents the commit creates.
+        other_writes: Small writes beside them (an execution-document update).
+
+    Raises:
+        StoreError: ``code="store_limit"``, naming the limit and the size asked for.
+    """
+    writes = len(docs) + other_writes
+    if writes > MAX_COMMIT_WRITES:
+        raise _over_limit(what, "writes per commit", MAX_COMMIT_WRITES, writes)
+    total = other_writes * 2_000
+    for doc_id, fields in docs:
+        size = doc_size(doc_id, fields)
+        if size > MAX_DOC_BYTES:
+            raise _over_limit(what, f"bytes in document {doc_id}", MAX_DOC_BYTES, size)
+        total += size
+    if total > MAX_COMMIT_BYTES:
+        raise _over_limit(what, "bytes per commit", MAX_COMMIT_BYTES, total)
+
+
+def _over_limit(what: str, limit: str, allowed: int, asked: int) -> StoreError:
+    return StoreError(
+        f"Firestore: {what} refused, nothing written: {asked} {limit}, Firestore allows at "
+        f"most {allowed} (store large payloads in a blob store; split large batches)",
+        code="store_limit",
+        details={"limit": limit, "max": allowed, "size": asked},
+    )
+
+
+def pack(sizes: list[int], *, writes: int, size: int) -> list[list[int]]:
+    """Group indexes of documents, in order, into commits of at most ``writes``/``size``.
+
+    Every size must fit alone (callers refuse bigger documents first).
+    """
+    groups: list[list[int]] = [[]]
+    used = 0
+    for index, doc_bytes in enumerate(sizes):
+        if groups[-1] and (len(groups[-1]) >= writes or used + doc_bytes > size):
+            groups.append([])
+            used = 0
+        groups[-1].append(index)
+        used += doc_bytes
+    return groups
 
 
 def event_doc_id(seq: int) -> str:

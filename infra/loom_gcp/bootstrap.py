@@ -116,6 +116,10 @@ class PinnedEventStore(EventStore):
     async def aclose(self) -> None:
         await self._on_loop(self.inner.aclose())
 
+    async def ping(self) -> None:
+        """The inner store's readiness check, on its loop."""
+        await self._on_loop(self.inner.ping())
+
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
     return os.environ if env is None else env

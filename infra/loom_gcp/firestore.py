@@ -28,6 +28,19 @@ same call may have committed (UNAVAILABLE, DEADLINE_EXCEEDED): only then does a 
 documents holding exactly our content count as success. A plain repeat of an append is a
 conflict, as on the other backends.
 
+Every RPC runs under a deadline and a google-api-core retry policy (see
+:mod:`loom_gcp._firestore_io`): one attempt at most ``timeout`` seconds, one store call at most
+``deadline`` seconds, set in the URL (``firestore://P/D?timeout=5&deadline=20``) or the
+constructor. A call that cannot finish in time raises
+:class:`~loom.errors.StoreUnavailableError`; it never hangs.
+
+Commits stay within Firestore's limits by construction: an append over 500 writes, a
+document over 1 MiB or a commit over about 10 MiB is refused before anything is written
+(an append is all or nothing, so it is never split). A snapshot too big for one commit is
+written in several: its parts first, unreferenced and so invisible, then the execution
+document's pointer in the last commit, then the old parts are deleted. Parts of a swap
+that fails half-way are left unreferenced until the execution is deleted.
+
 Retention: :meth:`~loom.store.base.EventStore.purge` (from the retention job) deletes finished
 executions with their events and snapshots. Firestore TTL on ``expire_at`` is only a
 backstop: it deletes the execution document alone, and a start of the same id afterwards
@@ -45,6 +58,7 @@ from typing import Any, cast
 from urllib.parse import unquote, urlparse
 
 from google.api_core import exceptions as gexc
+from google.api_core.retry import AsyncRetry
 from google.cloud import firestore
 from google.cloud.firestore_v1 import FieldFilter
 from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
@@ -66,8 +80,10 @@ from loom.store.base import (
     page_after,
 )
 from loom_gcp._firestore_docs import (
+    MAX_COMMIT_BYTES,
+    MAX_COMMIT_WRITES,
     SnapshotPointer,
-    decode_snapshot,
+    check_commit,
     encode_snapshot,
     event_doc_id,
     event_fields,
@@ -77,8 +93,18 @@ from loom_gcp._firestore_docs import (
     summary_from_fields,
     timestamp_seconds,
 )
-from loom_gcp._firestore_io import Collision, CountedDocs, Doc, translating
+from loom_gcp._firestore_io import (
+    DEFAULT_DEADLINE,
+    DEFAULT_TIMEOUT,
+    CallPolicy,
+    Collision,
+    CountedDocs,
+    Doc,
+    default_retry,
+    url_knobs,
+)
 from loom_gcp._firestore_retention import clear_orphan, ordered_by_creation, ttl_from_env
+from loom_gcp._firestore_writes import delete_all, delete_page, read_state, swap_in
 
 
 class FirestoreEventStore(EventStore):
@@ -90,13 +116,20 @@ class FirestoreEventStore(EventStore):
         project: Google Cloud project id; default from the environment.
         database: Firestore database id.
         retention: How long a finished execution is kept: its ``expire_at`` TTL field.
-        commit_attempts: Attempts per commit on transient errors.
+        timeout: Seconds one RPC attempt may take.
+        deadline: Seconds one store call may take, retries included (keep it well under
+            the request timeout of whatever calls the worker).
+        retry: Which errors are retried, with which backoff (default: transient ones,
+            50 ms doubling to 1 s); its own timeout is replaced by ``deadline``.
+        attempts: Rounds of a load or snapshot swap that met a concurrent snapshot.
         known_executions: How many executions' last seen seq the store remembers.
     """
 
     # Reads are billed per document: a snapshot (one write or two) beats re-reading more than
     # a handful of events on every later execute call.
     snapshot_min_tail = 8
+    # Bytes a snapshot writes per commit: Firestore's limit, with a margin.
+    snapshot_commit_bytes = MAX_COMMIT_BYTES
 
     def __init__(
         self,
@@ -105,23 +138,29 @@ class FirestoreEventStore(EventStore):
         project: str | None = None,
         database: str = "(default)",
         retention: timedelta = timedelta(days=30),
-        commit_attempts: int = 5,
+        timeout: float = DEFAULT_TIMEOUT,
+        deadline: float = DEFAULT_DEADLINE,
+        retry: AsyncRetry | None = None,
+        attempts: int = 5,
         known_executions: int = 10_000,
     ) -> None:
+        policy = CallPolicy(timeout, deadline, retry or default_retry())
         self._owns_client = client is None
         self._client = client or firestore.AsyncClient(project=project, database=database)
         self._executions = self._client.collection("executions")
         self._retention = retention
         self._known: OrderedDict[str, int] = OrderedDict()
         self._known_max = known_executions
-        self._io = CountedDocs(self._client, commit_attempts=commit_attempts)
+        self._attempts = attempts
+        self._io = CountedDocs(self._client, policy)
 
     @classmethod
     def from_url(cls, url: str) -> FirestoreEventStore:
-        """Build a store from ``firestore://PROJECT/DATABASE`` (database default ``(default)``).
+        """Build a store from ``firestore://PROJECT/DATABASE[?timeout=S&deadline=S]``.
 
-        ``firestore:///`` takes the project from the environment; ``LOOM_TTL_DAYS`` sets the
-        TTL backstop (see :func:`ttl_from_env`).
+        The database defaults to ``(default)``; ``firestore:///`` takes the project from the
+        environment. ``timeout`` and ``deadline`` are seconds (see the class);
+        ``LOOM_TTL_DAYS`` sets the TTL backstop (see :func:`ttl_from_env`).
         """
         parts = urlparse(url)
         if parts.scheme != "firestore":
@@ -129,7 +168,14 @@ class FirestoreEventStore(EventStore):
         database = unquote(parts.path.strip("/")) or "(default)"
         if "/" in database:
             raise ConfigurationError(f"expected firestore://PROJECT/DATABASE, got {url!r}")
-        return cls(project=parts.netloc or None, database=database, retention=ttl_from_env())
+        knobs = url_knobs(url)
+        return cls(
+            project=parts.netloc or None,
+            database=database,
+            timeout=knobs.get("timeout", DEFAULT_TIMEOUT),
+            deadline=knobs.get("deadline", DEFAULT_DEADLINE),
+            retention=ttl_from_env(),
+        )
 
     @property
     def ops(self) -> dict[str, int]:
@@ -146,6 +192,7 @@ class FirestoreEventStore(EventStore):
         eid = check_execution_id(started.execution_id)
         first = started.model_copy(update={"seq": 1})
         fields = event_fields(first)
+        check_commit(f"create {eid!r}", [(event_doc_id(1), fields)], other_writes=1)
 
         def build() -> tuple[AsyncWriteBatch, int]:
             batch = self._client.batch()
@@ -153,7 +200,7 @@ class FirestoreEventStore(EventStore):
             batch.create(self._event_ref(eid, 1), fields)
             return batch, 0
 
-        with translating(f"create {eid!r}"):
+        async with self._io.call(f"create {eid!r}"):
             try:
                 await self._io.commit(build)
             except Collision as collision:
@@ -173,6 +220,11 @@ class FirestoreEventStore(EventStore):
         new_last = expected + len(request.events)
         docs = [event_fields(e) for e in request.events]
         status = request.status
+        check_commit(
+            f"append to {eid!r}",
+            [(event_doc_id(d["seq"]), d) for d in docs],
+            other_writes=0 if status is None else 1,
+        )
 
         def build() -> tuple[AsyncWriteBatch, int]:
             batch = self._client.batch()
@@ -182,7 +234,7 @@ class FirestoreEventStore(EventStore):
                 batch.update(self._exec_ref(eid), status_fields(status, new_last, self._retention))
             return batch, 0
 
-        with translating(f"append to {eid!r}"):
+        async with self._io.call(f"append to {eid!r}"):
             await self._require_log_end(eid, expected)
             try:
                 await self._io.commit(build)
@@ -197,15 +249,15 @@ class FirestoreEventStore(EventStore):
         return new_last
 
     async def load(self, execution_id: str) -> LoadedLog:
-        with translating(f"load {execution_id!r}"):
+        async with self._io.call(f"load {execution_id!r}"):
             # A snapshot saved between reading the pointer and its parts deletes the old
             # parts; reading the pointer again finds the new ones.
-            for _ in range(self._io.attempts):
+            for _ in range(self._attempts):
                 doc = await self._exec_doc(execution_id)
                 pointer = SnapshotPointer.from_fields(doc)
                 snapshot = None
                 if pointer is not None:
-                    state = await self._snapshot_state(execution_id, pointer)
+                    state = await read_state(self._io, self._snapshot_refs(execution_id, pointer))
                     if state is None:
                         continue
                     snapshot = Snapshot(pointer.seq, state)
@@ -215,7 +267,7 @@ class FirestoreEventStore(EventStore):
         raise StoreError(f"snapshot of {execution_id!r} kept changing while loading")
 
     async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
-        with translating(f"read {execution_id!r}"):
+        async with self._io.call(f"read {execution_id!r}"):
             events = await self._events_after(execution_id, after_seq)
             if not events:
                 await self._exec_doc(execution_id)
@@ -228,15 +280,15 @@ class FirestoreEventStore(EventStore):
         pointer = SnapshotPointer(
             snapshot.seq, f"{event_doc_id(snapshot.seq)}.{secrets.token_hex(4)}", len(parts)
         )
-        with translating(f"snapshot of {execution_id!r}"):
+        async with self._io.call(f"snapshot of {execution_id!r}"):
             await self._require_seq(execution_id, snapshot.seq)
-            for _ in range(self._io.attempts):
+            for _ in range(self._attempts):
                 if await self._swap_snapshot(execution_id, pointer, parts):
                     return
         raise StoreError(f"snapshot of {execution_id!r}: too much contention")
 
     async def summary(self, execution_id: str) -> ExecutionSummary:
-        with translating(f"summary of {execution_id!r}"):
+        async with self._io.call(f"summary of {execution_id!r}"):
             fields = await self._exec_doc(execution_id)
             # Events appended since the last status change are not on the execution
             # document: the newest event document says where the log ends.
@@ -277,19 +329,41 @@ class FirestoreEventStore(EventStore):
             query = query.where(filter=FieldFilter("wake_at", "<=", due_before)).order_by("wake_at")
         else:
             query = ordered_by_creation(query, oldest_first, after)
-        with translating("list"):
+        async with self._io.call("list"):
             docs = await self._io.query(query.limit(limit))
         rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
         return page_after(rows, after, oldest_first, limit)
 
     async def delete_execution(self, execution_id: str) -> bool:
-        """Delete an execution with its events and snapshots (a recursive delete)."""
-        with translating(f"delete {execution_id!r}"):
-            existed = (await self._io.get(self._exec_ref(execution_id))).exists
-            deleted = await self._client.recursive_delete(self._exec_ref(execution_id))
-        self._io.ops["deletes"] += deleted
+        """Delete an execution with its events and snapshots.
+
+        Deletes a page of at most 500 documents per commit, each page a store call of its
+        own (under its own deadline), the execution document last.
+        """
         self._known.pop(execution_id, None)
+        exec_ref = self._exec_ref(execution_id)
+        async with self._io.call(f"delete {execution_id!r}"):
+            existed = (await self._io.get(exec_ref)).exists
+        for name in ("events", "snapshots"):
+            children = cast(AsyncCollectionReference, exec_ref.collection(name))
+            query = children.select([]).limit(MAX_COMMIT_WRITES)
+            while True:
+                async with self._io.call(f"delete {execution_id!r}"):
+                    if not await delete_page(self._io, query):
+                        break
+        async with self._io.call(f"delete {execution_id!r}"):
+            await delete_all(self._io, [exec_ref])
         return existed
+
+    async def ping(self) -> None:
+        """Read one (missing) document, within one RPC timeout: a readiness check.
+
+        Raises:
+            StoreUnavailableError: Firestore did not answer in time, or not successfully.
+        """
+        ref = self._client.collection("loom_health").document("ping")
+        async with self._io.call("ping", deadline=self._io.policy.timeout):
+            await self._io.get(ref)
 
     async def aclose(self) -> None:
         if self._owns_client:
@@ -400,18 +474,6 @@ class FirestoreEventStore(EventStore):
             self._note(execution_id, events[-1].seq)
         return events
 
-    async def _snapshot_state(self, execution_id: str, pointer: SnapshotPointer) -> str | None:
-        """The state the pointer names, or None if it was replaced meanwhile."""
-        refs = self._snapshot_refs(execution_id, pointer)
-        found = await self._io.get_all(refs)
-        parts: list[bytes] = []
-        for ref in refs:
-            snap = found.get(ref.path)
-            if snap is None or not snap.exists:
-                return None
-            parts.append(snap.get("data"))
-        return decode_snapshot(parts)
-
     async def _swap_snapshot(
         self, execution_id: str, pointer: SnapshotPointer, parts: list[bytes]
     ) -> bool:
@@ -427,22 +489,6 @@ class FirestoreEventStore(EventStore):
         old = SnapshotPointer.from_fields(doc.to_dict() or {})
         if old is not None and old.seq >= pointer.seq:
             return True
-        read_at = cast("datetime | None", doc.update_time)
-        option = self._client.write_option(last_update_time=read_at)
-
-        def build() -> tuple[AsyncWriteBatch, int]:
-            batch = self._client.batch()
-            refs = self._snapshot_refs(execution_id, pointer)
-            for ref, data in zip(refs, parts, strict=True):
-                batch.create(ref, {"seq": pointer.seq, "data": data})
-            batch.update(self._exec_ref(execution_id), pointer.fields(), option=option)
-            stale = self._snapshot_refs(execution_id, old) if old else []
-            for ref in stale:
-                batch.delete(ref)
-            return batch, len(stale)
-
-        try:
-            await self._io.commit(build)
-        except (Collision, gexc.FailedPrecondition):
-            return False
-        return True
+        new = (pointer, self._snapshot_refs(execution_id, pointer), parts)
+        stale = self._snapshot_refs(execution_id, old) if old else []
+        return await swap_in(self._io, doc, new, stale, self.snapshot_commit_bytes)

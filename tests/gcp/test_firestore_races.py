@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from multiprocessing.synchronize import Barrier
@@ -14,7 +15,7 @@ import pytest
 from google.api_core import exceptions as gexc
 from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
 
-from loom.errors import AppendConflictError
+from loom.errors import AppendConflictError, StoreUnavailableError
 from loom.events import EffectCompleted, Event, ExecutionStarted
 from loom.store import AppendRequest, StatusChange
 from loom_gcp.firestore import FirestoreEventStore
@@ -123,23 +124,28 @@ async def test_a_stale_store_conflicts_instead_of_leaving_a_gap(database: str) -
     await fresh.aclose()
 
 
-Commit = Callable[[AsyncWriteBatch], Awaitable[None]]
+Commit = Callable[[AsyncWriteBatch, float], Awaitable[None]]
 
 
-def lose_first_ack(store: FirestoreEventStore, *, applied: bool, meanwhile: Commit | None = None):
+def lose_first_ack(
+    store: FirestoreEventStore,
+    *,
+    applied: bool,
+    meanwhile: Callable[[AsyncWriteBatch], Awaitable[None]] | None = None,
+):
     """Make the store's first commit fail with UNAVAILABLE, applied or not (a lost ack)."""
     real: Commit = store._io.commit_once
     calls: list[int] = []
 
-    async def flaky(batch: AsyncWriteBatch) -> None:
+    async def flaky(batch: AsyncWriteBatch, timeout: float) -> None:
         calls.append(1)
         if len(calls) == 1:
             if applied:
-                await real(batch)
+                await real(batch, timeout)
             if meanwhile is not None:
                 await meanwhile(batch)
             raise gexc.ServiceUnavailable("connection reset before the response")
-        await real(batch)
+        await real(batch, timeout)
 
     store._io.commit_once = flaky  # type: ignore[method-assign]
     return calls
@@ -203,17 +209,22 @@ async def test_create_whose_ack_was_lost_reports_created(firestore_emulator: str
 
 
 async def test_exhausted_retries_raise_a_store_error(database: str) -> None:
-    from loom.errors import StoreError
+    store = FirestoreEventStore(project=PROJECT, database=database, deadline=0.5)
+    calls: list[float] = []
 
-    store = FirestoreEventStore(project=PROJECT, database=database, commit_attempts=2)
-
-    async def down(_batch: AsyncWriteBatch) -> None:
+    async def down(_batch: AsyncWriteBatch, timeout: float) -> None:
+        calls.append(timeout)
         raise gexc.ServiceUnavailable("down")
 
     store._io.commit_once = down  # type: ignore[method-assign]
-    with pytest.raises(StoreError) as info:
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailableError) as info:
         await store.append(AppendRequest("e1", 1, [step(2, "a")]))
-    assert not isinstance(info.value, AppendConflictError)
-    assert isinstance(info.value.__cause__, gexc.ServiceUnavailable)
+    assert time.monotonic() - started < 2.0  # the deadline, not an attempt count, ends it
+    assert len(calls) > 2 and all(t <= 0.5 for t in calls)  # retried, each attempt bounded
+    assert info.value.details["reason"] == "unavailable"
+    cause = info.value.__cause__
+    assert isinstance(cause, gexc.RetryError)
+    assert isinstance(cause.cause, gexc.ServiceUnavailable)
     await store.aclose()
     assert os.environ["FIRESTORE_EMULATOR_HOST"].startswith("127.0.0.1:")

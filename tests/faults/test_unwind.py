@@ -120,7 +120,7 @@ async def test_a_blob_store_that_refuses_the_output_unwinds_the_call() -> None:
     blobs.armed = False
     done = await runtime.execute(_package("b", "catching"))
     assert done.status == "completed"
-    assert await runtime.payloads.decode(done.output) == "v" * 500
+    assert await runtime.payloads.decode(done.output, "b") == "v" * 500
 
 
 async def test_a_missing_blob_on_replay_is_not_the_flows_to_catch() -> None:

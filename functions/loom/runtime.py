@@ -125,15 +125,19 @@ class Runtime:
         capabilities: set[str] | frozenset[str] | list[str] = frozenset(),
         budgets: dict[str, float] | None = None,
         run: bool = True,
+        version: str | int | None = None,
     ) -> ExecutionResult:
         """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
 
+        The execution runs on ``version`` of the flow (default: the latest registered) for
+        its whole life; the version is recorded in ``ExecutionStarted.flow_version``.
+
         Raises:
-            UnknownFlowError: No such flow.
+            UnknownFlowError: No such flow (``UnknownFlowVersionError``: no such version).
             InvalidPayloadError: The input fails the flow's input model.
             ExecutionConflictError: The id exists with another flow or input.
         """
-        defn = self.app.get_flow(flow)
+        defn = self.app.get_flow(flow, version)
         value = to_json_value(defn.typed.parse_input(input))
         eid = execution_id or str(uuid.uuid4())
         stored, _ = await self.payloads.encode(value, f"{eid}/input")
@@ -198,7 +202,8 @@ class Runtime:
             # armed it failed after the suspension was written (dispatch ids deduplicate).
             await self._follow_up(state)
             return ExecutionResult.from_state(state)
-        flow = self.app.get_flow(state.flow)  # a worker that lacks the flow writes nothing
+        # A worker that lacks the flow, or the version it started on, writes nothing.
+        flow = self.app.get_flow(state.flow, state.flow_version)
         if claim_is_live(state.claim, self.clock()):
             raise ExecutionSupersededError(
                 f"execution {state.execution_id!r} is held by {state.claim['holder']!r}",  # type: ignore[index]

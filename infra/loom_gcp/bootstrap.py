@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import os
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -91,6 +91,11 @@ class PinnedEventStore(EventStore):
         self, status: str | None = None, *, due_before: float | None = None, limit: int = 1000
     ) -> builtins.list[ExecutionSummary]:
         return await self._on_loop(self.inner.list(status, due_before=due_before, limit=limit))
+
+    async def scan(
+        self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
+    ) -> builtins.list[ExecutionSummary]:
+        return await self._on_loop(self.inner.scan(statuses, after=after, limit=limit))
 
     async def aclose(self) -> None:
         await self._on_loop(self.inner.aclose())

@@ -37,7 +37,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, cast
 from urllib.parse import unquote, urlparse
@@ -45,6 +45,7 @@ from urllib.parse import unquote, urlparse
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1 import FieldFilter
+from google.cloud.firestore_v1.field_path import FieldPath
 from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
 from google.cloud.firestore_v1.async_collection import AsyncCollectionReference
 from google.cloud.firestore_v1.async_document import AsyncDocumentReference
@@ -142,7 +143,10 @@ class FirestoreEventStore(EventStore):
 
         def build() -> tuple[AsyncWriteBatch, int]:
             batch = self._client.batch()
-            batch.create(self._exec_ref(eid), new_execution_fields(started.flow, time.time()))
+            batch.create(
+                self._exec_ref(eid),
+                new_execution_fields(started.flow, time.time(), started.flow_version),
+            )
             batch.create(self._event_ref(eid, 1), fields)
             return batch, 0
 
@@ -269,6 +273,22 @@ class FirestoreEventStore(EventStore):
         rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
         rows.sort(key=lambda r: r.created_at, reverse=True)
         return rows
+
+    async def scan(
+        self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
+    ) -> list[ExecutionSummary]:
+        """A page of execution documents by id (the status filter is served by the automatic
+        single-field index; ``in`` takes up to 30 values, far more than there are statuses)."""
+        if not statuses:
+            return []
+        query: AsyncQuery = self._executions.where(  # type: ignore[assignment]
+            filter=FieldFilter("status", "in", list(statuses))
+        ).order_by(FieldPath.document_id())
+        if after is not None:
+            query = query.start_after({FieldPath.document_id(): self._exec_ref(after)})
+        with translating("scan"):
+            docs = await self._io.query(query.limit(limit))
+        return [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
 
     async def purge(self, execution_id: str) -> None:
         """Delete an execution with its events and snapshots (for retention jobs and tests).

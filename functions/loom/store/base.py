@@ -16,6 +16,11 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
   of the log (``seq`` greater than the last seq is refused) and an older snapshot never
   replaces a newer one.
 * ``list`` answers from execution summaries (status, wake time), never by reading events.
+* ``scan`` walks the summaries with given statuses in execution-id order, one page at a
+  time (keyset pagination): a walk visits every execution whose status stays in the set
+  while it runs, however many there are, holding one page in memory.
+* A summary carries the flow version recorded at the start (``"1"`` for executions created
+  before versions were recorded).
 * Unknown execution ids raise :class:`~loom.errors.UnknownExecutionError`.
 """
 
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 from loom.events import Event, ExecutionStarted
 
 STATUSES = ("running", "suspended", "in_doubt", "completed", "failed", "cancelled")
+LIVE_STATUSES = ("running", "suspended", "in_doubt")  # not finished: may still run code
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +103,7 @@ class ExecutionSummary:
     updated_at: float
     wake_at: float | None = None
     parked_reason: str | None = None
+    flow_version: str = "1"
 
 
 class EventStore(abc.ABC):
@@ -151,6 +158,18 @@ class EventStore(abc.ABC):
         limit: int = 1000,
     ) -> list[ExecutionSummary]:
         """Summaries, newest first; filtered by status and by ``wake_at <= due_before``."""
+
+    @abc.abstractmethod
+    async def scan(
+        self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
+    ) -> list[ExecutionSummary]:
+        """One page of summaries whose status is in ``statuses``, by execution id ascending.
+
+        Args:
+            statuses: The statuses wanted (e.g. :data:`LIVE_STATUSES`).
+            after: Start after this execution id (the last id of the previous page).
+            limit: Page size; a page shorter than ``limit`` is the last.
+        """
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
         """Release connections. Default: nothing to release."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from loom.errors import AppendConflictError, UnknownExecutionError
@@ -44,7 +46,15 @@ class InMemoryEventStore(EventStore):
             return False, first
         now = time.time()
         first = started.model_copy(update={"seq": 1})
-        summary = ExecutionSummary(started.execution_id, started.flow, "running", 1, now, now)
+        summary = ExecutionSummary(
+            started.execution_id,
+            started.flow,
+            "running",
+            1,
+            now,
+            now,
+            flow_version=started.flow_version,
+        )
         self._logs[started.execution_id] = _Log(summary, [first])
         return True, first
 
@@ -100,3 +110,14 @@ class InMemoryEventStore(EventStore):
             rows = [r for r in rows if r.wake_at is not None and r.wake_at <= due_before]
         rows.sort(key=lambda r: r.created_at, reverse=True)
         return rows[:limit]
+
+    async def scan(
+        self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
+    ) -> list[ExecutionSummary]:
+        wanted = set(statuses)
+        rows = [
+            log.summary
+            for eid, log in self._logs.items()
+            if log.summary.status in wanted and (after is None or eid > after)
+        ]
+        return heapq.nsmallest(limit, rows, key=lambda r: r.execution_id)

@@ -11,8 +11,10 @@ HTTP server can share one store object.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
+from collections.abc import Sequence
 import time
 from pathlib import Path
 from typing import NoReturn
@@ -37,7 +39,8 @@ CREATE TABLE IF NOT EXISTS executions (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     wake_at REAL,
-    parked_reason TEXT
+    parked_reason TEXT,
+    flow_version TEXT NOT NULL DEFAULT '1'
 );
 CREATE INDEX IF NOT EXISTS executions_status ON executions(status, created_at);
 CREATE INDEX IF NOT EXISTS executions_wake ON executions(wake_at) WHERE wake_at IS NOT NULL;
@@ -54,7 +57,18 @@ CREATE TABLE IF NOT EXISTS snapshots (
 );
 """
 
-_SUMMARY_COLUMNS = "id, flow, status, last_seq, created_at, updated_at, wake_at, parked_reason"
+_SUMMARY_COLUMNS = (
+    "id, flow, status, last_seq, created_at, updated_at, wake_at, parked_reason, flow_version"
+)
+
+
+def _migrate(con: sqlite3.Connection) -> None:
+    """Bring a database created by an older release up to the current schema."""
+    columns = {row[1] for row in con.execute("PRAGMA table_info(executions)")}
+    if "flow_version" not in columns:
+        # Executions created before versions were recorded all started on version "1".
+        with contextlib.suppress(sqlite3.OperationalError):  # another process just added it
+            con.execute("ALTER TABLE executions ADD COLUMN flow_version TEXT NOT NULL DEFAULT '1'")
 
 
 class SqliteEventStore(EventStore):
@@ -67,6 +81,7 @@ class SqliteEventStore(EventStore):
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._con().executescript(_SCHEMA)
+        _migrate(self._con())
 
     def _con(self) -> sqlite3.Connection:
         con: sqlite3.Connection | None = getattr(self._local, "con", None)
@@ -96,8 +111,8 @@ class SqliteEventStore(EventStore):
                 assert isinstance(stored, ExecutionStarted)
                 return False, stored
             con.execute(
-                "INSERT INTO executions VALUES (?,?,?,?,?,?,NULL,NULL)",
-                (started.execution_id, started.flow, "running", 1, now, now),
+                f"INSERT INTO executions ({_SUMMARY_COLUMNS}) VALUES (?,?,?,?,?,?,NULL,NULL,?)",
+                (started.execution_id, started.flow, "running", 1, now, now, started.flow_version),
             )
             con.execute(
                 "INSERT INTO events VALUES (?,?,?)",
@@ -243,6 +258,17 @@ class SqliteEventStore(EventStore):
         cur = self._con().execute(
             f"SELECT {_SUMMARY_COLUMNS} FROM executions {where} ORDER BY created_at DESC LIMIT ?",
             (*args, limit),
+        )
+        return [ExecutionSummary(*row) for row in cur]
+
+    async def scan(
+        self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
+    ) -> list[ExecutionSummary]:
+        marks = ",".join("?" * len(statuses)) or "NULL"
+        cur = self._con().execute(
+            f"SELECT {_SUMMARY_COLUMNS} FROM executions WHERE status IN ({marks}) AND id > ?"
+            " ORDER BY id LIMIT ?",
+            (*statuses, after if after is not None else "", limit),
         )
         return [ExecutionSummary(*row) for row in cur]
 

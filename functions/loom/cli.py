@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
+from loom.cli_deploy import register as register_deploy_commands
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
 from loom.errors import InputError, LoomError
 from loom.store.base import STATUSES
@@ -118,6 +119,7 @@ def _print_result(result: Any) -> None:
 @click.option("--id", "execution_id", default=None, help="Execution id (default: generated).")
 @click.option("--capability", "capabilities", multiple=True, help="Grant a capability.")
 @click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
+@click.option("--version", default=None, help="Flow version to start (default: the latest).")
 @click.pass_obj
 def start(
     settings: Settings,
@@ -126,13 +128,14 @@ def start(
     execution_id: str | None,
     capabilities: tuple[str, ...],
     wait: float,
+    version: str | None,
 ) -> None:
     """Start FLOW (idempotent by --id) and run it until it blocks."""
     value = _json_arg(input_json, "--input")
 
     async def body(env: Embedded) -> Any:
         result = await env.runtime.start(
-            flow, value, execution_id=execution_id, capabilities=set(capabilities)
+            flow, value, execution_id=execution_id, capabilities=set(capabilities), version=version
         )
         return await _settle(env, result.execution_id, wait)
 
@@ -282,6 +285,8 @@ def serve(settings: Settings, host: str, port: int) -> None:
 
     serve_forever(settings.app, settings.store, host, port)
 
+
+register_deploy_commands(main)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

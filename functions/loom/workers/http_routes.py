@@ -24,6 +24,7 @@ from loom.runtime import Runtime
 from loom.wire import ExecutionPackage, ExecutionResult
 from loom.workers.auth import Action, Authenticator, AuthRequest
 from loom.workers.base import WorkerRuntime
+from loom.workers.http_versions import list_versions
 from loom.workers.logs import bind
 from loom.workers.loop import PROCESS_LOOP
 
@@ -51,6 +52,7 @@ class StartRequest(BaseModel):
     input: Any = None
     execution_id: str | None = Field(default=None, min_length=1, max_length=512)
     capabilities: list[str] = Field(default_factory=list[str], max_length=256)
+    version: str | int | None = Field(default=None, description="default: the latest")
 
 
 class ResumeRequest(BaseModel):
@@ -240,7 +242,11 @@ def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
     bind(execution_id=body.execution_id, flow=body.flow)
     result = run(
         s.runtime.start(
-            body.flow, body.input, execution_id=body.execution_id, capabilities=body.capabilities
+            body.flow,
+            body.input,
+            execution_id=body.execution_id,
+            capabilities=body.capabilities,
+            version=body.version,
         )
     )
     _bind_result(result)
@@ -356,4 +362,5 @@ ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("GET", ("executions", "*"), get_execution),
     ("POST", ("executions", "*", "resume"), resume),
     ("POST", ("executions", "*", "verdict"), verdict),
+    ("GET", ("versions",), list_versions),
 ]

@@ -22,7 +22,7 @@ number of executions at a time, so memory does not grow with the number of execu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -291,11 +291,15 @@ class ReplayChecker:
         """Check everything, calling ``report`` once per execution as its verdict comes."""
         async for rows in self.summaries():
             queue = iter(rows)
+            workers = min(self.concurrency, len(rows))
+            await asyncio.gather(*(self._drain(queue, report) for _ in range(workers)))
 
-            async def worker() -> None:
-                for summary in queue:
-                    outcome = report(await self.check(summary))
-                    if outcome is not None:
-                        await outcome
-
-            await asyncio.gather(*(worker() for _ in range(min(self.concurrency, len(rows)))))
+    async def _drain(
+        self,
+        queue: Iterator[ExecutionSummary],
+        report: Callable[[Checked], Awaitable[None] | None],
+    ) -> None:
+        for summary in queue:  # workers share the iterator: each row is taken once
+            outcome = report(await self.check(summary))
+            if outcome is not None:
+                await outcome

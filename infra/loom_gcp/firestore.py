@@ -45,11 +45,11 @@ from urllib.parse import unquote, urlparse
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
 from google.cloud.firestore_v1 import FieldFilter
-from google.cloud.firestore_v1.field_path import FieldPath
 from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
 from google.cloud.firestore_v1.async_collection import AsyncCollectionReference
 from google.cloud.firestore_v1.async_document import AsyncDocumentReference
 from google.cloud.firestore_v1.async_query import AsyncQuery
+from google.cloud.firestore_v1.field_path import FieldPath
 
 from loom.errors import AppendConflictError, ConfigurationError, StoreError, UnknownExecutionError
 from loom.events import Event, ExecutionStarted

@@ -176,9 +176,7 @@ def test_two_versions_run_their_own_executions_to_completion_across_restarts(sho
     shop.deploy(V2_BESIDE_V1)
     shop.ok("start", "order.fulfil", "--input", '"a"', "--id", "on-v1", "--version", "1")
     shop.ok("start", "order.fulfil", "--input", '"b"', "--id", "on-v2")
-    started = {
-        eid: shop.state(eid)["events"][0]["flow_version"] for eid in ("on-v1", "on-v2")
-    }
+    started = {eid: shop.state(eid)["events"][0]["flow_version"] for eid in ("on-v1", "on-v2")}
     assert started == {"on-v1": "1", "on-v2": "2"}
     table = json.loads(shop.ok("versions", "--json"))["versions"]
     assert [(r["version"], r["live"], r["latest"]) for r in table] == [

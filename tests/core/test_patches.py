@@ -11,9 +11,9 @@ import pytest
 from loom import EffectContext, FlowContext, Loom
 from loom import events as ev
 from loom.errors import ConfigurationError, NondeterminismError
+from loom.runtime import Runtime
 from loom.store.memory import InMemoryEventStore
 from loom.testing import FakeClock, replay
-from loom.runtime import Runtime
 from loom.wire import ExecutionResult
 
 

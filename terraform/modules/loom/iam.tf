@@ -1,5 +1,5 @@
 # Three identities, each with only what it needs. Every grant is on a single
-# resource except two project-level ones that cannot be narrower: Firestore
+# resource except the project-level ones that cannot be narrower: Firestore
 # access (conditioned on the one database) and the deployer's log writing.
 # No identity gets owner or editor, and no service gets a public invoker.
 
@@ -127,6 +127,27 @@ resource "google_service_account_iam_member" "deployer_acts_as_worker" {
 
 resource "google_storage_bucket_iam_member" "deployer_build_sources" {
   bucket = google_storage_bucket.build_sources.name
+  role   = "roles/storage.objectViewer"
+  member = "serviceAccount:${google_service_account.deployer.email}"
+}
+
+# Read-only, for the pipeline's replay check (loom replay-check before deploy):
+# it reads every live execution's history and the payloads they reference, and
+# can write neither.
+resource "google_project_iam_member" "deployer_datastore_viewer" {
+  project = var.project_id
+  role    = "roles/datastore.viewer"
+  member  = "serviceAccount:${google_service_account.deployer.email}"
+
+  condition {
+    title       = "loom-database-only"
+    description = "Only the Loom Firestore database."
+    expression  = "resource.name == \"projects/${var.project_id}/databases/${google_firestore_database.loom.name}\""
+  }
+}
+
+resource "google_storage_bucket_iam_member" "deployer_payloads_viewer" {
+  bucket = google_storage_bucket.payloads.name
   role   = "roles/storage.objectViewer"
   member = "serviceAccount:${google_service_account.deployer.email}"
 }

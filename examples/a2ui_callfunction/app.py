@@ -21,7 +21,7 @@ from loom.plugins.a2ui import (
     A2UICallFunctionTransport,
     A2UICatalog,
     A2UIMessageSender,
-    CallFunctionMessage,
+    CallRendererFunctionMessage,
     call_client_function,
     define_function,
     register_a2ui_call_function,
@@ -44,7 +44,8 @@ CATALOG = A2UICatalog(
                 "required": ["locale"],
                 "additionalProperties": False,
             },
-            description="The user's locale and time zone, as the client knows them.",
+            description="The user's locale and time zone, as the renderer knows them.",
+            allowed_callers="rendererOrAgent",
         ),
         define_function(
             "confirmAndSubmit",
@@ -64,10 +65,18 @@ CATALOG = A2UICatalog(
                 },
                 "required": ["submissionId", "confirmed"],
             },
-            description="Ask the user to confirm, then submit the order from the client.",
+            description="Ask the user to confirm, then submit the order from the renderer.",
+            allowed_callers="agentOnly",
+        ),
+        define_function(
+            "openUrl",
+            {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
+            {"type": "null"},
+            description="Open a link; the renderer's own UI calls it, never an agent.",
+            allowed_callers="rendererOnly",
         ),
     ],
-    catalog_id="loom-examples/a2ui-callfunction/v1",
+    catalog_id="example.com:a2ui-callfunction/v1",
 )
 
 GREETINGS = {"fr": "Bonjour", "de": "Guten Tag", "es": "Hola", "ja": "Konnichiwa"}
@@ -107,7 +116,7 @@ def build_app(
 ) -> Loom:
     """The example's app, its client calls going out through ``sender`` and ``transport``."""
     app = Loom("a2ui-callfunction")
-    send = register_a2ui_sender(app, sender)
+    send = register_a2ui_sender(app, sender, catalogs=[CATALOG])
     call_fn = register_a2ui_call_function(app, transport, request_timeout, catalog=CATALOG)
 
     @app.flow("profile.greet")
@@ -140,11 +149,13 @@ def build_app(
 class _Offline(A2UIMessageSender, A2UICallFunctionTransport):
     """Stands in for both transports when nothing may reach a client."""
 
-    async def send(self, execution_id: str, message: CallFunctionMessage) -> None:
-        raise AssertionError(f"replay tried to contact the client: {message.to_json()}")
+    async def send(
+        self, execution_id: str, surface_id: str, message: CallRendererFunctionMessage
+    ) -> None:
+        raise AssertionError(f"replay tried to contact the renderer: {message.to_json()}")
 
-    async def call(self, message: CallFunctionMessage) -> WireInput:
-        raise AssertionError(f"replay tried to contact the client: {message.to_json()}")
+    async def call(self, surface_id: str, message: CallRendererFunctionMessage) -> WireInput:
+        raise AssertionError(f"replay tried to contact the renderer: {message.to_json()}")
 
 
 def offline_app() -> Loom:

@@ -1,19 +1,25 @@
-"""A browser-free A2UI client: runs catalog functions when the server asks, and answers.
+"""A browser-free renderer: the official A2UI Python ``RpcHandler`` answers Loom's calls.
 
-- Grain A: follows ``GET /a2ui/{surface}/events`` (SSE) and answers each ``callFunction`` with
-  a ``POST /a2ui/{surface}/reply`` signed with the shared secret.
+The renderer's functions live in an official ``a2ui-core`` catalog, and every
+``callRendererFunction`` is run by a2ui-core's ``RpcHandler``, which checks the catalog, the
+caller (``allowedCallers``) and the arguments, and builds the ``rendererFunctionResponse``.
+This module only carries messages:
+
+- Grain A: follows ``GET /a2ui/{surface}/events`` (SSE) and answers each call with a
+  ``POST /a2ui/{surface}/reply`` signed with the shared secret.
 - Grain B: holds ``ws://…/a2ui/{surface}`` open and answers on the same socket.
 
-``confirmAndSubmit`` has a side effect, so it dedups on ``callId``: its ledger (a JSON file,
-the client's durable record) maps each call id to the result it gave, and a repeated request
-gets the recorded result instead of a second submission. An operator resolving an in-doubt
-step reads the same ledger.
+``confirmAndSubmit`` has a side effect, so it dedups on the ``functionCallId``: its ledger (a
+JSON file, the renderer's durable record) maps each call id to the result it gave, and a
+repeated request gets the recorded result instead of a second submission. An operator
+resolving an in-doubt step reads the same ledger.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Coroutine
@@ -21,20 +27,25 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from a2ui.core.catalog import Catalog
+from a2ui.core.catalog.functions import FunctionImplementation
+from a2ui.core.rpc import RpcHandler
+from a2ui.core.schema.v1_0 import CallRendererFunctionMessage as OfficialCall
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from examples.a2ui_callfunction.app import CATALOG
 from examples.a2ui_callfunction.web import surface_token
 from loom.plugins.a2ui import (
-    CallFunctionPayload,
-    FunctionResponseMessage,
-    FunctionResponsePayload,
-    is_call_function,
-    parse_server_message,
+    CallRendererFunctionPayload,
+    is_call_renderer_function,
+    parse_agent_message,
     sign_body,
 )
 
-BeforeReply = Callable[[CallFunctionPayload], Awaitable[None]]
+BeforeReply = Callable[[CallRendererFunctionPayload], Awaitable[None]]
+
+_CALL_ID: contextvars.ContextVar[str] = contextvars.ContextVar("a2ui_function_call_id")
 
 
 class DemoClient:
@@ -44,7 +55,7 @@ class DemoClient:
         http_base: ``http://127.0.0.1:PORT`` of the server.
         ws_base: ``ws://127.0.0.1:PORT`` of the server.
         secret: Shared with the server.
-        ledger_path: Where the client keeps its dedup record of submissions.
+        ledger_path: Where the renderer keeps its dedup record of submissions.
     """
 
     def __init__(self, http_base: str, ws_base: str, secret: bytes, ledger_path: Path) -> None:
@@ -53,48 +64,64 @@ class DemoClient:
         self.secret = secret
         self.ledger_path = ledger_path
         self.locale, self.time_zone = "fr-FR", "Europe/Paris"
-        self.received: list[CallFunctionPayload] = []
+        self.received: list[CallRendererFunctionPayload] = []
         self.reply_statuses: list[tuple[str, int]] = []
         self.submissions = 0
         self.before_reply: BeforeReply | None = None
+        self.rpc = RpcHandler(catalogs=[self._catalog()])
         self._tasks: set[asyncio.Task[None]] = set()
 
-    # -- the client's functions ------------------------------------------------------------
+    def _catalog(self) -> Catalog[Any, Any]:
+        """The renderer's functions, declared as the example's catalog declares them."""
+        impls = {"getLocale": self._get_locale, "confirmAndSubmit": self._confirm_and_submit}
+        functions = [
+            FunctionImplementation(
+                fn.name,
+                return_type=fn.returnType,
+                schema=fn.args,
+                allowed_callers=fn.allowedCallers,
+                execute=impls.get(fn.name, lambda args: None),
+            )
+            for fn in CATALOG
+        ]
+        return Catalog(catalog_id=CATALOG.catalog_id, protocol_version="1.0", functions=functions)
+
+    # -- the renderer's functions ------------------------------------------------------------
 
     def ledger(self) -> dict[str, Any]:
-        """Call id → result of every submission this client made."""
+        """Call id → result of every submission this renderer made."""
         if not self.ledger_path.exists():
             return {}
         return json.loads(self.ledger_path.read_text())
 
-    def run_function(self, call: CallFunctionPayload) -> FunctionResponseMessage:
-        """Run the requested function and build the reply."""
-        self.received.append(call)
-        reply: dict[str, Any] = {
-            "surfaceId": call.surfaceId,
-            "callId": call.callId,
-            "name": call.name,
-        }
-        if call.name == "getLocale":
-            reply["result"] = {"locale": self.locale, "timeZone": self.time_zone}
-        elif call.name == "confirmAndSubmit":
-            reply["result"] = self._confirm_and_submit(call)
-        else:
-            reply["error"] = {"code": "unknown_function", "message": f"no function {call.name}"}
-        return FunctionResponseMessage(functionResponse=FunctionResponsePayload(**reply))
+    def _get_locale(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"locale": self.locale, "timeZone": self.time_zone}
 
-    def _confirm_and_submit(self, call: CallFunctionPayload) -> dict[str, Any]:
+    def _confirm_and_submit(self, args: dict[str, Any]) -> dict[str, Any]:
+        call_id = _CALL_ID.get()
         ledger = self.ledger()
-        if call.callId in ledger:  # asked again (a retry, a recovery): same answer, no resubmit
-            return ledger[call.callId]
-        digest = hashlib.sha256(call.callId.encode()).hexdigest()[:10]
+        if call_id in ledger:  # asked again (a retry, a recovery): same answer, no resubmit
+            return ledger[call_id]
+        digest = hashlib.sha256(call_id.encode()).hexdigest()[:10]
         result = {"submissionId": f"sub-{digest}", "confirmed": True}
-        ledger[call.callId] = result
+        ledger[call_id] = result
         tmp = self.ledger_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(ledger, indent=2))
         tmp.replace(self.ledger_path)  # durable before anyone is told
         self.submissions += 1
         return result
+
+    async def answer(self, wire: dict[str, Any]) -> dict[str, Any]:
+        """Run a ``callRendererFunction`` through the official handler; return its reply."""
+        call = OfficialCall.model_validate(wire)
+        self.received.append(
+            CallRendererFunctionPayload.model_validate(wire["callRendererFunction"])
+        )
+        token = _CALL_ID.set(call.call_renderer_function.function_call_id)
+        try:
+            return await self.rpc.handle_call_renderer_function_async(call)
+        finally:
+            _CALL_ID.reset(token)
 
     # -- grain A: SSE down, POST up ----------------------------------------------------------
 
@@ -109,10 +136,10 @@ class DemoClient:
                 async for line in response.aiter_lines():
                     if not line.startswith("data: "):
                         continue
-                    message = parse_server_message(line.removeprefix("data: "))
-                    if is_call_function(message):
-                        reply = self.run_function(message.callFunction)
-                        await self.post_reply(surface_id, reply.to_json().encode())
+                    wire = json.loads(line.removeprefix("data: "))
+                    if is_call_renderer_function(parse_agent_message(wire)):
+                        reply = await self.answer(wire)
+                        await self.post_reply(surface_id, json.dumps(reply).encode())
 
     async def post_reply(self, surface_id: str, body: bytes, *, sign: bool = True) -> int:
         """POST a reply body; return the HTTP status."""
@@ -120,8 +147,8 @@ class DemoClient:
         if sign:
             headers["X-A2UI-Signature"] = sign_body(self.secret, body)
         response = await self.http.post(f"/a2ui/{surface_id}/reply", content=body, headers=headers)
-        call_id = json.loads(body).get("functionResponse", {}).get("callId", "?")
-        self.reply_statuses.append((call_id, response.status_code))
+        reply = json.loads(body).get("rendererFunctionResponse", {})
+        self.reply_statuses.append((reply.get("functionCallId", "?"), response.status_code))
         return response.status_code
 
     # -- grain B: WebSocket ------------------------------------------------------------------
@@ -142,13 +169,13 @@ class DemoClient:
                     await self._answer_ws(ws, raw)
 
     async def _answer_ws(self, ws: ClientConnection, raw: str | bytes) -> None:
-        message = parse_server_message(raw)
-        if not is_call_function(message):
+        wire = json.loads(raw)
+        if not is_call_renderer_function(parse_agent_message(wire)):
             return
-        reply = self.run_function(message.callFunction)
+        reply = await self.answer(wire)
         if self.before_reply is not None:
-            await self.before_reply(message.callFunction)
-        await ws.send(reply.to_json())
+            await self.before_reply(self.received[-1])
+        await ws.send(json.dumps(reply))
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -164,7 +191,7 @@ class DemoClient:
             waiter.cancel()
         if not opened.is_set():
             task.cancel()
-            raise ConnectionError("could not open the client's connection to the server")
+            raise ConnectionError("could not open the renderer's connection to the server")
 
     async def aclose(self) -> None:
         """Close every connection."""

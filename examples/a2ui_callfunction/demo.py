@@ -32,7 +32,7 @@ import httpx
 from examples.a2ui_callfunction.app import offline_app
 from examples.a2ui_callfunction.client import DemoClient
 from loom.fold import fold
-from loom.plugins.a2ui import CallFunctionPayload, sign_body
+from loom.plugins.a2ui import CallRendererFunctionPayload, sign_body
 from loom.store import SqliteEventStore
 from loom.testing import replay
 
@@ -170,28 +170,24 @@ async def grain_a(
         )
         result = await control.wait(eid, "completed")
     call = client.received[-1]
-    report.outputs[eid], report.call_ids[eid] = result["output"], call.callId
-    say(f"  client answered {call.name} (callId {call.callId}); flow completed: {result['output']}")
-    answered = _reply_body(call, {"locale": "de-DE"})
-    report.refused["late duplicate"] = await client.post_reply("profile-7", answered)
-    forged = _reply_body(
-        call.model_copy(update={"callId": f"{eid}:getLocale#9"}), {"locale": "de-DE"}
+    call_id, name = call.functionCallId, call.callFunction.call
+    report.outputs[eid], report.call_ids[eid] = result["output"], call_id
+    say(
+        f"  renderer answered {name} (functionCallId {call_id}); flow completed: {result['output']}"
     )
+    answered = _reply_body(call_id, {"locale": "de-DE"})
+    report.refused["late duplicate"] = await client.post_reply("profile-7", answered)
+    forged = _reply_body(f"{eid}:getLocale#9", {"locale": "de-DE"})
     report.refused["unsolicited"] = await client.post_reply("profile-7", forged)
     report.refused["unsigned"] = await client.post_reply("profile-7", answered, sign=False)
     say(f"  refused replies (HTTP status): {report.refused}")
     return eid
 
 
-def _reply_body(call: CallFunctionPayload, result: Any) -> bytes:
+def _reply_body(call_id: str, value: Any) -> bytes:
     body = {
-        "version": "v0.9",
-        "functionResponse": {
-            "surfaceId": call.surfaceId,
-            "callId": call.callId,
-            "name": call.name,
-            "result": result,
-        },
+        "version": "v1.0",
+        "rendererFunctionResponse": {"functionCallId": call_id, "value": value},
     }
     return json.dumps(body).encode()
 
@@ -203,12 +199,13 @@ async def grain_b(
     say("— grain B: confirmAndSubmit over WebSocket (a non-idempotent effect)")
     killed = asyncio.Event()
 
-    async def crash(call: CallFunctionPayload) -> None:
-        if call.name == "confirmAndSubmit" and not killed.is_set():
+    async def crash(call: CallRendererFunctionPayload) -> None:
+        if call.callFunction.call == "confirmAndSubmit" and not killed.is_set():
             os.kill(first.proc.pid, signal.SIGKILL)  # a real process death, mid-call
             report.killed_exit = await first.proc.wait()
             say(
-                f"  client submitted (callId {call.callId}); server pid {first.proc.pid} "
+                f"  renderer submitted (functionCallId {call.functionCallId}); server pid "
+                f"{first.proc.pid} "
                 f"killed before the reply (exit {report.killed_exit})"
             )
             killed.set()

@@ -49,14 +49,13 @@ from loom.errors import InputError, LoomError, UnknownExecutionError
 from loom.plugins.a2ui import (
     A2UIMessageSender,
     A2UIProtocolError,
-    CallFunctionMessage,
+    CallRendererFunctionMessage,
     CatalogValidationError,
     CorrelationError,
     ResumeAuthenticationError,
     deliver_function_response,
     hmac_authenticator,
-    is_function_response,
-    parse_client_message,
+    parse_function_outcome,
 )
 from loom.plugins.a2ui.websocket import WebSocketCallFunctionTransport
 from loom.runtime import Runtime
@@ -76,26 +75,26 @@ class SseHub(A2UIMessageSender):
     """Queues each surface's requests until its SSE stream takes them; remembers who asked."""
 
     def __init__(self) -> None:
-        self._queues: dict[str, asyncio.Queue[CallFunctionMessage]] = {}
-        self._by_call: dict[str, str] = {}
-        self._by_surface: dict[str, str] = {}
+        self._queues: dict[str, asyncio.Queue[CallRendererFunctionMessage]] = {}
+        self._by_call: dict[str, tuple[str, str]] = {}
 
-    def queue(self, surface_id: str) -> asyncio.Queue[CallFunctionMessage]:
+    def queue(self, surface_id: str) -> asyncio.Queue[CallRendererFunctionMessage]:
         """The surface's outbox."""
         return self._queues.setdefault(surface_id, asyncio.Queue())
 
     def execution_for(self, call_id: str, surface_id: str) -> str | None:
-        """The execution a reply is for: the one that sent the call, else the surface's last.
+        """The execution that sent call ``call_id`` to ``surface_id``, if one did.
 
-        Only routing: whether the execution awaits that call is for the log to say.
+        Only routing: whether the execution still awaits that call is for the log to say.
         """
-        return self._by_call.get(call_id) or self._by_surface.get(surface_id)
+        sent = self._by_call.get(call_id)
+        return sent[0] if sent is not None and sent[1] == surface_id else None
 
-    async def send(self, execution_id: str, message: CallFunctionMessage) -> None:
-        payload = message.callFunction
-        self._by_call[payload.callId] = execution_id
-        self._by_surface[payload.surfaceId] = execution_id
-        self.queue(payload.surfaceId).put_nowait(message)
+    async def send(
+        self, execution_id: str, surface_id: str, message: CallRendererFunctionMessage
+    ) -> None:
+        self._by_call[message.callRendererFunction.functionCallId] = (execution_id, surface_id)
+        self.queue(surface_id).put_nowait(message)
 
 
 class DemoServer:
@@ -197,25 +196,21 @@ class DemoServer:
         while True:
             message = await queue.get()
             try:
-                await send_event(
-                    writer, "callFunction", message.to_json(), message.callFunction.callId
-                )
+                call_id = message.callRendererFunction.functionCallId
+                await send_event(writer, "callRendererFunction", message.to_json(), call_id)
             except ConnectionError:
                 queue.put_nowait(message)  # the next stream of this surface gets it
                 return
 
     async def _reply(self, surface: str, request: HttpRequest) -> dict[str, Any]:
-        message = parse_client_message(request.body)
-        if not is_function_response(message):
-            raise A2UIProtocolError("this route takes a functionResponse")
-        reply = message.functionResponse
-        if reply.surfaceId != surface:
-            raise CorrelationError(f"reply posted to surface {surface!r} names {reply.surfaceId!r}")
-        execution_id = self.hub.execution_for(reply.callId, surface)
+        reply = parse_function_outcome(request.body)  # a response, or an error for the call
+        execution_id = self.hub.execution_for(reply.functionCallId, surface)
         if execution_id is None:
-            raise CorrelationError(f"nothing was asked of surface {surface!r}; reply refused")
+            raise CorrelationError(
+                f"no call {reply.functionCallId!r} was sent to surface {surface!r}; refused"
+            )
         # The plugin checks the rest against the log — signature, a call this execution
-        # awaits, surface, function — and the result against the catalog, then resumes.
+        # awaits — and the result against the catalog, then resumes.
         result = await deliver_function_response(
             self.runtime,
             execution_id,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
@@ -25,7 +25,15 @@ from loom.errors import (
     UnknownFlowVersionError,
 )
 
+if TYPE_CHECKING:
+    from loom.fold import ExecutionState
+    from loom.runtime import Runtime
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+ResumeCheck = Callable[["Runtime", "ExecutionState", str, Any], Awaitable[Any]]
+"""``check(runtime, state, correlation_key, payload) -> payload``: admits a resume for one
+kind of gate before it is appended (raise an :class:`~loom.errors.InputError` to refuse it)."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +179,23 @@ class Loom:
         self.flows: dict[str, FlowDef] = {}
         self.versions: dict[str, dict[str, FlowDef]] = {}
         self.effects: dict[str, EffectDef] = {}
+        self.resume_checks: dict[str, ResumeCheck] = {}
+
+    def resume_check(self, on: str) -> Callable[[ResumeCheck], ResumeCheck]:
+        """Register the check every resume of gates on ``on`` must pass, whatever its route.
+
+        A plugin whose gates take structured replies (A2UI's function results) registers one,
+        so a reply sent through a generic resume endpoint is validated exactly as the
+        plugin's own endpoint validates it: refused with nothing appended, or admitted.
+        """
+
+        def register(check: ResumeCheck) -> ResumeCheck:
+            if on in self.resume_checks:
+                raise ConfigurationError(f"a resume check for {on!r} is registered twice")
+            self.resume_checks[on] = check
+            return check
+
+        return register
 
     def flow(self, name: str, *, version: str | int = "1") -> Callable[[F], F]:
         """Register an ``async def f(ctx, input)`` as version ``version`` of the flow ``name``.

@@ -50,6 +50,10 @@ class StopSignal(_Signal):
     """The execution must end now (budget exceeded)."""
 
 
+class InDoubtSignal(_Signal):
+    """An effect could not tell whether it ran: its step was parked in doubt; unwind."""
+
+
 class AbortSignal(_Signal):
     """The store failed under the session: unwind, record nothing more, fail the call."""
 

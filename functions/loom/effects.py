@@ -16,7 +16,12 @@ from typing import Any
 from loom.app import EffectDef, Retry, call_effect, to_json_value
 from loom.context import EffectContext
 from loom.context import _Signal as Signal  # pyright: ignore[reportPrivateUsage]
-from loom.errors import BudgetExceededError, EffectFailedError, LoomError
+from loom.errors import (
+    BudgetExceededError,
+    EffectFailedError,
+    EffectOutcomeUnknownError,
+    LoomError,
+)
 from loom.events import ErrorInfo
 from loom.fold import Meter
 
@@ -59,7 +64,8 @@ def _error(exc: BaseException, timeout: float | None) -> ErrorInfo:
             type="TimeoutError",
             message=f"attempt exceeded its timeout of {timeout:g}s",
         )
-    return ErrorInfo(code="error", type=type(exc).__name__, message=str(exc))
+    code = exc.code if isinstance(exc, EffectOutcomeUnknownError) else "error"
+    return ErrorInfo(code=code, type=type(exc).__name__, message=str(exc))
 
 
 async def invoke_with_retry(
@@ -80,7 +86,11 @@ async def invoke_with_retry(
             raise
         except Exception as exc:
             error = _error(exc, defn.timeout)
-            if isinstance(exc, policy.non_retryable) or n == policy.max_attempts:
+            # An unknown outcome of a non-idempotent effect must not be tried again.
+            final = isinstance(exc, policy.non_retryable) or (
+                isinstance(exc, EffectOutcomeUnknownError) and not defn.idempotent
+            )
+            if final or n == policy.max_attempts:
                 return Outcome(None, error, n, time.perf_counter() - started)
         await asyncio.sleep(backoff_delay(policy, n))
     return Outcome(None, error, policy.max_attempts, time.perf_counter() - started)

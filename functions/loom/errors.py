@@ -20,6 +20,7 @@ The tree::
     ├── ExecutionSupersededError       another holder owns the execution
     ├── NondeterminismError            replay diverged from the recorded history
     ├── EffectFailedError              an effect failed for good (raised into the flow)
+    ├── EffectOutcomeUnknownError      an effect cannot tell whether its side effect happened
     ├── GateTimeoutError               a gate's timeout passed before its resume
     ├── BudgetExceededError            an execution went over one of its budgets
     ├── FlowFailedError                the flow itself raised (recorded, terminal)
@@ -197,6 +198,17 @@ class EffectFailedError(LoomError):
         self.step_id = step_id
         self.error_code = error_code
         self.error_type = error_type
+
+
+class EffectOutcomeUnknownError(LoomError):
+    """Raised *by an effect* that cannot tell whether its side effect happened.
+
+    For a non-idempotent effect the step is then parked in doubt for an operator verdict,
+    exactly as after a crash mid-call: never retried, never recorded as failed. For an
+    idempotent effect it is an ordinary retryable error (running it again is safe).
+    """
+
+    code = "outcome_unknown"
 
 
 class GateTimeoutError(LoomError):

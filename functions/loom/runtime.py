@@ -319,6 +319,9 @@ class Runtime:
                 f"execution {execution_id!r} is {state.status}; resume refused",
                 details={"status": state.status},
             )
+        check = self.app.resume_checks.get(on)
+        if check is not None:
+            payload = await check(self, state, correlation_key, payload)
         stored, _ = await self.payloads.encode(to_json_value(payload), f"{execution_id}/resume")
         event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored)
         opens = any(

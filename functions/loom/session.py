@@ -21,6 +21,7 @@ from loom.context import (
     AbortSignal,
     EffectContext,
     FlowContext,
+    InDoubtSignal,
     ParkSignal,
     StopSignal,
     SupersededSignal,
@@ -216,6 +217,11 @@ class Session:
         ectx = EffectContext(self.execution_id, step_id, key, attempt, defn.name)
         outcome = await invoke_with_retry(defn, ectx, value, self.rt.clock)
         crash.point("after_effect", step_id)
+        unknown = outcome.error is not None and outcome.error.code == "outcome_unknown"
+        if unknown and not defn.idempotent:
+            # The effect says it cannot know whether it ran: exactly a crash mid-call.
+            await self.append([ev.EffectInDoubt(step_id=step_id, effect=defn.name)])
+            self._raise(InDoubtSignal())
         if outcome.error is not None:
             await self.append(
                 [
@@ -383,8 +389,8 @@ class Session:
             raise signal.args[0]
         if isinstance(signal, SupersededSignal):
             return
-        if isinstance(signal, SuspendSignal):
-            return  # the suspension was appended by _block
+        if isinstance(signal, (SuspendSignal, InDoubtSignal)):
+            return  # the suspension (or the in-doubt park) is already in the log
         if isinstance(signal, ParkSignal):
             err: NondeterminismError = signal.args[0]
             await self.append(
@@ -414,6 +420,9 @@ def _task_signal(task: asyncio.Task[Any]) -> BaseException | None:
     exc = task.exception()
     return (
         exc
-        if isinstance(exc, (SuspendSignal, ParkSignal, StopSignal, SupersededSignal, AbortSignal))
+        if isinstance(
+            exc,
+            (SuspendSignal, ParkSignal, StopSignal, SupersededSignal, AbortSignal, InDoubtSignal),
+        )
         else None
     )

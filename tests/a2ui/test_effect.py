@@ -15,8 +15,7 @@ from loom.errors import ConfigurationError
 from loom.plugins.a2ui import (
     A2UICallFunctionTransport,
     A2UICatalog,
-    CallFunctionMessage,
-    CallFunctionPayload,
+    CallRendererFunctionMessage,
     call_client_function,
     define_function,
     register_a2ui_call_function,
@@ -43,27 +42,27 @@ CATALOG = A2UICatalog(
                 "required": ["submissionId"],
                 "properties": {"submissionId": {"type": "string"}},
             },
-        )
-    ]
+        ),
+        define_function("openUrl", allowed_callers="rendererOnly"),
+    ],
+    catalog_id="example.com:effect-tests/v1",
 )
 ARGS = {"orderId": "A-1", "total": 5}
-Answer = Callable[[CallFunctionPayload], dict[str, Any]]
+Answer = Callable[[CallRendererFunctionMessage], dict[str, Any]]
 
 
-def not_a_reply(call: CallFunctionPayload) -> dict[str, Any]:
-    return {"action": {"name": "x", "surfaceId": call.surfaceId}}
+def not_a_reply(call: CallRendererFunctionMessage) -> dict[str, Any]:
+    return {"version": "v1.0", "action": {"name": "x", "surfaceId": "s1"}}
 
 
-def answer(result: Any = None, **changes: Any) -> Answer:
-    def reply(call: CallFunctionPayload) -> dict[str, Any]:
-        body = {
-            "surfaceId": call.surfaceId,
-            "callId": call.callId,
-            "name": call.name,
-            "result": result,
-            **changes,
-        }
-        return {"version": "v0.9", "functionResponse": body}
+def answer(value: Any = None, *, version: str = "v1.0", **changes: Any) -> Answer:
+    def reply(call: CallRendererFunctionMessage) -> dict[str, Any]:
+        outcome = changes.pop("error", None)
+        body: dict[str, Any] = {"functionCallId": call.callRendererFunction.functionCallId}
+        body.update({"error": outcome} if outcome is not None else {"value": value})
+        body.update(changes)
+        changes["error"] = outcome  # the same answer on every call
+        return {"version": version, "rendererFunctionResponse": body}
 
     return reply
 
@@ -73,11 +72,13 @@ class ScriptedTransport(A2UICallFunctionTransport):
 
     def __init__(self, reply: Answer | None = None) -> None:
         self.reply = reply
-        self.calls: list[CallFunctionMessage] = []
+        self.calls: list[CallRendererFunctionMessage] = []
+        self.surfaces: list[str] = []
         self.cancelled = 0
 
-    async def call(self, message: CallFunctionMessage) -> WireInput:
+    async def call(self, surface_id: str, message: CallRendererFunctionMessage) -> WireInput:
         self.calls.append(message)
+        self.surfaces.append(surface_id)
         if self.reply is None:
             try:
                 await asyncio.Event().wait()
@@ -85,7 +86,7 @@ class ScriptedTransport(A2UICallFunctionTransport):
                 self.cancelled += 1
                 raise
         assert self.reply is not None
-        return self.reply(message.callFunction)
+        return self.reply(message)
 
 
 def make_app(
@@ -99,6 +100,11 @@ def make_app(
         return await call_client_function(
             ctx, call_fn, "s1", "confirmAndSubmit", args, catalog=CATALOG
         )
+
+    @app.flow("unchecked")
+    async def unchecked(ctx: FlowContext, name: str) -> Any:
+        # No catalog on Loom's side: the renderer alone decides, and may refuse.
+        return await call_client_function(ctx, call_fn, "s1", name, catalog_id=CATALOG.catalog_id)
 
     return app
 
@@ -114,12 +120,17 @@ async def test_the_clients_result_is_the_steps_output_keyed_by_the_idempotency_k
     result = await env.start("submit", ARGS, execution_id="e1")
     assert (result.status, result.output) == ("completed", {"submissionId": "sub-1"})
     [sent] = transport.calls
-    assert sent.callFunction.model_dump() == {
-        "surfaceId": "s1",
-        "callId": "e1:1",
-        "name": "confirmAndSubmit",
-        "args": ARGS,
-        "callableFrom": None,
+    assert transport.surfaces == ["s1"]
+    assert sent.to_wire() == {
+        "version": "v1.0",
+        "callRendererFunction": {
+            "functionCallId": "e1:1",
+            "callFunction": {
+                "call": "confirmAndSubmit",
+                "args": ARGS,
+                "catalogId": "example.com:effect-tests/v1",
+            },
+        },
     }
     started, completed = effect_events(await env.history("e1"))
     assert isinstance(started, ev.EffectStarted) and started.idempotency_key == "e1:1"
@@ -140,23 +151,16 @@ async def test_replay_never_calls_the_transport() -> None:
 @pytest.mark.parametrize(
     ("reply", "error_type"),
     [
-        (answer({"submissionId": "x"}, callId="e1:9"), "CorrelationError"),
-        (answer({"submissionId": "x"}, surfaceId="s2"), "CorrelationError"),
-        (answer({"submissionId": "x"}, name="getLocale"), "CorrelationError"),
         (answer({"submission": "x"}), "CatalogValidationError"),
         (answer(error={"code": "declined", "message": "user said no"}), "ClientFunctionError"),
-        (not_a_reply, "A2UIProtocolError"),
+        (
+            answer(error={"code": "INVALID_FUNCTION_CALL", "message": "not for agents"}),
+            "ClientFunctionError",
+        ),
     ],
-    ids=[
-        "other-call",
-        "other-surface",
-        "other-function",
-        "invalid-result",
-        "client-error",
-        "not-a-reply",
-    ],
+    ids=["invalid-result", "renderer-error", "renderer-refused"],
 )
-async def test_a_reply_that_is_not_the_answer_fails_the_step_without_retry(
+async def test_an_answer_to_the_call_that_is_not_a_success_fails_the_step_without_retry(
     reply: Answer, error_type: str
 ) -> None:
     transport = ScriptedTransport(reply)
@@ -167,6 +171,54 @@ async def test_a_reply_that_is_not_the_answer_fails_the_step_without_retry(
     failed = effect_events(await env.history("e1"))[-1]
     assert isinstance(failed, ev.EffectFailed) and failed.error.type == error_type
     assert not any(e.type == "EffectCompleted" for e in await env.history("e1"))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        answer({"submissionId": "x"}, functionCallId="e1:9"),
+        answer({"submissionId": "x"}, version="v0.9"),
+        not_a_reply,
+    ],
+    ids=["other-call", "other-version", "not-a-reply"],
+)
+async def test_a_reply_that_does_not_answer_the_call_parks_the_step_in_doubt(
+    reply: Answer,
+) -> None:
+    """A custom transport handed back something else: whether the function ran is unknown."""
+    transport = ScriptedTransport(reply)
+    env = LoomTestEnv(make_app(transport, retry=Retry(max_attempts=3, initial_interval=0)))
+    result = await env.start("submit", ARGS, execution_id="e1")
+    assert result.status == "in_doubt"
+    assert [d.idempotency_key for d in result.in_doubt] == ["e1:1"]
+    assert len(transport.calls) == 1  # never asked again on its own
+    types = [e.type for e in effect_events(await env.history("e1"))]
+    assert types == ["EffectStarted", "EffectInDoubt"]
+    result = await env.runtime.verdict("e1", "1", "performed", output={"submissionId": "s-7"})
+    assert (result.status, result.output) == ("completed", {"submissionId": "s-7"})
+
+
+async def test_a_function_the_renderer_refuses_is_a_clear_step_failure() -> None:
+    refusal = answer(error={"code": "INVALID_FUNCTION_CALL", "message": "rendererOnly"})
+    env = LoomTestEnv(make_app(ScriptedTransport(refusal)))
+    result = await env.start("unchecked", "openUrl", execution_id="e1")
+    assert result.status == "failed" and result.error is not None
+    assert "INVALID_FUNCTION_CALL" in result.error["message"]
+
+
+async def test_a_function_loom_knows_is_renderer_only_is_never_sent() -> None:
+    transport = ScriptedTransport(answer(None))
+    app = make_app(transport)
+    call_fn = app.effects["a2ui.callFunction"]
+
+    @app.flow("ui-only")
+    async def ui_only(ctx: FlowContext, _: None) -> Any:
+        return await call_client_function(ctx, call_fn, "s1", "openUrl", {}, catalog=CATALOG)
+
+    env = LoomTestEnv(app)
+    result = await env.start("ui-only", None, execution_id="e1")
+    assert result.error is not None and result.error["type"] == "CatalogValidationError"
+    assert transport.calls == []
 
 
 async def test_the_request_timeout_cancels_the_transport_and_fails_the_step() -> None:
@@ -189,7 +241,7 @@ async def test_a_retried_attempt_carries_the_same_call_id() -> None:
     )
     result = await env.start("submit", ARGS, execution_id="e1")
     assert result.status == "failed"
-    assert [m.callFunction.callId for m in transport.calls] == ["e1:1", "e1:1"]
+    assert [m.callRendererFunction.functionCallId for m in transport.calls] == ["e1:1", "e1:1"]
 
 
 async def test_arguments_are_checked_before_any_request_or_intent_record() -> None:

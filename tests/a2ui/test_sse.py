@@ -43,9 +43,9 @@ async def settle(
             await asyncio.sleep(0.02)
 
 
-def body(call_id: str, surface: str = "p1", **outcome: object) -> bytes:
-    reply = {"surfaceId": surface, "callId": call_id, "name": "getLocale", **outcome}
-    return json.dumps({"version": "v0.9", "functionResponse": reply}).encode()
+def body(call_id: str, **outcome: object) -> bytes:
+    reply = {"functionCallId": call_id, **outcome}
+    return json.dumps({"version": "v1.0", "rendererFunctionResponse": reply}).encode()
 
 
 async def test_the_client_answers_over_sse_and_post_and_the_gate_resumes(
@@ -56,13 +56,13 @@ async def test_the_client_answers_over_sse_and_post_and_the_gate_resumes(
     await server.runtime.start("profile.greet", {"surface_id": "p1"}, execution_id="g1")
     result = await settle(server, "g1", "completed", client, 1)
     assert result.output == {"locale": "fr-FR", "greeting": "Bonjour"}
-    assert [c.callId for c in client.received] == ["g1:getLocale#1"]
+    assert [c.functionCallId for c in client.received] == ["g1:getLocale#1"]
     assert client.reply_statuses == [("g1:getLocale#1", 200)]
 
-    good = body("g1:getLocale#1", result={"locale": "de-DE"})
+    good = body("g1:getLocale#1", value={"locale": "de-DE"})
     assert await client.post_reply("p1", good) == 409  # late duplicate
     assert await client.post_reply("p1", good, sign=False) == 401
-    assert await client.post_reply("p1", body("g1:getLocale#5", result={})) == 409
+    assert await client.post_reply("p1", body("g1:getLocale#5", value={})) == 409
     assert await client.post_reply("p2", good) == 409  # posted for another surface
     assert (await server.runtime.result("g1")).output == result.output
 
@@ -77,7 +77,7 @@ async def test_an_invalid_result_is_refused_and_the_gate_keeps_waiting(
     await settle(server, "g2", "suspended", client, 1)
     assert client.reply_statuses == [("g2:getLocale#1", 422)]
     assert (await server.runtime.result("g2")).status == "suspended"
-    fixed = body("g2:getLocale#1", result={"locale": "de-DE"})
+    fixed = body("g2:getLocale#1", value={"locale": "de-DE"})
     assert await client.post_reply("p1", fixed) == 200
     result = await settle(server, "g2", "completed", client, 2)
     assert result.output == {"locale": "de-DE", "greeting": "Guten Tag"}
@@ -88,7 +88,7 @@ async def test_tampering_with_a_signed_body_is_refused(
 ) -> None:
     server, client = pair
     await server.runtime.start("profile.greet", {"surface_id": "p9"}, execution_id="g3")
-    signed = body("g3:getLocale#1", surface="p9", result={"locale": "fr-FR"})
+    signed = body("g3:getLocale#1", value={"locale": "fr-FR"})
     tampered = signed.replace(b"fr-FR", b"en-GB")
     response = await client.http.post(
         "/a2ui/p9/reply", content=tampered, headers={"X-A2UI-Signature": sign_body(SECRET, signed)}

@@ -18,6 +18,8 @@ from loom.plugins.a2ui.websocket import WebSocketCallFunctionTransport
 from loom.testing import LoomTestEnv, replay
 from loom.wire import ExecutionResult
 
+CAT = "example.com:ws-tests/v1"
+
 
 def admit(headers: Mapping[str, str], surface: str) -> bool:
     return headers.get("authorization") == f"Bearer tok-{surface}"
@@ -38,7 +40,7 @@ def make_app(transport: WebSocketCallFunctionTransport, timeout: float = 5.0) ->
     @app.flow("submit")
     async def submit(ctx: FlowContext, order_id: str) -> Any:
         return await call_client_function(
-            ctx, call_fn, "s1", "confirmAndSubmit", {"orderId": order_id}
+            ctx, call_fn, "s1", "confirmAndSubmit", {"orderId": order_id}, catalog_id=CAT
         )
 
     return app
@@ -57,18 +59,15 @@ def client(
 
 
 async def next_call(ws: ClientConnection) -> dict[str, Any]:
-    return json.loads(await asyncio.wait_for(ws.recv(), 5))["callFunction"]
+    message = json.loads(await asyncio.wait_for(ws.recv(), 5))
+    assert message["version"] == "v1.0"
+    return message["callRendererFunction"]
 
 
-def reply(call: dict[str, Any], **changes: Any) -> str:
-    body = {
-        "surfaceId": call["surfaceId"],
-        "callId": call["callId"],
-        "name": call["name"],
-        "result": {"submissionId": f"sub-{call['callId']}"},
-        **changes,
-    }
-    return json.dumps({"version": "v0.9", "functionResponse": body})
+def reply(call: dict[str, Any], version: str = "v1.0", **changes: Any) -> str:
+    call_id = call["functionCallId"]
+    body = {"functionCallId": call_id, "value": {"submissionId": f"sub-{call_id}"}, **changes}
+    return json.dumps({"version": version, "rendererFunctionResponse": body})
 
 
 async def test_round_trip_with_forged_and_unsolicited_replies_refused(
@@ -78,10 +77,17 @@ async def test_round_trip_with_forged_and_unsolicited_replies_refused(
     async with client(transport) as ws:
         run = asyncio.create_task(env.start("submit", "A-1", execution_id="e1"))
         call = await next_call(ws)
-        assert (call["callId"], call["args"]) == ("e1:1", {"orderId": "A-1"})
-        await ws.send(reply(call, surfaceId="s2"))
-        await ws.send(reply(call, callId="e1:2"))
-        await ws.send(reply(call, name="getLocale"))
+        assert call["functionCallId"] == "e1:1"
+        assert call["callFunction"] == {
+            "call": "confirmAndSubmit",
+            "args": {"orderId": "A-1"},
+            "catalogId": CAT,
+        }
+        async with client(transport, surface="s2") as other:
+            await other.send(reply(call))  # right call id, wrong surface's connection
+            await asyncio.sleep(0.05)
+        await ws.send(reply(call, functionCallId="e1:2"))
+        await ws.send(reply(call, version="v0.9"))
         await ws.send("{not json")
         await ws.send(reply(call))
         result: ExecutionResult = await asyncio.wait_for(run, 5)
@@ -89,9 +95,9 @@ async def test_round_trip_with_forged_and_unsolicited_replies_refused(
         await asyncio.sleep(0.05)
     assert (result.status, result.output) == ("completed", {"submissionId": "sub-e1:1"})
     reasons = [r.reason for r in transport.refused]
-    assert len(reasons) == 5
-    assert "names surface 's2'" in reasons[0]
-    assert "unsolicited" in reasons[1] and "getLocale" in reasons[2]
+    assert len(reasons) == 5, reasons
+    assert "went to surface 's1'" in reasons[0]
+    assert "unsolicited" in reasons[1] and "not spoken" in reasons[2]
     assert reasons[3].startswith("malformed") and "late" in reasons[4]
     outcome = await replay(make_app(WebSocketCallFunctionTransport()), await env.history("e1"))
     assert outcome.output == result.output

@@ -1,14 +1,20 @@
-"""A2UI ``callFunction``: a client-side function called from a flow, deterministically.
+"""A2UI v1.0 agent-initiated function calls: a renderer function called from a flow,
+deterministically.
 
-No client-side replay runtime is needed: the client's answer re-enters the log as a recorded
-fact — a resume payload (grain A) or an ``EffectCompleted`` output (grain B) — and replay
-serves it from the fold without contacting the client (ADR 0070).
+No renderer-side replay runtime is needed: the renderer's answer re-enters the log as a
+recorded fact — a resume payload (grain A) or an ``EffectCompleted`` output (grain B) — and
+replay serves it from the fold without contacting the renderer.
 
-- Protocol models (:mod:`.protocol`) and :class:`A2UISurfaceBridge`, which stamps requests
-  with its surface and the caller's call id and checks replies; it creates no Loom event.
-- The catalog (:func:`define_function`, :class:`A2UICatalog`) validates arguments and results.
-- Grain A (:mod:`.gate`): send, ``ctx.suspend(on="A2UIFunctionResult", correlation_key=callId)``;
-  the application checks and delivers the reply with :func:`deliver_function_response`.
+- Protocol models (:mod:`.protocol`, A2UI v1.0: ``callRendererFunction`` /
+  ``rendererFunctionResponse``) and :class:`A2UISurfaceBridge`, which stamps requests with
+  the catalog id and the caller's call id and checks replies; it creates no Loom event.
+- The catalog (:func:`define_function`, :class:`A2UICatalog`) declares who may call each
+  function (``allowedCallers``) and validates arguments and results; it writes the official
+  v1.0 catalog document. :class:`RendererCapabilities` checks calls against what a renderer
+  advertised.
+- Grain A (:mod:`.gate`): send, ``ctx.suspend(on="A2UIFunctionResult",
+  correlation_key=functionCallId)``; the application delivers the reply with
+  :func:`deliver_function_response`, and every other route to the gate is checked the same.
 - Grain B (:mod:`.effect`): :func:`register_a2ui_call_function` registers the non-idempotent
   effect ``a2ui.callFunction`` over an :class:`A2UICallFunctionTransport`;
   :class:`WebSocketCallFunctionTransport` (``loom.plugins.a2ui.websocket``, needs the
@@ -22,6 +28,7 @@ from loom.plugins.a2ui.auth import (
     sign_body,
 )
 from loom.plugins.a2ui.bridge import A2UISurfaceBridge
+from loom.plugins.a2ui.capabilities import RendererCapabilities
 from loom.plugins.a2ui.catalog import A2UICatalog, CatalogFunctionSchema, define_function
 from loom.plugins.a2ui.effect import (
     CALL_FUNCTION_EFFECT,
@@ -44,6 +51,7 @@ from loom.plugins.a2ui.gate import (
     SEND_EFFECT,
     A2UIMessageSender,
     SendCallFunction,
+    SentCall,
     deliver_function_response,
     gate_call_id,
     pending_function_calls,
@@ -54,23 +62,26 @@ from loom.plugins.a2ui.protocol import (
     A2UI_VERSION,
     ActionMessage,
     ActionPayload,
-    CallFunctionMessage,
-    CallFunctionPayload,
-    ClientToServerMessage,
+    AgentToRendererMessage,
+    CallRendererFunctionMessage,
+    CallRendererFunctionPayload,
     CreateSurfaceMessage,
     DeleteSurfaceMessage,
     ErrorMessage,
-    FunctionError,
-    FunctionResponseMessage,
-    FunctionResponsePayload,
-    ServerToClientMessage,
+    FunctionCall,
+    FunctionResponse,
+    FunctionResponseError,
+    RendererFunctionResponseMessage,
+    RendererToAgentMessage,
     UpdateComponentsMessage,
     UpdateDataModelMessage,
+    function_outcome,
     is_action,
-    is_call_function,
+    is_call_renderer_function,
     is_function_response,
-    parse_client_message,
-    parse_server_message,
+    parse_agent_message,
+    parse_function_outcome,
+    parse_renderer_message,
 )
 
 __all__ = [
@@ -87,37 +98,42 @@ __all__ = [
     "A2UITimeoutError",
     "ActionMessage",
     "ActionPayload",
-    "CallFunctionMessage",
-    "CallFunctionPayload",
+    "AgentToRendererMessage",
     "CallFunctionRequest",
+    "CallRendererFunctionMessage",
+    "CallRendererFunctionPayload",
     "CatalogFunctionSchema",
     "CatalogValidationError",
     "ClientFunctionError",
-    "ClientToServerMessage",
     "CorrelationError",
     "CreateSurfaceMessage",
     "DeleteSurfaceMessage",
     "ErrorMessage",
-    "FunctionError",
-    "FunctionResponseMessage",
-    "FunctionResponsePayload",
+    "FunctionCall",
+    "FunctionResponse",
+    "FunctionResponseError",
+    "RendererCapabilities",
+    "RendererFunctionResponseMessage",
+    "RendererToAgentMessage",
     "ResumeAuthenticationError",
     "ResumeAuthenticator",
     "SendCallFunction",
-    "ServerToClientMessage",
+    "SentCall",
     "UpdateComponentsMessage",
     "UpdateDataModelMessage",
     "call_client_function",
     "define_function",
     "deliver_function_response",
     "from_worker_authenticator",
+    "function_outcome",
     "gate_call_id",
     "hmac_authenticator",
     "is_action",
-    "is_call_function",
+    "is_call_renderer_function",
     "is_function_response",
-    "parse_client_message",
-    "parse_server_message",
+    "parse_agent_message",
+    "parse_function_outcome",
+    "parse_renderer_message",
     "pending_function_calls",
     "register_a2ui_call_function",
     "register_a2ui_sender",

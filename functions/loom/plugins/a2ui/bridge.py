@@ -1,10 +1,15 @@
 """``A2UISurfaceBridge``: one surface's end of the protocol, with no clock, randomness or I/O.
 
-The bridge builds ``callFunction`` requests stamped with its surface id and the caller's
-deterministic ``callId``, and turns a client's message into a normalized payload after
-checking it belongs here. It appends no Loom event and sends nothing: what a reply becomes
-(a resume payload, an effect output) is the caller's choice, which keeps the bridge usable
-inside flow code, effects and HTTP handlers alike.
+The bridge builds the messages Loom sends to one surface's renderer — ``createSurface``
+stamped with the catalog id, ``callRendererFunction`` stamped with the catalog id and the
+caller's deterministic ``functionCallId`` — and turns a renderer's message into a normalized
+payload after checking it answers what was asked. It appends no Loom event and sends
+nothing: what a reply becomes (a resume payload, an effect output) is the caller's choice,
+which keeps the bridge usable inside flow code, effects and HTTP handlers alike.
+
+Official replies carry neither the surface nor the function name: a reply is matched on its
+``functionCallId`` alone, and the surface and function come from Loom's own record of the
+call it sent.
 """
 
 from __future__ import annotations
@@ -14,15 +19,17 @@ from typing import Any
 
 from loom.plugins.a2ui.errors import A2UIProtocolError, CorrelationError
 from loom.plugins.a2ui.protocol import (
-    A2UI_VERSION,
     ActionPayload,
-    CallFunctionMessage,
-    CallFunctionPayload,
-    FunctionResponsePayload,
+    CallRendererFunctionMessage,
+    CallRendererFunctionPayload,
+    CreateSurfaceMessage,
+    CreateSurfacePayload,
+    FunctionCall,
+    FunctionResponse,
     WireInput,
     is_action,
-    is_function_response,
-    parse_client_message,
+    parse_function_outcome,
+    parse_renderer_message,
 )
 
 
@@ -30,15 +37,25 @@ class A2UISurfaceBridge:
     """Builds requests for, and checks replies from, the surface ``surface_id``.
 
     Args:
-        surface_id: The surface every request is stamped with and every reply must name.
-        version: The protocol version stamped on messages.
+        surface_id: The surface requests are meant for and actions must name.
+        catalog_id: The surface's default catalog, stamped on calls that name no other.
     """
 
-    def __init__(self, surface_id: str, *, version: str = A2UI_VERSION) -> None:
+    def __init__(self, surface_id: str, *, catalog_id: str) -> None:
         if not surface_id:
             raise A2UIProtocolError("a surface bridge needs a non-empty surface id")
+        if not catalog_id:
+            raise A2UIProtocolError("a surface bridge needs the surface's catalogId")
         self.surface_id = surface_id
-        self.version = version
+        self.catalog_id = catalog_id
+
+    def create_surface(self, **fields: Any) -> CreateSurfaceMessage:
+        """A ``createSurface`` for this surface and catalog (more fields as keywords)."""
+        return CreateSurfaceMessage(
+            createSurface=CreateSurfacePayload(
+                surfaceId=self.surface_id, catalogId=self.catalog_id, **fields
+            )
+        )
 
     def call_function(
         self,
@@ -46,95 +63,68 @@ class A2UISurfaceBridge:
         args: Mapping[str, Any] | None = None,
         *,
         call_id: str,
-        callable_from: str | None = None,
-    ) -> CallFunctionMessage:
-        """A ``callFunction`` request for this surface.
+        catalog_id: str | None = None,
+    ) -> CallRendererFunctionMessage:
+        """A ``callRendererFunction`` request.
 
         Args:
-            name: The catalog function to run on the client.
+            name: The catalog function to run on the renderer.
             args: Its arguments.
             call_id: The deterministic correlation key (e.g. ``ctx.idempotency_key`` or
                 ``f"{execution_id}:getLocale#1"``); the bridge never makes one up.
-            callable_from: Passed through to the client as ``callableFrom``.
+            catalog_id: The function's catalog, if not the surface's default.
 
         Raises:
             A2UIProtocolError: An empty name or call id.
         """
         if not call_id:
-            raise A2UIProtocolError("callFunction needs the caller's call id; none was given")
+            raise A2UIProtocolError("callRendererFunction needs the caller's call id")
         if not name:
-            raise A2UIProtocolError("callFunction needs a function name")
-        payload = CallFunctionPayload(
-            surfaceId=self.surface_id,
-            callId=call_id,
-            name=name,
+            raise A2UIProtocolError("callRendererFunction needs a function name")
+        call = FunctionCall(
+            call=name,
             args=dict(args) if args is not None else None,
-            callableFrom=callable_from,
+            catalogId=catalog_id or self.catalog_id,
         )
-        return CallFunctionMessage(version=self.version, callFunction=payload)
+        return CallRendererFunctionMessage(
+            callRendererFunction=CallRendererFunctionPayload(
+                functionCallId=call_id, callFunction=call
+            )
+        )
 
-    def ingest_function_response(
-        self,
-        message: WireInput,
-        expected_call_id: str | None = None,
-        *,
-        expected_name: str | None = None,
-    ) -> FunctionResponsePayload:
-        """Normalize a client's ``functionResponse`` for this surface.
+    @staticmethod
+    def ingest_function_response(message: WireInput, expected_call_id: str) -> FunctionResponse:
+        """Normalize a renderer's answer to the call ``expected_call_id``.
 
-        Without ``expected_call_id`` only the surface is checked, so a reply nobody asked for
-        would pass: give it whenever the reply may resume a gate or complete a step.
-
-        Args:
-            message: The client's message (JSON text, a decoded object or a parsed model).
-            expected_call_id: The call id that was issued; any other is refused.
-            expected_name: The function that was called; any other is refused.
+        Takes a ``rendererFunctionResponse``, or an ``error`` naming the call's
+        ``functionCallId`` (how a renderer reports a call it refused).
 
         Raises:
-            A2UIProtocolError: Not a ``functionResponse``, or malformed.
-            CorrelationError: A reply for another surface, call or function.
+            A2UIProtocolError: Another version, malformed, or not an answer to a call.
+            CorrelationError: An answer to another call.
         """
-        parsed = parse_client_message(message)
-        if not is_function_response(parsed):
-            raise A2UIProtocolError(
-                f"expected a functionResponse, got {_kind_of(parsed.to_wire())}"
-            )
-        reply = parsed.functionResponse
-        self._check_surface(reply.surfaceId, "functionResponse")
-        if expected_call_id is not None and reply.callId != expected_call_id:
+        reply = parse_function_outcome(message)
+        if reply.functionCallId != expected_call_id:
             raise CorrelationError(
-                f"functionResponse answers call {reply.callId!r}, expected {expected_call_id!r}",
-                details={"callId": reply.callId, "expected": expected_call_id},
-            )
-        if expected_name is not None and reply.name != expected_name:
-            raise CorrelationError(
-                f"functionResponse for call {reply.callId!r} names function {reply.name!r}, "
-                f"the call was to {expected_name!r}",
-                details={"name": reply.name, "expected": expected_name},
+                f"reply answers call {reply.functionCallId!r}, expected {expected_call_id!r}",
+                details={"functionCallId": reply.functionCallId, "expected": expected_call_id},
             )
         return reply
 
     def ingest_action(self, message: WireInput) -> ActionPayload:
-        """Normalize a client's ``action`` for this surface.
+        """Normalize a renderer's ``action`` for this surface.
 
         Raises:
-            A2UIProtocolError: Not an ``action``, or malformed.
+            A2UIProtocolError: Another version, not an ``action``, or malformed.
             CorrelationError: An action on another surface.
         """
-        parsed = parse_client_message(message)
+        parsed = parse_renderer_message(message)
         if not is_action(parsed):
-            raise A2UIProtocolError(f"expected an action, got {_kind_of(parsed.to_wire())}")
-        self._check_surface(parsed.action.surfaceId, "action")
-        return parsed.action
-
-    def _check_surface(self, surface_id: str, what: str) -> None:
-        if surface_id != self.surface_id:
+            raise A2UIProtocolError("expected an action")
+        if parsed.action.surfaceId != self.surface_id:
             raise CorrelationError(
-                f"{what} is for surface {surface_id!r}, this bridge serves {self.surface_id!r}",
-                details={"surfaceId": surface_id, "expected": self.surface_id},
+                f"action is for surface {parsed.action.surfaceId!r}, this bridge serves "
+                f"{self.surface_id!r}",
+                details={"surfaceId": parsed.action.surfaceId, "expected": self.surface_id},
             )
-
-
-def _kind_of(wire: dict[str, Any]) -> str:
-    keys = [k for k in wire if k != "version"]
-    return keys[0] if keys else "an empty message"
+        return parsed.action

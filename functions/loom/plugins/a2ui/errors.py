@@ -3,13 +3,14 @@
 The tree::
 
     A2UIError                        root of the plugin's errors
-    ├── A2UIProtocolError            a message that is not the A2UI message expected (InputError)
-    ├── CorrelationError             a reply for another surface, call or function, or for a
-    │                                call nobody is waiting on (unsolicited, forged, late)
+    ├── A2UIProtocolError            a message that is not the A2UI v1.0 message expected
+    │                                (another version, malformed, another kind) (InputError)
+    ├── CorrelationError             a reply for another call or surface, or for a call
+    │                                nobody is waiting on (unsolicited, forged, late)
     ├── CatalogValidationError       arguments or a result that fail the catalog's schema
     ├── ResumeAuthenticationError    a reply the configured authenticator refused
-    ├── ClientFunctionError          the client answered with an error
-    └── A2UITimeoutError             the client did not answer within the request timeout
+    ├── ClientFunctionError          the renderer answered with an error (or refused the call)
+    └── A2UITimeoutError             the renderer did not answer within the request timeout
 
 The first four are also :class:`~loom.errors.InputError`: they are raised on bad input from
 a client, before anything is appended, so an HTTP layer answers them with a 4xx.
@@ -35,8 +36,8 @@ class A2UIProtocolError(A2UIError, InputError):
 class CorrelationError(A2UIError, InputError):
     """A reply does not belong to the request it claims to answer.
 
-    Raised for a reply addressed to another surface, another call or another function, and
-    for a reply to a call that is not awaiting one (never issued, or already answered).
+    Raised for a reply to another call (or sent on another surface's connection), and for a
+    reply to a call that is not awaiting one (never issued, or already answered).
     """
 
     code = "a2ui_correlation"
@@ -55,12 +56,12 @@ class ResumeAuthenticationError(A2UIError, InputError):
 
 
 class ClientFunctionError(A2UIError):
-    """The client ran the function and answered with an error."""
+    """The renderer refused the call, or ran the function and answered with an error."""
 
     code = "a2ui_client_error"
 
 
 class A2UITimeoutError(A2UIError):
-    """The client did not answer a ``callFunction`` within the request timeout."""
+    """The renderer did not answer a ``callRendererFunction`` within the request timeout."""
 
     code = "a2ui_timeout"

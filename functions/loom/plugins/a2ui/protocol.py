@@ -1,22 +1,24 @@
-"""A2UI wire messages as pydantic models, field names exactly as on the wire.
+"""A2UI v1.0 wire messages as pydantic models, field names exactly as on the wire.
 
-Every message is an envelope ``{"version": "v0.9", "<kind>": {...payload...}}`` with one
-message key. Server→client kinds: ``createSurface``, ``updateComponents``, ``updateDataModel``,
-``deleteSurface`` and ``callFunction`` (ask the client to run a catalog function).
-Client→server kinds: ``action`` (a user interaction), ``error`` and ``functionResponse`` (the
-answer to a ``callFunction``).
+Every message is an envelope ``{"version": "v1.0", "<kind>": {...payload...}}`` with one
+message key. Agent→renderer kinds Loom emits: ``createSurface``, ``updateComponents``,
+``updateDataModel``, ``deleteSurface`` and ``callRendererFunction`` (ask the renderer to run a
+catalog function). Renderer→agent kinds Loom accepts: ``action`` (a user interaction),
+``error`` and ``rendererFunctionResponse`` (the answer to a ``callRendererFunction``).
 
-Field names are camelCase because they *are* the wire: ``model.to_wire()`` is the JSON a
-peer sends, and a value recorded in the event log reads the same as the message it came from.
-Payloads that carry a client's answer ignore unknown fields: a reply is normalized to what
-this plugin understands before anything is recorded.
+The ``version`` of everything received is checked: a message of another protocol version is
+refused, never guessed at. Field names are camelCase because they *are* the wire:
+``model.to_wire()`` is the JSON a peer sends. What Loom accepts, the official v1.0 JSON Schema
+accepts too: a function response with a field the schema does not define is refused, not
+trimmed; the payloads the schema leaves open (an ``action``'s, a generic ``error``'s) are
+normalized to the fields this plugin models before anything is recorded.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Annotated, Any, TypeGuard
+from typing import Annotated, Any, Literal, TypeGuard, cast
 
 from pydantic import (
     BaseModel,
@@ -26,14 +28,16 @@ from pydantic import (
     Tag,
     TypeAdapter,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
 from loom.plugins.a2ui.errors import A2UIProtocolError
 
-A2UI_VERSION = "v0.9"
-"""The ``version`` stamped on messages this plugin builds."""
+A2UI_VERSION = "v1.0"
+"""The protocol version Loom speaks: stamped on what it sends, required on what it receives."""
+
+CallerRole = Literal["rendererOnly", "agentOnly", "rendererOrAgent"]
+"""Who may call a catalog function (the catalog's ``allowedCallers``)."""
 
 
 class _Model(BaseModel):
@@ -49,67 +53,72 @@ class _Model(BaseModel):
 
 
 class _Open(_Model):
-    # Rendering payloads carry much more than this plugin needs; keep what we do not model.
-    model_config = ConfigDict(frozen=True, extra="allow")
-
-
-class _Normalized(_Model):
-    # Client-controlled input: drop what we do not understand rather than record it.
+    # Renderer payloads the official schema leaves open: keep nothing we do not model.
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
-# -- server → client ------------------------------------------------------------------------
+# -- agent → renderer ------------------------------------------------------------------------
 
 
-class CreateSurfacePayload(_Open):
-    """Create a surface on the client and begin rendering it."""
-
-    surfaceId: str = Field(min_length=1)
-    catalogId: str | None = None
-
-
-class UpdateComponentsPayload(_Open):
-    """Add or update components of a surface."""
+class CreateSurfacePayload(_Model):
+    """Create a surface on the renderer; ``catalogId`` names its default catalog."""
 
     surfaceId: str = Field(min_length=1)
-    components: list[dict[str, Any]] = Field(default_factory=list[dict[str, Any]])
+    catalogId: str = Field(min_length=1)
+    sendDataModel: bool | None = None
+    components: list[dict[str, Any]] | None = Field(default=None, min_length=1)
+    dataModel: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
 
 
-class UpdateDataModelPayload(_Open):
-    """Insert or replace data in a surface's data model."""
+class UpdateComponentsPayload(_Model):
+    """Add or update components of a surface (at least one)."""
+
+    surfaceId: str = Field(min_length=1)
+    components: list[dict[str, Any]] = Field(min_length=1)
+
+
+class UpdateDataModelPayload(_Model):
+    """Insert, replace or (with a null ``value``) delete data in a surface's data model."""
 
     surfaceId: str = Field(min_length=1)
     path: str | None = None
-    value: Any = None
+    value: Any
+
+    def to_wire(self) -> dict[str, Any]:
+        """``value`` stays on the wire even when null: null means "delete"."""
+        return {**super().to_wire(), "value": self.value}
 
 
-class DeleteSurfacePayload(_Open):
+class DeleteSurfacePayload(_Model):
     """Remove a surface and its contents."""
 
     surfaceId: str = Field(min_length=1)
 
 
-class CallFunctionPayload(_Model):
-    """Ask the client to run the catalog function ``name`` and answer with ``callId``.
+class FunctionCall(_Model):
+    """Which catalog function to run, with what arguments, from which catalog."""
+
+    call: str = Field(min_length=1)
+    args: dict[str, Any] | None = None
+    catalogId: str = Field(min_length=1)
+
+
+class CallRendererFunctionPayload(_Model):
+    """Ask the renderer to run ``callFunction`` and answer with ``functionCallId``.
 
     Attributes:
-        surfaceId: The surface the call belongs to; the answer must name the same one.
-        callId: The caller's deterministic correlation key (never random): the answer
-            carries it back, and a side-effecting client function dedups on it.
-        name: The catalog function to run.
-        args: Its arguments (a JSON object).
-        callableFrom: Where the call is made from, passed through to the client.
+        functionCallId: The caller's deterministic correlation key (never random): the
+            answer carries it back, and a side-effecting renderer function dedups on it.
+        callFunction: The function, its arguments and its catalog.
     """
 
-    surfaceId: str = Field(min_length=1)
-    callId: str = Field(min_length=1, max_length=512)
-    name: str = Field(min_length=1)
-    args: dict[str, Any] | None = None
-    callableFrom: str | None = None
+    functionCallId: str = Field(min_length=1, max_length=1024)
+    callFunction: FunctionCall
 
 
 class _Envelope(_Model):
-    version: str = A2UI_VERSION
+    version: Literal["v1.0"] = A2UI_VERSION
 
 
 class CreateSurfaceMessage(_Envelope):
@@ -123,11 +132,19 @@ class UpdateComponentsMessage(_Envelope):
 
     updateComponents: UpdateComponentsPayload
 
+    def to_wire(self) -> dict[str, Any]:
+        """The wire form."""
+        return {"version": self.version, "updateComponents": self.updateComponents.to_wire()}
+
 
 class UpdateDataModelMessage(_Envelope):
     """``{"updateDataModel": ...}``."""
 
     updateDataModel: UpdateDataModelPayload
+
+    def to_wire(self) -> dict[str, Any]:
+        """The wire form (a null ``value`` kept)."""
+        return {"version": self.version, "updateDataModel": self.updateDataModel.to_wire()}
 
 
 class DeleteSurfaceMessage(_Envelope):
@@ -136,97 +153,120 @@ class DeleteSurfaceMessage(_Envelope):
     deleteSurface: DeleteSurfacePayload
 
 
-class CallFunctionMessage(_Envelope):
-    """``{"callFunction": ...}``: the request half of the bidirectional RPC."""
+class CallRendererFunctionMessage(_Envelope):
+    """``{"callRendererFunction": ...}``: the request half of the agent-initiated RPC."""
 
-    callFunction: CallFunctionPayload
-
-
-# -- client → server ------------------------------------------------------------------------
+    callRendererFunction: CallRendererFunctionPayload
 
 
-class ActionPayload(_Normalized):
+# -- renderer → agent ------------------------------------------------------------------------
+
+
+class FunctionResponseError(_Model):
+    """The error half of a function response: the call was refused, or ran and failed."""
+
+    code: str = Field(min_length=1)
+    message: str
+
+
+class FunctionResponse(_Model):
+    """The renderer's answer to ``callRendererFunction``: ``value`` or ``error``, never both.
+
+    ``value`` may be null (the function returned nothing) but must be present when there is
+    no ``error``: the wire keeps ``"value": null``.
+    """
+
+    functionCallId: str = Field(min_length=1, max_length=1024)
+    value: Any = None
+    error: FunctionResponseError | None = None
+
+    @model_validator(mode="after")
+    def _one_outcome(self) -> FunctionResponse:
+        has_value = "value" in self.model_fields_set
+        if has_value == (self.error is not None):
+            raise ValueError("a function response carries exactly one of value or error")
+        return self
+
+    def to_wire(self) -> dict[str, Any]:
+        """``{"functionCallId", "value"}`` or ``{"functionCallId", "error"}``."""
+        if self.error is not None:
+            return {"functionCallId": self.functionCallId, "error": self.error.to_wire()}
+        return {"functionCallId": self.functionCallId, "value": self.value}
+
+
+class ActionPayload(_Open):
     """A user interaction on a surface (a button press, a submitted form)."""
 
     name: str = Field(min_length=1)
     surfaceId: str = Field(min_length=1)
-    sourceComponentId: str = ""
-    timestamp: str = ""
-    context: dict[str, Any] = Field(default_factory=dict[str, Any])
+    sourceComponentId: str = Field(min_length=1)
+    timestamp: str = Field(min_length=1)
+    context: dict[str, Any]
+    userMessage: str | None = None
 
 
-class ErrorPayload(_Normalized):
-    """The client reports an error about a surface."""
+class RendererErrorPayload(_Open):
+    """The renderer reports an error about a surface, or about one function call.
 
-    code: str = "error"
-    surfaceId: str = ""
-    path: str | None = None
-    message: str = ""
-
-
-class FunctionError(_Normalized):
-    """The error half of a ``functionResponse``: the function ran and failed."""
-
-    code: str = "error"
-    message: str = ""
-
-
-class FunctionResponsePayload(_Normalized):
-    """The client's answer to ``callFunction``: ``result`` or ``error``, never both.
-
-    An absent or null ``result`` means the function returned nothing.
+    As the official schema says: a validation error (``VALIDATION_FAILED``,
+    ``UNALLOWED_PARENT``, ``UNALLOWED_CHILD``) names a surface and a path; any other error
+    names exactly one of a surface or a ``functionCallId``.
     """
 
-    surfaceId: str = Field(min_length=1)
-    callId: str = Field(min_length=1, max_length=512)
-    name: str = Field(min_length=1)
-    result: Any = None
-    error: FunctionError | None = None
-
-    @field_validator("error", mode="before")
-    @classmethod
-    def _error_text(cls, value: Any) -> Any:
-        # Clients commonly answer a bare message; keep it rather than reject the reply.
-        return {"message": value} if isinstance(value, str) else value
+    code: str = Field(min_length=1)
+    message: str
+    surfaceId: str | None = None
+    functionCallId: str | None = None
+    path: str | None = None
 
     @model_validator(mode="after")
-    def _one_outcome(self) -> FunctionResponsePayload:
-        if self.error is not None and self.result is not None:
-            raise ValueError("a functionResponse carries result or error, not both")
+    def _addressed(self) -> RendererErrorPayload:
+        if self.code in _VALIDATION_CODES:
+            if self.surfaceId is None or self.path is None or self.functionCallId is not None:
+                raise ValueError(f"a {self.code} error names a surfaceId and a path")
+        elif (self.surfaceId is None) == (self.functionCallId is None):
+            raise ValueError("an error names exactly one of surfaceId or functionCallId")
         return self
+
+
+_VALIDATION_CODES = frozenset({"VALIDATION_FAILED", "UNALLOWED_PARENT", "UNALLOWED_CHILD"})
+
+
+class RendererFunctionResponseMessage(_Envelope):
+    """``{"rendererFunctionResponse": ...}``: the response half of the agent-initiated RPC."""
+
+    rendererFunctionResponse: FunctionResponse
+
+    def to_wire(self) -> dict[str, Any]:
+        """The wire form (``value`` kept even when null)."""
+        return {
+            "version": self.version,
+            "rendererFunctionResponse": self.rendererFunctionResponse.to_wire(),
+        }
 
 
 class ActionMessage(_Envelope):
     """``{"action": ...}``."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
     action: ActionPayload
 
 
 class ErrorMessage(_Envelope):
-    """``{"error": ...}``."""
+    """``{"error": ...}``; one naming a ``functionCallId`` answers that call."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
-    error: ErrorPayload
-
-
-class FunctionResponseMessage(_Envelope):
-    """``{"functionResponse": ...}``: the response half of the bidirectional RPC."""
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-    functionResponse: FunctionResponsePayload
+    error: RendererErrorPayload
 
 
 # -- unions ----------------------------------------------------------------------------------
 
-_SERVER_KINDS = (
+_AGENT_KINDS = (
     "createSurface",
     "updateComponents",
     "updateDataModel",
     "deleteSurface",
-    "callFunction",
+    "callRendererFunction",
 )
-_CLIENT_KINDS = ("action", "error", "functionResponse")
+_RENDERER_KINDS = ("action", "error", "rendererFunctionResponse")
 
 
 def _kind(kinds: tuple[str, ...]) -> Any:
@@ -246,38 +286,60 @@ def _kind(kinds: tuple[str, ...]) -> Any:
     )
 
 
-ServerToClientMessage = Annotated[
+AgentToRendererMessage = Annotated[
     Annotated[CreateSurfaceMessage, Tag("createSurface")]
     | Annotated[UpdateComponentsMessage, Tag("updateComponents")]
     | Annotated[UpdateDataModelMessage, Tag("updateDataModel")]
     | Annotated[DeleteSurfaceMessage, Tag("deleteSurface")]
-    | Annotated[CallFunctionMessage, Tag("callFunction")],
-    _kind(_SERVER_KINDS),
+    | Annotated[CallRendererFunctionMessage, Tag("callRendererFunction")],
+    _kind(_AGENT_KINDS),
 ]
-"""Any message a server sends to a client."""
+"""Any message an agent (Loom) sends to a renderer."""
 
-ClientToServerMessage = Annotated[
+RendererToAgentMessage = Annotated[
     Annotated[ActionMessage, Tag("action")]
     | Annotated[ErrorMessage, Tag("error")]
-    | Annotated[FunctionResponseMessage, Tag("functionResponse")],
-    _kind(_CLIENT_KINDS),
+    | Annotated[RendererFunctionResponseMessage, Tag("rendererFunctionResponse")],
+    _kind(_RENDERER_KINDS),
 ]
-"""Any message a client sends to a server."""
+"""Any message a renderer sends to an agent that Loom understands."""
 
-_SERVER: TypeAdapter[ServerToClientMessage] = TypeAdapter(ServerToClientMessage)
-_CLIENT: TypeAdapter[ClientToServerMessage] = TypeAdapter(ClientToServerMessage)
+_AGENT: TypeAdapter[AgentToRendererMessage] = TypeAdapter(AgentToRendererMessage)
+_RENDERER: TypeAdapter[RendererToAgentMessage] = TypeAdapter(RendererToAgentMessage)
 
 WireInput = str | bytes | Mapping[str, Any] | BaseModel
 """What the parsers accept: JSON text or bytes, a decoded JSON object, or a model."""
 
 
-def _parse(adapter: TypeAdapter[Any], data: WireInput, kinds: tuple[str, ...], side: str) -> Any:
+def _decoded(data: WireInput) -> Any:
     if isinstance(data, BaseModel):
-        data = data.model_dump(mode="json", exclude_none=True)
+        to_wire = getattr(data, "to_wire", None)
+        return to_wire() if callable(to_wire) else data.model_dump(mode="json", by_alias=True)
+    if isinstance(data, (str, bytes)):
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise A2UIProtocolError(f"not JSON: {exc}") from None
+    return data
+
+
+def _check_version(data: Any) -> None:
+    if not isinstance(data, Mapping):
+        raise A2UIProtocolError("an A2UI message is a JSON object")
+    version: Any = cast(Mapping[str, Any], data).get("version")
+    if version != A2UI_VERSION:
+        raise A2UIProtocolError(
+            f"A2UI version {version!r} is not spoken here; messages must say "
+            f'"version": "{A2UI_VERSION}"',
+            details={"version": version, "expected": A2UI_VERSION},
+        )
+
+
+def _parse(adapter: TypeAdapter[Any], data: WireInput, kinds: tuple[str, ...], side: str) -> Any:
+    decoded = _decoded(data)
+    _check_version(decoded)
     try:
-        if isinstance(data, (str, bytes)):
-            return adapter.validate_json(data)
-        return adapter.validate_python(data)
+        return adapter.validate_python(decoded)
     except ValidationError as exc:
         raise A2UIProtocolError(
             f"not a valid A2UI {side} message (expected exactly one of {', '.join(kinds)}): "
@@ -288,34 +350,73 @@ def _parse(adapter: TypeAdapter[Any], data: WireInput, kinds: tuple[str, ...], s
         ) from None
 
 
-def parse_server_message(data: WireInput) -> ServerToClientMessage:
-    """Parse a server→client message.
+def parse_agent_message(data: WireInput) -> AgentToRendererMessage:
+    """Parse an agent→renderer message.
 
     Raises:
-        A2UIProtocolError: Malformed JSON, no or several message keys, or a bad payload.
+        A2UIProtocolError: Malformed JSON, another version, no or several message keys, or a
+            bad payload.
     """
-    return _parse(_SERVER, data, _SERVER_KINDS, "server-to-client")
+    return _parse(_AGENT, data, _AGENT_KINDS, "agent-to-renderer")
 
 
-def parse_client_message(data: WireInput) -> ClientToServerMessage:
-    """Parse a client→server message.
+def parse_renderer_message(data: WireInput) -> RendererToAgentMessage:
+    """Parse a renderer→agent message.
 
     Raises:
-        A2UIProtocolError: Malformed JSON, no or several message keys, or a bad payload.
+        A2UIProtocolError: Malformed JSON, another version, no or several message keys, or a
+            bad payload.
     """
-    return _parse(_CLIENT, data, _CLIENT_KINDS, "client-to-server")
+    return _parse(_RENDERER, data, _RENDERER_KINDS, "renderer-to-agent")
 
 
-def is_action(message: ClientToServerMessage) -> TypeGuard[ActionMessage]:
-    """Whether a parsed client message is an ``action``."""
+def is_action(message: RendererToAgentMessage) -> TypeGuard[ActionMessage]:
+    """Whether a parsed renderer message is an ``action``."""
     return isinstance(message, ActionMessage)
 
 
-def is_function_response(message: ClientToServerMessage) -> TypeGuard[FunctionResponseMessage]:
-    """Whether a parsed client message is a ``functionResponse`` (twin of :func:`is_action`)."""
-    return isinstance(message, FunctionResponseMessage)
+def is_function_response(
+    message: RendererToAgentMessage,
+) -> TypeGuard[RendererFunctionResponseMessage]:
+    """Whether a parsed renderer message is a ``rendererFunctionResponse``."""
+    return isinstance(message, RendererFunctionResponseMessage)
 
 
-def is_call_function(message: ServerToClientMessage) -> TypeGuard[CallFunctionMessage]:
-    """Whether a parsed server message is a ``callFunction``."""
-    return isinstance(message, CallFunctionMessage)
+def is_call_renderer_function(
+    message: AgentToRendererMessage,
+) -> TypeGuard[CallRendererFunctionMessage]:
+    """Whether a parsed agent message is a ``callRendererFunction``."""
+    return isinstance(message, CallRendererFunctionMessage)
+
+
+def function_outcome(message: RendererToAgentMessage) -> FunctionResponse | None:
+    """The answer a message gives to a function call, if it gives one.
+
+    A ``rendererFunctionResponse`` answers its call; an ``error`` naming a ``functionCallId``
+    answers that call with the error (how renderers report a call they refused).
+    """
+    if isinstance(message, RendererFunctionResponseMessage):
+        return message.rendererFunctionResponse
+    if isinstance(message, ErrorMessage) and message.error.functionCallId:
+        err = message.error
+        return FunctionResponse(
+            functionCallId=err.functionCallId,  # type: ignore[arg-type]
+            error=FunctionResponseError(code=err.code, message=err.message),
+        )
+    return None
+
+
+def parse_function_outcome(data: WireInput) -> FunctionResponse:
+    """Parse a renderer message that answers a function call.
+
+    Raises:
+        A2UIProtocolError: Malformed, another version, or not an answer to a call.
+    """
+    parsed = parse_renderer_message(data)
+    outcome = function_outcome(parsed)
+    if outcome is None:
+        kind = next((k for k in _RENDERER_KINDS if k in type(parsed).model_fields), "?")
+        raise A2UIProtocolError(
+            f"expected a rendererFunctionResponse (or an error naming a functionCallId), got {kind}"
+        )
+    return outcome

@@ -1,14 +1,16 @@
 """``WebSocketCallFunctionTransport``: grain B over WebSocket, served by the Loom side.
 
-A client connects to ``ws://HOST:PORT/a2ui/{surfaceId}``, which binds the connection to that
-surface (an optional authenticator checks the handshake). ``call`` sends the ``callFunction``
-to the surface's connection — or, if none is open, when one opens — and waits for the
-``functionResponse`` carrying the same call id. Requests still waiting are sent again to a
-reconnecting client, with the same call id (the client dedups).
+A renderer connects to ``ws://HOST:PORT/a2ui/{surfaceId}``, which binds the connection to
+that surface (an optional authenticator checks the handshake). ``call`` sends the
+``callRendererFunction`` to the surface's connection — or, if none is open, when one opens —
+and waits for the ``rendererFunctionResponse`` (or ``error``) carrying the same
+``functionCallId``. Requests still waiting are sent again to a reconnecting renderer, with the
+same call id (the renderer dedups).
 
-A reply is taken only if it is a ``functionResponse`` for the connection's own surface that
-answers a call now waiting, naming the function that was called. Anything else — malformed,
-another surface, unsolicited, late, duplicate — is refused: logged, kept in
+A reply is taken only if it answers a call now waiting that was sent to the connection's own
+surface (official replies name only the ``functionCallId``: the surface is Loom's record of
+where the call went). Anything else — malformed, another version, unsolicited, late,
+duplicate, from another surface's connection — is refused: logged, kept in
 :attr:`~WebSocketCallFunctionTransport.refused`, and never handed to a waiting call.
 """
 
@@ -32,11 +34,12 @@ from loom.errors import ConfigurationError
 from loom.plugins.a2ui.effect import A2UICallFunctionTransport
 from loom.plugins.a2ui.errors import A2UIProtocolError
 from loom.plugins.a2ui.protocol import (
-    CallFunctionMessage,
-    ClientToServerMessage,
-    FunctionResponseMessage,
-    is_function_response,
-    parse_client_message,
+    CallRendererFunctionMessage,
+    FunctionResponse,
+    RendererFunctionResponseMessage,
+    RendererToAgentMessage,
+    function_outcome,
+    parse_renderer_message,
 )
 
 log = logging.getLogger("loom.a2ui")
@@ -44,14 +47,15 @@ log = logging.getLogger("loom.a2ui")
 ConnectAuthenticator = Callable[[Mapping[str, str], str], bool]
 """``authenticate(handshake_headers, surface_id) -> bool``: True admits the connection."""
 
-MessageHandler = Callable[[str, ClientToServerMessage], Coroutine[Any, Any, None]]
-"""Receives client messages other than replies (``action``, ``error``), with the surface."""
+MessageHandler = Callable[[str, RendererToAgentMessage], Coroutine[Any, Any, None]]
+"""Receives renderer messages other than replies (``action``, ``error``), with the surface."""
 
 
 @dataclass
 class _Waiting:
-    message: CallFunctionMessage
-    reply: asyncio.Future[FunctionResponseMessage]
+    surface_id: str
+    message: CallRendererFunctionMessage
+    reply: asyncio.Future[RendererFunctionResponseMessage]
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,7 @@ class WebSocketCallFunctionTransport(A2UICallFunctionTransport):
         self._prefix = path_prefix
         self._server: Server | None = None
         self._connections: dict[str, ServerConnection] = {}
-        self._waiting: dict[tuple[str, str], _Waiting] = {}
+        self._waiting: dict[str, _Waiting] = {}
         self._background: set[asyncio.Task[None]] = set()
         self.refused: deque[RefusedReply] = deque(maxlen=256)
 
@@ -118,14 +122,15 @@ class WebSocketCallFunctionTransport(A2UICallFunctionTransport):
 
     # -- calls --------------------------------------------------------------------------
 
-    async def call(self, message: CallFunctionMessage) -> FunctionResponseMessage:
-        """Send ``message`` to its surface's client and wait for the matching reply."""
-        payload = message.callFunction
-        key = (payload.surfaceId, payload.callId)
-        waiting = _Waiting(message, asyncio.get_running_loop().create_future())
+    async def call(
+        self, surface_id: str, message: CallRendererFunctionMessage
+    ) -> RendererFunctionResponseMessage:
+        """Send ``message`` to ``surface_id``'s renderer and wait for the matching reply."""
+        key = message.callRendererFunction.functionCallId
+        waiting = _Waiting(surface_id, message, asyncio.get_running_loop().create_future())
         self._waiting[key] = waiting
         try:
-            connection = self._connections.get(payload.surfaceId)
+            connection = self._connections.get(surface_id)
             if connection is not None:
                 await self._send(connection, message)
             return await waiting.reply
@@ -133,7 +138,9 @@ class WebSocketCallFunctionTransport(A2UICallFunctionTransport):
             if self._waiting.get(key) is waiting:
                 del self._waiting[key]
 
-    async def _send(self, connection: ServerConnection, message: CallFunctionMessage) -> None:
+    async def _send(
+        self, connection: ServerConnection, message: CallRendererFunctionMessage
+    ) -> None:
         # A closed connection is not an error here: the request waits for the next one.
         with contextlib.suppress(ConnectionClosed):
             await connection.send(message.to_json())
@@ -163,8 +170,8 @@ class WebSocketCallFunctionTransport(A2UICallFunctionTransport):
             return
         self._connections[surface] = connection
         try:
-            for (sid, _), waiting in list(self._waiting.items()):
-                if sid == surface:
+            for waiting in list(self._waiting.values()):
+                if waiting.surface_id == surface:
                     await self._send(connection, waiting.message)
             async for raw in connection:
                 self._receive(surface, raw)
@@ -176,32 +183,32 @@ class WebSocketCallFunctionTransport(A2UICallFunctionTransport):
 
     def _receive(self, surface: str, raw: str | bytes) -> None:
         try:
-            message = parse_client_message(raw)
+            message = parse_renderer_message(raw)
         except A2UIProtocolError as exc:
             self._refuse(surface, None, f"malformed: {exc.message}")
             return
-        if not is_function_response(message):
+        outcome = function_outcome(message)
+        if outcome is None:
             if self._on_message is not None:
                 task = asyncio.get_running_loop().create_task(self._on_message(surface, message))
                 self._background.add(task)
                 task.add_done_callback(self._background.discard)
             return
-        self._match(surface, message)
+        self._match(surface, outcome)
 
-    def _match(self, surface: str, message: FunctionResponseMessage) -> None:
-        reply = message.functionResponse
-        if reply.surfaceId != surface:
-            self._refuse(surface, reply.callId, f"names surface {reply.surfaceId!r}")
-            return
-        waiting = self._waiting.get((surface, reply.callId))
+    def _match(self, surface: str, reply: FunctionResponse) -> None:
+        waiting = self._waiting.get(reply.functionCallId)
         if waiting is None or waiting.reply.done():
-            self._refuse(surface, reply.callId, "no call is waiting for it (unsolicited or late)")
+            self._refuse(
+                surface, reply.functionCallId, "no call is waiting for it (unsolicited or late)"
+            )
             return
-        called = waiting.message.callFunction.name
-        if reply.name != called:
-            self._refuse(surface, reply.callId, f"names function {reply.name!r}, not {called!r}")
+        if waiting.surface_id != surface:
+            self._refuse(
+                surface, reply.functionCallId, f"the call went to surface {waiting.surface_id!r}"
+            )
             return
-        waiting.reply.set_result(message)
+        waiting.reply.set_result(RendererFunctionResponseMessage(rendererFunctionResponse=reply))
 
     def _refuse(self, surface: str, call_id: str | None, reason: str) -> None:
         log.warning("a2ui: refused reply on surface %r (call %r): %s", surface, call_id, reason)

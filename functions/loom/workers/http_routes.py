@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from flask import Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from loom.events import Event
 from loom.fold import fold
@@ -52,7 +52,9 @@ class StartRequest(BaseModel):
     input: Any = None
     execution_id: str | None = Field(default=None, min_length=1, max_length=512)
     capabilities: list[str] = Field(default_factory=list[str], max_length=256)
-    version: str | int | None = Field(default=None, description="default: the latest")
+    version: Annotated[str, Field(min_length=1, max_length=64)] | StrictInt | None = Field(
+        default=None, description="The flow version to start; default: the latest"
+    )
 
 
 class ResumeRequest(BaseModel):

@@ -85,7 +85,8 @@ class _Tally:
         self.as_json = as_json
         self.checked = self.diverged = self.continues = 0
         self.tty = sys.stderr.isatty()
-        self.started = self.shown = time.monotonic()
+        self.started = time.monotonic()
+        self.shown = float("-inf")  # the first verdict shows at once
 
     def __call__(self, item: Checked) -> None:
         self.checked += 1

@@ -8,8 +8,10 @@ branch while a new one takes the new branch; a breaking change is named by
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
 import subprocess
 import sys
 import textwrap
@@ -210,3 +212,38 @@ def test_starting_a_version_that_is_not_registered_is_refused(shop):
     done = shop.loom("start", "order.fulfil", "--input", '"x"', "--version", "7")
     assert done.returncode == 2 and "no version 7" in done.stderr
     assert "order.fulfil" not in shop.ok("ls")
+
+
+def test_progress_goes_to_stderr_when_it_is_a_terminal(shop):
+    shop.deploy(V1)
+    shop.ok("start", "order.fulfil", "--input", '"o"', "--id", "one")
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "loom",
+                "--app",
+                "shop:app",
+                "--store",
+                shop.store,
+                "replay-check",
+            ],
+            cwd=shop.root,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        os.close(follower)
+        shown = b""
+        with contextlib.suppress(OSError):  # EIO once the pty has nothing more
+            while chunk := os.read(leader, 4096):
+                shown += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == 0
+    assert b"checked 1" in shown and b"diverging 0" in shown
+    assert "checked 1 executions" in done.stdout and "diverging" not in done.stdout

@@ -146,7 +146,7 @@ class _Tally:
     show_default=True,
     help="Also check this many newest completed and newest failed executions.",
 )
-@click.option("--concurrency", default=16, show_default=True, help="Executions checked at once.")
+@click.option("--concurrency", default=16, show_default=True, help="Executions per bulk read.")
 @click.option("--page", default=500, show_default=True, help="Summaries read per store page.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @click.pass_obj

@@ -30,11 +30,11 @@ from loom import events as ev
 from loom.app import EffectDef, FlowDef, Loom
 from loom.context import ParkSignal, SuspendSignal
 from loom.errors import LoomError, NondeterminismError, UnknownFlowError
-from loom.fold import ExecutionState
+from loom.fold import ExecutionState, fold
 from loom.journal import Journal
 from loom.runtime import Runtime
 from loom.session import Session
-from loom.store.base import LIVE_STATUSES, EventStore, ExecutionSummary
+from loom.store.base import LIVE_STATUSES, EventStore, ExecutionSummary, LoadedLog
 
 if TYPE_CHECKING:
     from loom.blobs import BlobStore
@@ -249,7 +249,7 @@ class ReplayChecker:
         sample: How many of the newest completed and of the newest failed executions to
             check besides the live ones.
         page: Summaries per store page.
-        concurrency: Executions loaded and replayed at once.
+        concurrency: Executions read in one bulk read (two such reads are in flight).
     """
 
     def __init__(
@@ -282,24 +282,37 @@ class ReplayChecker:
                 if rows:
                     yield rows
 
-    async def check(self, summary: ExecutionSummary) -> Checked:
-        """Load one execution and replay it."""
-        state = await self.runtime.load_state(summary.execution_id)
-        return Checked(summary, await check_execution(self.runtime, summary, state))
+    async def check(self, summaries: Sequence[ExecutionSummary]) -> list[Checked]:
+        """Load several executions in one bulk read and replay each."""
+        logs = await self.store.load_many([s.execution_id for s in summaries])
+        return [
+            Checked(summary, await check_execution(self.runtime, summary, _state(log)))
+            for summary, log in zip(summaries, logs, strict=True)
+        ]
 
     async def run(self, report: Callable[[Checked], Awaitable[None] | None]) -> None:
-        """Check everything, calling ``report`` once per execution as its verdict comes."""
+        """Check everything, calling ``report`` once per execution as its verdict comes.
+
+        A page is cut into chunks of ``concurrency`` executions; two chunks are in hand at a
+        time, so one is replayed while the next is read.
+        """
         async for rows in self.summaries():
-            queue = iter(rows)
-            workers = min(self.concurrency, len(rows))
-            await asyncio.gather(*(self._drain(queue, report) for _ in range(workers)))
+            size = self.concurrency
+            chunks = iter([rows[i : i + size] for i in range(0, len(rows), size)])
+            await asyncio.gather(self._drain(chunks, report), self._drain(chunks, report))
 
     async def _drain(
         self,
-        queue: Iterator[ExecutionSummary],
+        chunks: Iterator[list[ExecutionSummary]],
         report: Callable[[Checked], Awaitable[None] | None],
     ) -> None:
-        for summary in queue:  # workers share the iterator: each row is taken once
-            outcome = report(await self.check(summary))
-            if outcome is not None:
-                await outcome
+        for chunk in chunks:  # both workers share the iterator: each chunk is taken once
+            for checked in await self.check(chunk):
+                outcome = report(checked)
+                if outcome is not None:
+                    await outcome
+
+
+def _state(log: LoadedLog) -> ExecutionState:
+    base = ExecutionState.from_json(log.snapshot.state) if log.snapshot else None
+    return fold(log.events, base)

@@ -78,6 +78,9 @@ class PinnedEventStore(EventStore):
     async def load(self, execution_id: str) -> LoadedLog:
         return await self._on_loop(self.inner.load(execution_id))
 
+    async def load_many(self, execution_ids: Sequence[str]) -> builtins.list[LoadedLog]:
+        return await self._on_loop(self.inner.load_many(execution_ids))
+
     async def read(self, execution_id: str, after_seq: int = 0) -> builtins.list[Event]:
         return await self._on_loop(self.inner.read(execution_id, after_seq))
 

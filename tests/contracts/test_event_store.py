@@ -206,6 +206,25 @@ async def test_scan_pages_through_executions_with_the_statuses_asked(store: Even
     assert await store.scan([]) == []
 
 
+async def test_load_many_equals_load_of_each_in_the_order_asked(store: EventStore) -> None:
+    for eid in ("a", "b", "c"):
+        await store.create(started(eid))
+    # a: events after its last status change (the summary's last_seq may lag them)
+    await store.append(AppendRequest("a", 1, [step(2)], StatusChange("suspended")))
+    await store.append(AppendRequest("a", 2, [step(3, "2"), step(4, "3")]))
+    # b: a snapshot, then a tail
+    await store.append(AppendRequest("b", 1, [step(2), step(3, "2")], StatusChange("running")))
+    await store.save_snapshot("b", Snapshot(3, '{"at": 3}'))
+    await store.append(AppendRequest("b", 3, [step(4, "3")]))
+    loaded = await store.load_many(["c", "a", "b"])
+    assert loaded == [await store.load(eid) for eid in ("c", "a", "b")]
+    assert [log.last_seq for log in loaded] == [1, 4, 4]
+    assert loaded[2].snapshot == Snapshot(3, '{"at": 3}')
+    assert await store.load_many([]) == []
+    with pytest.raises(UnknownExecutionError):
+        await store.load_many(["a", "nope"])
+
+
 async def test_status_is_untouched_by_appends_without_a_change(store: EventStore) -> None:
     await store.create(started())
     await store.append(AppendRequest("e1", 1, [step(2)], StatusChange("suspended", wake_at=7.0)))

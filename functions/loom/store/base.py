@@ -137,6 +137,16 @@ class EventStore(abc.ABC):
     async def load(self, execution_id: str) -> LoadedLog:
         """The newest snapshot and every event after it."""
 
+    async def load_many(self, execution_ids: Sequence[str]) -> list[LoadedLog]:
+        """``load`` for several executions, in the order given (a bulk read for walks such as
+        the replay check; a store may answer it in fewer round trips). Default: one ``load``
+        each.
+
+        Raises:
+            UnknownExecutionError: One of the executions does not exist.
+        """
+        return [await self.load(execution_id) for execution_id in execution_ids]
+
     @abc.abstractmethod
     async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
         """Every event with ``seq > after_seq``, in order."""

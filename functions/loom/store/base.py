@@ -19,6 +19,7 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
 * ``scan`` walks the summaries with given statuses in execution-id order, one page at a
   time (keyset pagination): a walk visits every execution whose status stays in the set
   while it runs, however many there are, holding one page in memory.
+* ``load_many`` answers exactly what ``load`` of each id would, in the order asked.
 * A summary carries the flow version recorded at the start (``"1"`` for executions created
   before versions were recorded).
 * Unknown execution ids raise :class:`~loom.errors.UnknownExecutionError`.

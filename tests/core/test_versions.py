@@ -15,20 +15,14 @@ from loom.wire import ExecutionPackage
 def two_versions(*versions: int | str) -> Loom:
     app = Loom("v")
     for version in versions:
-
-        async def flow(ctx: FlowContext, _: None, tag: str = str(version)) -> str:
-            await ctx.suspend("go", ctx.execution_id)
-            return f"ran v{tag}"
-
-        app.flow("f", version=version)(_two_args(flow))
+        app.flow("f", version=version)(_flow(str(version)))
     return app
 
 
-def _two_args(fn):  # bind the tag so the flow keeps the (ctx, input) signature
-    tag = fn.__defaults__[0]
-
-    async def flow(ctx: FlowContext, value: None) -> str:
-        return await fn(ctx, value, tag)
+def _flow(tag: str):
+    async def flow(ctx: FlowContext, _: None) -> str:
+        await ctx.suspend("go", ctx.execution_id)
+        return f"ran v{tag}"
 
     return flow
 

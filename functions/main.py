@@ -14,15 +14,18 @@ import flask
 import functions_framework
 from werkzeug.exceptions import HTTPException
 
+from loom.errors import StoreError
 from loom.runtime import Runtime
 from loom.workers.events_target import CloudEventLike, EventsHandler
 from loom.workers.logs import configure_logging
-from loom.workers.server import WorkerHandler, http_exception_reply
+from loom.workers.server import WorkerHandler, http_exception_reply, store_error_response
 from loom.workers.tasks_target import TasksHandler
 
 configure_logging()
 # Errors raised by the framework's own routing answer the same JSON error body as ours.
 functions_framework.errorhandler(HTTPException)(http_exception_reply)
+# A store failure the CloudEvent target raises (to be redelivered) is a 503, not a 500.
+functions_framework.errorhandler(StoreError)(store_error_response)
 
 
 def _runtime() -> Runtime:

@@ -8,6 +8,9 @@ The contract (``tests/contracts/test_blob_store.py`` runs unchanged over every b
   :class:`~loom.errors.StoreError` and leave the stored bytes as they were.
 * ``get(ref)`` returns the bytes, or raises :class:`~loom.errors.BlobNotFoundError`; it never
   returns None. A reference this store could not have issued raises ``ValueError``.
+* ``delete_prefix(prefix)`` deletes every blob whose key starts with ``prefix``, which must
+  be whole segments ending in ``/`` (``"e1/"`` covers ``e1/input/…`` but never ``e10/…``);
+  it returns how many it deleted and is idempotent (a second call deletes nothing).
 * Keys are ``/``-separated segments; no segment may be empty or start with ``.`` (which
   rules out ``.``, ``..`` and the local store's temporary files). See :func:`validate_key`.
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import os
+import shutil
 import tempfile
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -64,8 +68,25 @@ class BlobStore(abc.ABC):
             ValueError: Not a reference of this store.
         """
 
+    @abc.abstractmethod
+    async def delete_prefix(self, prefix: str) -> int:
+        """Delete every blob under ``prefix`` (segments ending in ``/``); return the count.
+
+        Raises:
+            StoreError: The backend failed (some blobs may be gone; calling again is safe).
+            ValueError: The prefix is not whole segments ending in ``/``.
+        """
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
         """Release connections. Default: nothing to release."""
+
+
+def validate_prefix(prefix: str) -> str:
+    """Return ``prefix`` if it is whole key segments ending in ``/``, else raise ``ValueError``."""
+    if not prefix.endswith("/"):
+        raise ValueError(f"blob prefix must end with '/': {prefix!r}")
+    validate_key(prefix[:-1])
+    return prefix
 
 
 def key_from_ref(ref: str, prefix: str) -> str:
@@ -99,6 +120,12 @@ class InMemoryBlobStore(BlobStore):
             return self._blobs[key]
         except KeyError:
             raise BlobNotFoundError(f"no blob {ref!r}", details={"ref": ref}) from None
+
+    async def delete_prefix(self, prefix: str) -> int:
+        doomed = [k for k in self._blobs if k.startswith(validate_prefix(prefix))]
+        for key in doomed:
+            del self._blobs[key]
+        return len(doomed)
 
 
 class LocalBlobStore(BlobStore):
@@ -156,6 +183,23 @@ class LocalBlobStore(BlobStore):
             raise BlobNotFoundError(f"no blob {ref!r}", details={"ref": ref}) from None
         except OSError as exc:
             raise StoreError(f"reading blob {ref!r} failed: {exc}") from exc
+
+    async def delete_prefix(self, prefix: str) -> int:
+        directory = self.root.joinpath(*validate_prefix(prefix)[:-1].split("/"))
+        try:
+            return await asyncio.to_thread(_remove_tree, directory)
+        except OSError as exc:
+            raise StoreError(f"deleting blobs under {prefix!r} failed: {exc}") from exc
+
+
+def _remove_tree(directory: Path) -> int:
+    """Delete a directory of blobs; the number of blob files it held (0 if it is absent)."""
+    if not directory.is_dir():
+        return 0
+    count = sum(1 for f in directory.rglob("*") if f.is_file() and not f.name.startswith("."))
+    shutil.rmtree(directory, ignore_errors=False)
+    _fsync_dir(directory.parent)
+    return count
 
 
 def _fsync_dir(directory: Path) -> None:

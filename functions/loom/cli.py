@@ -1,7 +1,8 @@
 """``loom``: the command line. Embedded by default (``sqlite:///.loom/loom.db``).
 
 A command that appends an event runs the execution in this process until it blocks.
-Errors are one line naming what was wrong, and a non-zero exit: 2 for bad input, 1 otherwise.
+Errors are one line naming what was wrong, and a non-zero exit: 2 for bad input, 75
+(``EX_TEMPFAIL``) when the store failed and the same command may succeed later, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ import click
 
 from loom.cli_deploy import register as register_deploy_commands
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
-from loom.errors import InputError, LoomError
+from loom.errors import InputError, LoomError, StoreError
 from loom.store.base import STATUSES
 
 T = TypeVar("T")
+EX_TEMPFAIL = 75
 
 
 @dataclass
@@ -42,6 +44,10 @@ def _run(coro: Awaitable[T]) -> T:
         return asyncio.run(coro)  # type: ignore[arg-type]
     except InputError as exc:
         _fail(exc.message, 2)
+    except StoreError as exc:
+        _fail(
+            f"{exc.code}: {exc.message} (retry later: the log keeps what was recorded)", EX_TEMPFAIL
+        )
     except LoomError as exc:
         _fail(f"{exc.code}: {exc.message}", 1)
     raise AssertionError("unreachable")
@@ -287,6 +293,10 @@ def serve(settings: Settings, host: str, port: int) -> None:
 
 
 register_deploy_commands(main)
+
+from loom.cli_purge import purge as _purge  # noqa: E402 - registers after the group exists
+
+main.add_command(_purge)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Mapping
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from loom.errors import ConfigurationError
 from loom.store.base import EventStore
 
 DEFAULT_STORE = "sqlite:///.loom/loom.db"
+CLOUD_RUN_ENV = "K_SERVICE"  # set by Cloud Run in every service container
 
 
 def _plugin(group: str, scheme: str, url: str) -> Any:
@@ -67,6 +69,25 @@ def open_blob_store(url: str | None = None, *, store_url: str | None = None) -> 
     if store_url.startswith("sqlite:///"):
         return blobs.LocalBlobStore(Path(store_url[len("sqlite:///") :]).parent / "blobs")
     return None
+
+
+def refuse_inprocess_on_cloud_run(env: Mapping[str, str] | None = None) -> None:
+    """Refuse the in-process dispatcher inside a Cloud Run service (``K_SERVICE`` is set).
+
+    Its timers are asyncio tasks in this process: Cloud Run throttles the CPU between
+    requests and scales idle instances to zero, so they would fire late or never.
+
+    Raises:
+        ConfigurationError: Running on Cloud Run.
+    """
+    env = os.environ if env is None else env
+    service = env.get(CLOUD_RUN_ENV)
+    if service:
+        raise ConfigurationError(
+            f"inprocess:// dispatch cannot run on Cloud Run (K_SERVICE={service!r}): its "
+            "timers die when the CPU is throttled between requests or the instance scales "
+            "to zero; set LOOM_DISPATCH=cloudtasks://projects/P/locations/L/queues/Q"
+        )
 
 
 def load_app(ref: str | None = None) -> Loom:

@@ -14,7 +14,8 @@ The tree::
     │   ├── VerdictError               verdict for a step that is not in doubt
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
-    ├── StoreError                     the event store failed
+    ├── StoreError                     the event store failed (HTTP 503, retry later)
+    │   ├── StoreUnavailableError      busy, locked, disk full, read-only, cannot open
     │   ├── AppendConflictError        the log did not end at expected_seq
     │   └── BlobNotFoundError          a claim-checked payload is missing
     ├── ExecutionSupersededError       another holder owns the execution
@@ -135,6 +136,17 @@ class StoreError(LoomError):
     """The event store failed."""
 
     code = "store"
+
+
+class StoreUnavailableError(StoreError):
+    """The store cannot answer now: locked or busy past the timeout, disk full, read-only,
+    or the database cannot be opened. Nothing was written; the same call may succeed later.
+
+    ``details["reason"]`` names which: ``busy``, ``disk_full``, ``read_only``,
+    ``cannot_open``, ``io`` or ``timeout``.
+    """
+
+    code = "store_unavailable"
 
 
 class AppendConflictError(StoreError):

@@ -10,8 +10,8 @@ merged and the append retried; another holder's claim or a cancel ends the sessi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loom import crash
 from loom import events as ev
@@ -41,6 +41,7 @@ from loom.journal import Journal
 if TYPE_CHECKING:
     from loom.runtime import Runtime
 
+T = TypeVar("T")
 _SETTLE_YIELDS = 8  # loop turns with no progress before a gate-only flow counts as blocked
 
 
@@ -109,6 +110,13 @@ class Session:
                 # believing. The execute call fails and its delivery is retried.
                 self._raise(AbortSignal(exc))
 
+    async def _unless_store_fails(self, step: Awaitable[T]) -> T:
+        """Await a payload encode or decode; a store failure unwinds like a failed append."""
+        try:
+            return await step
+        except StoreError as exc:
+            self._raise(AbortSignal(exc))
+
     async def _try_append(self, events: Sequence[ev.Event]) -> bool:
         try:
             written = await self.journal.try_append(events)
@@ -174,7 +182,9 @@ class Session:
             )
         status = rec.get("status")
         if status == "completed":
-            return defn.typed.parse_output(await self.rt.payloads.decode(rec.get("output")))
+            stored = rec.get("output")
+            output = await self._unless_store_fails(self.rt.payloads.decode(stored))
+            return defn.typed.parse_output(output)
         if status == "failed":
             raise failed_error(defn.name, step_id, rec.get("error") or {})
         if status == "not_performed":
@@ -235,8 +245,8 @@ class Session:
                 ]
             )
             raise failed_error(defn.name, step_id, outcome.error.model_dump())
-        stored, size = await self.rt.payloads.encode(
-            outcome.value, f"{self.execution_id}/{step_id}/output"
+        stored, size = await self._unless_store_fails(
+            self.rt.payloads.encode(outcome.value, f"{self.execution_id}/{step_id}/output")
         )
         await self.append(
             [
@@ -280,7 +290,7 @@ class Session:
             if on == "loom.timer":
                 return None
             raise GateTimeoutError(f"gate {on!r}/{key!r} timed out", details={"step_id": step_id})
-        return await self.rt.payloads.decode(got["payload"])
+        return await self._unless_store_fails(self.rt.payloads.decode(got["payload"]))
 
     async def _wait(
         self, step_id: str, on: str, key: str, timeout: float | None, recorded: GateRecord | None
@@ -337,7 +347,13 @@ class Session:
                     )
                     for sid, g in gates
                 ]
-                if await self._try_append(batch):
+                try:
+                    written = await self._try_append(batch)
+                except StoreError as exc:
+                    return self._halt(AbortSignal(exc))  # the flow waits on gates: wake it
+                except SupersededSignal as signal:
+                    return self._halt(signal)
+                if written:
                     break
         # From here on the flow is suspended whatever it does: its result is ignored, any
         # further ctx call raises, and the root task is cancelled so user code stops early.
@@ -346,6 +362,15 @@ class Session:
             w.new = False
             if not w.fut.done():
                 w.fut.set_exception(SuspendSignal())
+        if self._flow_task is not None:
+            self._flow_task.cancel()
+
+    def _halt(self, signal: BaseException) -> None:
+        """End a flow that waits on gates only: its waits raise ``signal``, it is cancelled."""
+        self.signal = self.signal or signal
+        for w in self._waiting.values():
+            if not w.fut.done():
+                w.fut.set_exception(signal)
         if self._flow_task is not None:
             self._flow_task.cancel()
 

@@ -36,13 +36,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loom.blobs import BlobStore, LocalBlobStore
-from loom.config import load_app, open_blob_store, open_store
+from loom.config import load_app, open_blob_store, open_store, refuse_inprocess_on_cloud_run
 from loom.dispatch.base import Dispatcher
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import ConfigurationError
 from loom.events import Event, ExecutionStarted
 from loom.runtime import Runtime
-from loom.store.base import AppendRequest, EventStore, ExecutionSummary, LoadedLog, Snapshot
+from loom.store.base import (
+    AppendRequest,
+    EventStore,
+    ExecutionSummary,
+    ListCursor,
+    LoadedLog,
+    Snapshot,
+)
 from loom.workers.base import WorkerRuntime
 from loom.workers.local import LocalWorkerRuntime
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
@@ -91,9 +98,22 @@ class PinnedEventStore(EventStore):
         return await self._on_loop(self.inner.summary(execution_id))
 
     async def list(
-        self, status: str | None = None, *, due_before: float | None = None, limit: int = 1000
+        self,
+        status: str | None = None,
+        *,
+        due_before: float | None = None,
+        limit: int = 1000,
+        oldest_first: bool = False,
+        after: ListCursor | None = None,
     ) -> builtins.list[ExecutionSummary]:
-        return await self._on_loop(self.inner.list(status, due_before=due_before, limit=limit))
+        return await self._on_loop(
+            self.inner.list(
+                status, due_before=due_before, limit=limit, oldest_first=oldest_first, after=after
+            )
+        )
+
+    async def delete_execution(self, execution_id: str) -> bool:
+        return await self._on_loop(self.inner.delete_execution(execution_id))
 
     async def scan(
         self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
@@ -165,6 +185,7 @@ def open_dispatcher(
 
         return CloudTasksDispatcher.from_url(url, env)
     if url.startswith("inprocess://"):
+        refuse_inprocess_on_cloud_run(env)
         return InProcessDispatcher(open_worker(env.get("LOOM_WORKER"), runtime))
     raise ConfigurationError(
         f"LOOM_DISPATCH {url!r}: expected inline://, inprocess:// or "

@@ -3,9 +3,11 @@ private Cloud Run service (DESIGN §6).
 
 On top of the plain HTTP worker runtime it
 
-* resolves the service's URL with the Cloud Run Admin API (``GetService``), and refuses a
-  service that is not ready: its terminal condition must have succeeded and its observed
-  generation must be the current one (otherwise a deploy is still rolling out or failed);
+* resolves the service's URL with the Cloud Run Admin API (``GetService``, which needs the
+  ``run.services.get`` permission on the service, e.g. ``roles/run.viewer``), and refuses
+  it only when that URL routes to no ready revision (a service whose first deploy has not
+  succeeded). During a rollout, and after a failed deploy, traffic still goes to the last
+  ready revision (``traffic_statuses``, ``latest_ready_revision``), so the URL is used;
 * attaches a Google ID token whose audience is that URL, which Cloud Run's IAM check
   (``roles/run.invoker``) requires of a private service; tokens come from ``google-auth``
   (a service-account key file, or the metadata server on Google Cloud) and are cached until
@@ -21,6 +23,7 @@ worker threads so the runtime can serve any event loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import re
@@ -43,6 +46,8 @@ from loom.errors import ConfigurationError, RemoteWorkerError, WorkerError
 from loom.wire import ExecutionPackage, ExecutionResult
 from loom.workers.remote import DEFAULT_TIMEOUT, RemoteWorkerRuntime
 
+log = logging.getLogger("loom.cloud_run")
+
 RETRY_STATUSES = frozenset({429, 503})
 ADMIN_HOST_ENV = "LOOM_RUN_ADMIN_HOST"
 _SERVICE = re.compile(r"^projects/[^/]+/locations/[^/]+/services/[a-z][a-z0-9-]*$")
@@ -50,7 +55,7 @@ _CONFIG_ERRORS = (gexc.NotFound, gexc.PermissionDenied, gexc.InvalidArgument, ge
 
 
 class ServiceNotReadyError(WorkerError):
-    """The Cloud Run service exists but is not ready to serve its current generation."""
+    """The Cloud Run service exists but its URL routes to no ready revision."""
 
     code = "service_not_ready"
 
@@ -70,19 +75,54 @@ def parse_service_url(url: str) -> str:
     return name
 
 
+def serving_revisions(service: run_v2.Service) -> list[str]:
+    """The revisions the service URL sends traffic to now (``traffic_statuses``).
+
+    A ``LATEST`` entry serves the latest *ready* revision, which during a rollout or after a
+    failed deploy is still the previous one.
+    """
+    revisions: list[str] = []
+    latest = run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST
+    for status in service.traffic_statuses:
+        revision = status.revision or (
+            service.latest_ready_revision if status.type_ == latest else ""
+        )
+        if status.percent > 0 and revision and revision not in revisions:
+            revisions.append(revision)
+    if not revisions and not service.traffic_statuses and service.latest_ready_revision:
+        revisions.append(service.latest_ready_revision)  # traffic not reported: all to latest
+    return revisions
+
+
 def readiness(service: run_v2.Service) -> str | None:
-    """Why ``service`` cannot take requests, or ``None`` if it is ready."""
+    """Why requests to ``service``'s URL cannot be served, or ``None`` if they can.
+
+    What matters is whether the URL routes to a revision that is ready, not whether the
+    newest generation is: during a rollout, and after a deploy that failed, traffic keeps
+    going to the last ready revision.
+    """
+    if not service.uri:
+        return "the service has no URL"
+    if not serving_revisions(service):
+        condition = service.terminal_condition
+        state = run_v2.Condition.State(condition.state).name
+        return (
+            f"no ready revision serves its traffic yet (terminal condition {state}: "
+            f"{condition.message or 'no message'})"
+        )
+    return None
+
+
+def rollout_note(service: run_v2.Service) -> str | None:
+    """Why the newest generation is not the one serving, if it is not (for the logs)."""
     condition = service.terminal_condition
     if condition.state != run_v2.Condition.State.CONDITION_SUCCEEDED:
         state = run_v2.Condition.State(condition.state).name
         return f"terminal condition is {state}: {condition.message or 'no message'}"
     if service.observed_generation != service.generation:
         return (
-            f"generation {service.generation} not yet observed "
-            f"(observed {service.observed_generation})"
+            f"generation {service.generation} rolling out (observed {service.observed_generation})"
         )
-    if not service.uri:
-        return "the service has no URL"
     return None
 
 
@@ -211,6 +251,14 @@ class CloudRunWorkerRuntime(RemoteWorkerRuntime):
             raise ServiceNotReadyError(
                 f"Cloud Run service {self.service} is not ready: {reason}",
                 details={"service": self.service},
+            )
+        note = rollout_note(service)
+        if note is not None:
+            log.info(
+                "Cloud Run service %s: %s; serving through %s",
+                self.service,
+                note,
+                ", ".join(serving_revisions(service)),
             )
         self.base_url = service.uri.rstrip("/")
         self._resolved_at = time.monotonic()

@@ -28,8 +28,10 @@ same call may have committed (UNAVAILABLE, DEADLINE_EXCEEDED): only then does a 
 documents holding exactly our content count as success. A plain repeat of an append is a
 conflict, as on the other backends.
 
-Firestore TTL deletes only the execution document; its events and snapshots are removed with
-:meth:`FirestoreEventStore.purge` (a recursive delete), e.g. from a retention job.
+Retention: :meth:`~loom.store.base.EventStore.purge` (from the retention job) deletes finished
+executions with their events and snapshots. Firestore TTL on ``expire_at`` is only a
+backstop: it deletes the execution document alone, and a start of the same id afterwards
+first clears the leftover events and snapshots (see :mod:`loom_gcp._firestore_retention`).
 """
 
 from __future__ import annotations
@@ -58,9 +60,11 @@ from loom.store.base import (
     AppendRequest,
     EventStore,
     ExecutionSummary,
+    ListCursor,
     LoadedLog,
     Snapshot,
     check_numbering,
+    page_after,
 )
 from loom_gcp._firestore_docs import (
     SnapshotPointer,
@@ -75,6 +79,7 @@ from loom_gcp._firestore_docs import (
     timestamp_seconds,
 )
 from loom_gcp._firestore_io import Collision, CountedDocs, Doc, translating
+from loom_gcp._firestore_retention import clear_orphan, ordered_by_creation, ttl_from_env
 
 
 class FirestoreEventStore(EventStore):
@@ -116,7 +121,8 @@ class FirestoreEventStore(EventStore):
     def from_url(cls, url: str) -> FirestoreEventStore:
         """Build a store from ``firestore://PROJECT/DATABASE`` (database default ``(default)``).
 
-        ``firestore:///`` takes the project from the environment.
+        ``firestore:///`` takes the project from the environment; ``LOOM_TTL_DAYS`` sets the
+        TTL backstop (see :func:`ttl_from_env`).
         """
         parts = urlparse(url)
         if parts.scheme != "firestore":
@@ -124,7 +130,7 @@ class FirestoreEventStore(EventStore):
         database = unquote(parts.path.strip("/")) or "(default)"
         if "/" in database:
             raise ConfigurationError(f"expected firestore://PROJECT/DATABASE, got {url!r}")
-        return cls(project=parts.netloc or None, database=database)
+        return cls(project=parts.netloc or None, database=database, retention=ttl_from_env())
 
     @property
     def ops(self) -> dict[str, int]:
@@ -155,7 +161,11 @@ class FirestoreEventStore(EventStore):
             try:
                 await self._io.commit(build)
             except Collision as collision:
+                if await clear_orphan(self._io, self._exec_ref(eid)):
+                    self._known.pop(eid, None)
+                    return await self.create(started)
                 return await self._stored_start(eid, fields, collision.maybe_ours)
+        self._known[eid] = 1  # a reused id: whatever an older log reached is void
         self._note(eid, 1)
         return True, first
 
@@ -302,11 +312,13 @@ class FirestoreEventStore(EventStore):
         *,
         due_before: float | None = None,
         limit: int = 1000,
+        oldest_first: bool = False,
+        after: ListCursor | None = None,
     ) -> list[ExecutionSummary]:
         """Summaries from execution documents only; ``last_seq`` is as of the last status change.
 
-        With ``due_before`` the query takes the ``limit`` earliest due (what a sweeper wants),
-        returned newest first like every other listing.
+        With ``due_before`` the query takes the ``limit`` earliest due (what a sweeper wants)
+        and orders those; otherwise Firestore orders and pages by ``(created_at, id)``.
         """
         query: AsyncQuery = self._executions  # type: ignore[assignment]
         if status is not None:
@@ -314,12 +326,11 @@ class FirestoreEventStore(EventStore):
         if due_before is not None:
             query = query.where(filter=FieldFilter("wake_at", "<=", due_before)).order_by("wake_at")
         else:
-            query = query.order_by("created_at", direction=firestore.Query.DESCENDING)
+            query = ordered_by_creation(query, oldest_first, after)
         with translating("list"):
             docs = await self._io.query(query.limit(limit))
         rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
-        rows.sort(key=lambda r: r.created_at, reverse=True)
-        return rows
+        return page_after(rows, after, oldest_first, limit)
 
     async def scan(
         self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
@@ -337,16 +348,14 @@ class FirestoreEventStore(EventStore):
             docs = await self._io.query(query.limit(limit))
         return [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
 
-    async def purge(self, execution_id: str) -> None:
-        """Delete an execution with its events and snapshots (for retention jobs and tests).
-
-        Only for finished executions whose id will not be reused soon: other store objects
-        may still remember seqs of the deleted log.
-        """
-        with translating(f"purge {execution_id!r}"):
+    async def delete_execution(self, execution_id: str) -> bool:
+        """Delete an execution with its events and snapshots (a recursive delete)."""
+        with translating(f"delete {execution_id!r}"):
+            existed = (await self._io.get(self._exec_ref(execution_id))).exists
             deleted = await self._client.recursive_delete(self._exec_ref(execution_id))
         self._io.ops["deletes"] += deleted
         self._known.pop(execution_id, None)
+        return existed
 
     async def aclose(self) -> None:
         if self._owns_client:
@@ -449,6 +458,9 @@ class FirestoreEventStore(EventStore):
         docs = await self._io.query(query)
         events = [event_from_fields(d.to_dict() or {}) for d in docs]
         if events:
+            # Exact, not just "at least": an id purged and started again has a shorter log
+            # than the one this store object may remember.
+            self._known[execution_id] = events[-1].seq
             self._note(execution_id, events[-1].seq)
         return events
 

@@ -15,7 +15,14 @@ import asyncio
 from google.api_core import exceptions as gexc
 from google.cloud import storage
 
-from loom.blobs import BlobStore, key_from_ref, parse_bucket_url, refuse_overwrite, validate_key
+from loom.blobs import (
+    BlobStore,
+    key_from_ref,
+    parse_bucket_url,
+    refuse_overwrite,
+    validate_key,
+    validate_prefix,
+)
 from loom.errors import BlobNotFoundError, StoreError
 
 
@@ -69,6 +76,24 @@ class GcsBlobStore(BlobStore):
         except gexc.GoogleAPIError as exc:
             raise StoreError(f"Cloud Storage: reading {name!r} failed: {exc}") from exc
         return data
+
+    async def delete_prefix(self, prefix: str) -> int:
+        name = self._prefix + validate_prefix(prefix)
+        return await asyncio.to_thread(self._delete_prefix, name)
+
+    def _delete_prefix(self, name: str) -> int:
+        count = 0
+        try:
+            blobs: list[storage.Blob] = list(self._client.list_blobs(self._bucket, prefix=name))
+            for blob in blobs:
+                try:
+                    blob.delete()
+                except gexc.NotFound:
+                    continue  # deleted meanwhile (another purge): still gone
+                count += 1
+        except gexc.GoogleAPIError as exc:
+            raise StoreError(f"Cloud Storage: deleting under {name!r} failed: {exc}") from exc
+        return count
 
     async def aclose(self) -> None:
         if self._owns_client:

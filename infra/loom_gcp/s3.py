@@ -17,7 +17,14 @@ from typing import Any, cast
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from loom.blobs import BlobStore, key_from_ref, parse_bucket_url, refuse_overwrite, validate_key
+from loom.blobs import (
+    BlobStore,
+    key_from_ref,
+    parse_bucket_url,
+    refuse_overwrite,
+    validate_key,
+    validate_prefix,
+)
 from loom.errors import BlobNotFoundError, StoreError
 
 _MISSING = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -84,6 +91,25 @@ class S3BlobStore(BlobStore):
     async def get(self, ref: str) -> bytes:
         key = key_from_ref(ref, self._ref_prefix)
         return await asyncio.to_thread(self._download, self._prefix + key, ref)
+
+    async def delete_prefix(self, prefix: str) -> int:
+        name = self._prefix + validate_prefix(prefix)
+        return await asyncio.to_thread(self._delete_prefix, name)
+
+    def _delete_prefix(self, name: str) -> int:
+        count = 0
+        try:
+            pages = self._s3.get_paginator("list_objects_v2").paginate(
+                Bucket=self._bucket, Prefix=name
+            )
+            for page in pages:
+                keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+                if keys:  # a page holds at most 1,000 keys: one DeleteObjects call
+                    self._s3.delete_objects(Bucket=self._bucket, Delete={"Objects": keys})
+                    count += len(keys)
+        except (ClientError, BotoCoreError) as exc:
+            raise StoreError(f"S3: deleting under {name!r} failed: {exc}") from exc
+        return count
 
     def _download(self, name: str, ref: str) -> bytes:
         try:

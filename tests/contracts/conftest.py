@@ -16,6 +16,7 @@ from loom.store import EventStore, InMemoryEventStore, SqliteEventStore
 BACKENDS = [
     pytest.param("memory"),
     pytest.param("sqlite"),
+    pytest.param("sqlite-off-loop"),
     pytest.param("firestore", marks=pytest.mark.slow),
 ]
 
@@ -26,6 +27,10 @@ async def make_store(name: str, tmp_path: Path, request: pytest.FixtureRequest) 
         return InMemoryEventStore()
     if name == "sqlite":
         return SqliteEventStore(tmp_path / "loom.db")
+    if name == "sqlite-off-loop":  # how a served worker runs it: threads, not the loop
+        store = SqliteEventStore(tmp_path / "loom.db")
+        store.serve_off_loop()
+        return store
     if name == "firestore":
         factory = request.getfixturevalue("firestore_store_factory")
         return await factory()

@@ -106,3 +106,32 @@ async def test_racing_writers_of_one_key_agree_on_one_value(blobs: BlobStore) ->
     stored = await blobs.get(won[0])
     # The winners are exactly the writers whose bytes are stored.
     assert len(won) == 1 and stored in {f"v{i}".encode() for i in range(4)}
+
+
+async def test_delete_prefix_deletes_exactly_the_blobs_under_it(blobs: BlobStore) -> None:
+    doomed = [await blobs.put(k, b"x") for k in ("e1/input/h", "e1/s/1/output/h", "e1/output/h")]
+    kept = [await blobs.put(k, b"y") for k in ("e10/input/h", "e2/e1/h", "e1x/h")]
+    assert await blobs.delete_prefix("e1/") == 3
+    for ref in doomed:
+        with pytest.raises(BlobNotFoundError):
+            await blobs.get(ref)
+    assert [await blobs.get(ref) for ref in kept] == [b"y"] * 3
+    assert await blobs.delete_prefix("e1/") == 0  # idempotent
+    assert await blobs.delete_prefix("nothing-here/") == 0
+
+
+async def test_a_deleted_key_can_be_written_again(blobs: BlobStore) -> None:
+    await blobs.put("e1/input/h", b"old")
+    await blobs.delete_prefix("e1/")
+    ref = await blobs.put("e1/input/h", b"new")  # a purged id started again
+    assert await blobs.get(ref) == b"new"
+
+
+@pytest.mark.parametrize("prefix", ["e1", "", "/", "../", "e1//", "a/./"])
+async def test_delete_prefix_refuses_what_is_not_whole_segments(
+    blobs: BlobStore, prefix: str
+) -> None:
+    await blobs.put("e1/input/h", b"x")
+    with pytest.raises(ValueError):
+        await blobs.delete_prefix(prefix)
+    assert await blobs.delete_prefix("e1/") == 1

@@ -287,3 +287,10 @@ async def test_a_snapshot_over_a_mebibyte_round_trips(store: EventStore) -> None
     loaded = await store.load("e1")
     assert loaded.snapshot == Snapshot(2, state)
     assert loaded.events == [] and loaded.last_seq == 2
+
+
+async def test_ping_answers_on_a_working_store(store: EventStore) -> None:
+    await store.ping()  # empty store
+    await store.create(started())
+    await store.ping()
+    assert [s.execution_id for s in await store.list()] == ["e1"]  # a check writes nothing

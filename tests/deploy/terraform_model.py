@@ -39,6 +39,10 @@ REQUIRED_ENV = frozenset(
         "LOOM_BLOBS",
         "LOOM_RESUME_SECRET",
         "LOOM_LOG_FORMAT",
+        "LOOM_TASKS_DISPATCH_DEADLINE",
+        "GOOGLE_CLOUD_PROJECT",
+        "LOOM_RETENTION",
+        "LOOM_TTL_DAYS",
     }
 )
 
@@ -69,11 +73,15 @@ QUERIED_FIELDS = frozenset(
 REQUIRED_COMPOSITE_INDEXES = frozenset(
     {
         ("executions", (("status", "ASCENDING"), ("created_at", "DESCENDING"))),
+        ("executions", (("status", "ASCENDING"), ("created_at", "ASCENDING"))),
         ("executions", (("status", "ASCENDING"), ("wake_at", "ASCENDING"))),
     }
 )
 
 PUBSUB_AGENT = "pubsub-service-agent"
+
+# What Cloud Scheduler may call on the tasks service.
+SCHEDULED_ROUTES = ("/tasks/sweep", "/tasks/purge")
 
 # Who may do what, on which resource. ``project`` marks a project-level grant.
 EXPECTED_GRANTS: dict[str, frozenset[tuple[str, str]]] = {
@@ -584,10 +592,45 @@ def check_oidc(model: TerraformDir) -> list[str]:
             problems.append(f"{where}: no http_target")
             continue
         if target.get("http_method") != "POST" or not str(target.get("uri", "")).endswith(
-            "/tasks/sweep"
+            SCHEDULED_ROUTES
         ):
-            problems.append(f"{where}: must POST /tasks/sweep")
+            problems.append(f"{where}: must POST one of {SCHEDULED_ROUTES}")
         problems += _oidc_problems(where, block(target, "oidc_token"), "tasks")
+    return problems
+
+
+PROBES = {"startup_probe": "/health", "liveness_probe": "/live"}
+
+
+def _probe_path(container: dict[str, Any], kind: str) -> str | None:
+    """The HTTP path of a probe, written as a block or as a ``dynamic`` block whose
+    ``for_each`` lists the path (so the CloudEvent target can go without)."""
+    for probe in blocks(container, kind):
+        http = block(probe, "http_get") or {}
+        return http.get("path")
+    for dyn in blocks(container, "dynamic"):
+        for probe in blocks(dyn, kind):
+            content = block(probe, "content") or {}
+            http = block(content, "http_get") or {}
+            if http.get("path") == f"${{{kind}.value}}":
+                paths = re.findall(r'"(/[^"]*)"', str(probe.get("for_each", "")))
+                return paths[0] if len(paths) == 1 else None
+    return None
+
+
+def check_probes(model: TerraformDir) -> list[str]:
+    """Traffic waits for readiness (``/health``: the store answers); a hung instance is
+    restarted through liveness (``/live``), which never checks the store."""
+    problems: list[str] = []
+    for name, body in model.of_type("google_cloud_run_v2_service").items():
+        template = block(body, "template") or {}
+        for container in blocks(template, "containers"):
+            for kind, path in PROBES.items():
+                got = _probe_path(container, kind)
+                if got != path:
+                    problems.append(
+                        f"google_cloud_run_v2_service.{name}: {kind} must GET {path}, not {got}"
+                    )
     return problems
 
 
@@ -650,6 +693,9 @@ def check_env(model: TerraformDir) -> list[str]:
         "LOOM_APP": "${var.loom_app}",
         "FUNCTION_TARGET": "${each.key}",
         "LOOM_LOG_FORMAT": "json",
+        "LOOM_TASKS_DISPATCH_DEADLINE": "${var.dispatch_deadline_seconds}",
+        "GOOGLE_CLOUD_PROJECT": "${var.project_id}",
+        "LOOM_RETENTION": "${var.retention_days}d",
     }
     for name, prefix in prefixes.items():
         if name in env and not str(env[name].get("value", "")).startswith(prefix):
@@ -740,4 +786,29 @@ def check_secret(model: TerraformDir) -> list[str]:
             )
         if "secret_data_wo" not in body:
             problems.append(f"google_secret_manager_secret_version.{name}: use secret_data_wo")
+    return problems
+
+
+def check_retention(model: TerraformDir) -> list[str]:
+    """A daily purge job calls /tasks/purge, and Firestore's TTL comes only after retention.
+
+    TTL deletes only the execution document; if it ran first, the events and blobs would be
+    left to no one.
+    """
+    problems: list[str] = []
+    jobs = model.of_type("google_cloud_scheduler_job")
+    purges = [
+        b
+        for b in jobs.values()
+        if str((block(b, "http_target") or {}).get("uri", "")).endswith("/tasks/purge")
+    ]
+    if not purges:
+        problems.append("no Cloud Scheduler job POSTs /tasks/purge")
+    retention = resolve_number("${var.retention_days}", model)
+    if retention is None:
+        problems.append("variable retention_days has no numeric default")
+    ttl = str(service_env(model).get("LOOM_TTL_DAYS", {}).get("value", ""))
+    match = re.fullmatch(r"\$\{var\.retention_days \+ (\d+)\}", ttl)
+    if match is None or int(match.group(1)) < 1:
+        problems.append("LOOM_TTL_DAYS must be ${var.retention_days + N} with N >= 1")
     return problems

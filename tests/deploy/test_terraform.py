@@ -22,7 +22,9 @@ MODULE_CHECKERS: list[Checker] = [
     tm.check_firestore,
     tm.check_oidc,
     tm.check_timeouts,
+    tm.check_probes,
     tm.check_env,
+    tm.check_retention,
     tm.check_storage,
     tm.check_secret,
     tm.check_declared_variables,
@@ -187,6 +189,17 @@ def _iam_binding(m: TerraformDir) -> None:
     }
 
 
+def _drop_startup_probe(m: TerraformDir) -> None:
+    container = _container(m)
+    container["dynamic"] = [d for d in blocks(container, "dynamic") if "startup_probe" not in d]
+
+
+def _liveness_on_health(m: TerraformDir) -> None:
+    for dyn in blocks(_container(m), "dynamic"):
+        for probe in blocks(dyn, "liveness_probe"):
+            probe["for_each"] = str(probe["for_each"]).replace('"/live"', '"/health"')
+
+
 def _drop_retry(m: TerraformDir) -> None:
     del m.resource("google_cloud_tasks_queue", "loom")["retry_config"]
 
@@ -347,6 +360,8 @@ MUTATIONS: list[tuple[str, Checker, Callable[[TerraformDir], None], str]] = [
     ("timeout-var", tm.check_timeouts, _short_timeout, "< dispatch deadline"),
     ("timeout-literal", tm.check_timeouts, _literal_short_timeout, "< dispatch deadline"),
     ("no-precondition", tm.check_timeouts, _drop_precondition, "no precondition"),
+    ("no-startup-probe", tm.check_probes, _drop_startup_probe, "startup_probe must GET /health"),
+    ("live-on-health", tm.check_probes, _liveness_on_health, "liveness_probe must GET /live"),
     ("env-missing", tm.check_env, _drop_blobs_env, "LOOM_BLOBS"),
     ("secret-plain", tm.check_env, _plain_secret, "Secret Manager"),
     ("store-sqlite", tm.check_env, _sqlite_store, "LOOM_STORE"),

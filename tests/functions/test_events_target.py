@@ -169,3 +169,18 @@ def test_the_functions_framework_target_takes_a_raw_pubsub_push(
     early = {"action": "resume", "execution_id": "ps-404", "on": "go", "correlation_key": "k"}
     # functions-framework answers 500 when the function raises: Pub/Sub redelivers.
     assert target.post("/", json=pubsub_data(early, "78")).status_code == 500
+
+
+def test_a_store_failure_is_a_503_and_the_message_is_redelivered(
+    worker_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store that cannot be opened (its directory is a file) answers 503, never 500."""
+    (tmp_path / "not-a-dir").write_text("x")
+    monkeypatch.setenv("LOOM_STORE", f"sqlite:///{tmp_path / 'not-a-dir' / 'loom.db'}")
+    monkeypatch.setenv("LOOM_DISPATCH", "inline://")
+    target = functions_framework.create_app("events", str(MAIN)).test_client()
+    start = {"action": "start", "flow": "echo", "input": {"n": 2}, "execution_id": "ps-9"}
+    response = target.post("/", json=pubsub_data(start, "90"))
+    assert response.status_code == 503, response.data
+    assert int(response.headers["Retry-After"]) >= 1
+    assert json.loads(response.data)["code"] == "store_unavailable"

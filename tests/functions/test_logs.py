@@ -108,10 +108,14 @@ class _Broken(WorkerRuntime):
         return None
 
 
-@pytest.mark.parametrize("error", [RuntimeError("disk on fire"), StoreError("store down")])
-def test_an_internal_error_is_500_with_an_error_id_in_the_log(
-    worker_env: dict[str, str], capsys: pytest.CaptureFixture[str], error: Exception
+@pytest.mark.parametrize(
+    ("error", "status"), [(RuntimeError("disk on fire"), 500), (StoreError("store down"), 503)]
+)
+def test_an_internal_error_is_5xx_with_an_error_id_in_the_log(
+    worker_env: dict[str, str], capsys: pytest.CaptureFixture[str], error: Exception, status: int
 ) -> None:
+    """A store failure is 503 (retry later), anything unexpected 500; both are logged."""
+
     class Failing(_Broken):
         async def execute(self, handle: Any, package: ExecutionPackage) -> ExecutionResult:
             raise error
@@ -122,7 +126,8 @@ def test_an_internal_error_is_500_with_an_error_id_in_the_log(
     client = create_wsgi_app(handler).test_client()  # the `loom serve` app
     capsys.readouterr()
     response = client.post("/execute", json={"executionPackage": {"execution_id": "z"}})
-    body = assert_error(response, 500)
+    body = assert_error(response, status)
+    assert ("Retry-After" in response.headers) == (status == 503)
     error_id = body["details"]["error_id"]
     assert "disk on fire" not in body["message"]  # internals stay in the log
     lines = [e for e in _lines(capsys.readouterr().err) if e.get("error_id") == error_id]

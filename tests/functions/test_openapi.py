@@ -56,6 +56,8 @@ def test_real_answers_fit_the_document(client: FlaskClient, runtime: Runtime) ->
 
     check("/health", "get", client.get("/health"))
     check("/health", "get", client.post("/health"))
+    check("/live", "get", client.get("/live"))
+    check("/live", "get", client.post("/live"))
     check("/openapi.json", "get", client.get("/openapi.json"))
     start = {"flow": "gated", "input": {"n": 1}, "execution_id": "o-1"}
     check("/executions", "post", client.post("/executions", json=start))

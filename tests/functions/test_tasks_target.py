@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -108,6 +109,11 @@ def sent(rt: Runtime) -> Recorder:
     return rt.dispatcher
 
 
+def follow_ups(rt: Runtime) -> list[tuple[ExecutionPackage, str, float | None]]:
+    """The follow-up tasks of superseded deliveries."""
+    return [d for d in sent(rt).sent if ":held@" in d[1]]
+
+
 def body(eid: str, not_before: float | None = None, reason: Any = "start") -> TaskBody:
     package = ExecutionPackage(execution_id=eid, reason=reason, dispatch_id=f"{eid}:1")
     return TaskBody(executionPackage=package, notBefore=not_before)
@@ -136,15 +142,68 @@ async def test_duplicates_of_a_finished_or_waiting_execution_change_nothing(rt: 
     assert calls == ["e1:1", "e2:1"]
 
 
-async def test_a_live_claim_of_another_holder_answers_503_with_retry_after(rt: Runtime) -> None:
+async def test_a_live_claim_of_another_holder_defers_to_a_task_due_when_it_lapses(
+    rt: Runtime,
+) -> None:
+    """2xx, not 503: Cloud Tasks slows the whole queue down on 429/503."""
     await rt.start("echo", "hi", execution_id="e1")
     until = time.time() + 20
     claim = ev.ExecutionClaimed(holder="another-host:7:1", until=until, seq=2, at=time.time())
     await rt.store.append(AppendRequest("e1", 1, [claim]))
     status, reply, headers = await execute_task(rt, body("e1"), RETRY)
-    assert status == 503 and reply["code"] == "superseded"
-    assert 19 <= int(headers["Retry-After"]) <= 20
+    assert (status, reply["outcome"], headers) == (200, "deferred", {})
+    due = math.ceil(until) + 1
+    assert [(p.execution_id, i, t) for p, i, t in follow_ups(rt)] == [
+        ("e1", f"e1:1:held@{due}", due)
+    ]
+    # Every delivery superseded by the same claim makes the same (deduplicated) task.
+    await execute_task(rt, body("e1"), FIRST)
+    assert [i for _, i, _ in follow_ups(rt)] == [f"e1:1:held@{due}"] * 2
     assert len(await rt.history("e1")) == 2 and calls == []
+
+
+async def test_the_follow_up_runs_the_execution_once_the_claim_has_lapsed(rt: Runtime) -> None:
+    await rt.start("echo", "hi", execution_id="e1")
+    now = time.time()
+    claim = ev.ExecutionClaimed(holder="another-host:7:1", until=now + 20, seq=2, at=now)
+    await rt.store.append(AppendRequest("e1", 1, [claim]))
+    await execute_task(rt, body("e1"), FIRST)
+    package, dispatch_id, not_before = follow_ups(rt)[0]
+    assert not_before is not None
+    follow_up = TaskBody(
+        executionPackage=package.model_copy(update={"dispatch_id": dispatch_id}),
+        notBefore=not_before,
+    )
+    rt.clock = lambda: not_before  # the follow-up arrives when it is due
+    status, reply, _ = await execute_task(rt, follow_up, FIRST, clock=rt.clock)
+    assert (status, reply["outcome"]) == (200, "finished") and calls == ["e1:1"]
+
+
+async def test_a_held_follow_up_of_an_extended_claim_makes_one_new_hop(rt: Runtime) -> None:
+    await rt.start("echo", "hi", execution_id="e1")
+    now = time.time()
+    claim = ev.ExecutionClaimed(holder="another-host:7:1", until=now + 60, seq=2, at=now)
+    await rt.store.append(AppendRequest("e1", 1, [claim]))
+    package = ExecutionPackage(execution_id="e1", reason="start", dispatch_id="e1:1:held@5")
+    status, reply, _ = await execute_task(rt, TaskBody(executionPackage=package), FIRST)
+    assert (status, reply["outcome"]) == (200, "deferred")
+    assert [i for _, i, _ in follow_ups(rt)] == [
+        f"e1:1:held@{math.ceil(now + 60) + 1}"
+    ]  # no growth
+
+
+async def test_a_follow_up_that_is_itself_still_held_asks_to_be_retried(rt: Runtime) -> None:
+    """Clock skew: its own name is taken until it ends, so 503 is the only safe answer."""
+    await rt.start("echo", "hi", execution_id="e1")
+    now = float(int(time.time()))
+    claim = ev.ExecutionClaimed(holder="another-host:7:1", until=now + 60, seq=2, at=now)
+    await rt.store.append(AppendRequest("e1", 1, [claim]))
+    own = f"e1:1:held@{math.ceil(now + 60) + 1}"
+    package = ExecutionPackage(execution_id="e1", reason="start", dispatch_id=own)
+    task = TaskBody(executionPackage=package)
+    status, reply, headers = await execute_task(rt, task, FIRST, clock=lambda: now)
+    assert (status, reply["code"]) == (503, "superseded") and headers["Retry-After"] == "61"
+    assert follow_ups(rt) == []
 
 
 async def test_overlapping_deliveries_run_the_execution_once(rt: Runtime) -> None:
@@ -152,7 +211,8 @@ async def test_overlapping_deliveries_run_the_execution_once(rt: Runtime) -> Non
     first = asyncio.create_task(execute_task(rt, body("e1"), FIRST))
     await asyncio.wait_for(entered.wait(), 5)
     status, reply, headers = await execute_task(rt, body("e1"), FIRST)  # the overlap
-    assert (status, reply["code"]) == (503, "superseded") and "Retry-After" in headers
+    assert (status, reply["outcome"], headers) == (200, "deferred", {})
+    assert [i for _, i, _ in follow_ups(rt)] == [reply["dispatch_id"]]
     release.set()
     assert (await first)[0] == 200
     assert calls == ["e1:1"]
@@ -288,7 +348,7 @@ def test_http_bad_requests_are_4xx_json(http: Any) -> None:
     assert client.post("/elsewhere", json={}).status_code == 404
 
 
-def test_http_superseded_is_503_with_retry_after(http: Any) -> None:
+def test_http_superseded_is_2xx_with_a_follow_up_task(http: Any) -> None:
     runtime, loop, client = http
     loop.run(runtime.start("echo", "hi", execution_id="e1"))
     now = time.time()
@@ -297,12 +357,13 @@ def test_http_superseded_is_503_with_retry_after(http: Any) -> None:
     response = client.post(
         "/tasks/execute", json={"executionPackage": {"execution_id": "e1", "reason": "start"}}
     )
-    assert response.status_code == 503
-    assert int(response.headers["Retry-After"]) in (8, 9)
-    assert json.loads(response.data)["code"] == "superseded"
+    assert response.status_code == 200 and "Retry-After" not in response.headers
+    reply = json.loads(response.data)
+    assert reply["outcome"] == "deferred"
+    assert reply["not_before"] == math.ceil(now + 9) + 1
 
 
-def test_http_a_failing_store_is_a_500_with_an_error_id(
+def test_http_a_failing_store_is_a_503_with_retry_after_and_an_error_id(
     http: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     runtime, _, client = http
@@ -314,7 +375,8 @@ def test_http_a_failing_store_is_a_500_with_an_error_id(
     response = client.post(
         "/tasks/execute", json={"executionPackage": {"execution_id": "e1", "reason": "start"}}
     )
-    assert response.status_code == 500  # Cloud Tasks retries it
+    assert response.status_code == 503  # Cloud Tasks retries it, honouring Retry-After
+    assert int(response.headers["Retry-After"]) >= 1
     body = json.loads(response.data)
     assert body["code"] == "store" and body["details"]["error_id"]
 

@@ -109,3 +109,33 @@ def test_a_firestore_store_serves_callers_on_any_loop(firestore_emulator: str) -
     for thread in threads:
         thread.join(30)
     assert sorted(results, key=str) == [1, 1, 1, 1, True, True, True, True]
+
+
+def test_in_process_dispatch_is_refused_on_cloud_run() -> None:
+    """Cloud Run sets K_SERVICE; in-process timers would die with CPU throttling there."""
+    with pytest.raises(ConfigurationError, match=r"inprocess:// .*Cloud Run.*K_SERVICE='loom'"):
+        build_runtime(env(LOOM_DISPATCH="inprocess://", K_SERVICE="loom"))
+    assert build_runtime(env(LOOM_DISPATCH="inprocess://", K_SERVICE="")).dispatcher is not None
+
+
+def test_loom_serve_refuses_to_run_its_timers_on_cloud_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from loom.workers.server import serve_forever
+
+    monkeypatch.setenv("K_SERVICE", "loom-worker")
+    with pytest.raises(SystemExit, match="cannot run on Cloud Run"):
+        serve_forever(APP, "memory://", "127.0.0.1", 0)
+
+
+async def test_the_pinned_store_forwards_paging_and_deletion() -> None:
+    inner = InMemoryEventStore()
+    pinned = PinnedEventStore(inner)
+    for eid in ("a", "b", "c"):
+        await pinned.create(ExecutionStarted(execution_id=eid, flow="f", input=None))
+        await asyncio.sleep(0.01)
+    [first] = await pinned.list(limit=1, oldest_first=True)
+    rest = await pinned.list(oldest_first=True, after=first.cursor)
+    assert [first.execution_id, *(r.execution_id for r in rest)] == ["a", "b", "c"]
+    assert await pinned.delete_execution("b") is True
+    assert [r.execution_id for r in await inner.list()] == ["c", "a"]

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from google.auth import jwt
+from google.cloud import run_v2
 
 from loom.errors import ConfigurationError, ExecutionSupersededError, RemoteWorkerError
 from loom.wire import ExecutionPackage, ExecutionResult
@@ -107,26 +108,66 @@ async def test_a_token_near_expiry_is_refreshed(
     await rt.aclose()
 
 
-@pytest.mark.parametrize(
-    ("ready", "observed", "reason"),
-    [(False, None, "CONDITION_RECONCILING"), (True, 2, "generation 3 not yet observed")],
-)
-async def test_a_service_that_is_not_ready_is_refused_before_any_call(
-    cloud_run_admin: FakeCloudRunAdmin,
-    id_token_server: IdTokenServer,
-    ready: bool,
-    observed: int | None,
-    reason: str,
+async def test_a_service_whose_url_serves_no_ready_revision_is_refused_before_any_call(
+    cloud_run_admin: FakeCloudRunAdmin, id_token_server: IdTokenServer
 ) -> None:
-    cloud_run_admin.put(NAME, URL, ready=ready, generation=3, observed_generation=observed)
+    """A brand-new service whose first deploy is still rolling out (or failed)."""
+    cloud_run_admin.put(NAME, URL, ready=False, generation=1, observed_generation=0)
     worker = Worker()
     rt = runtime(cloud_run_admin, worker)
-    with pytest.raises(ServiceNotReadyError, match=reason):
+    with pytest.raises(ServiceNotReadyError, match="no ready revision serves"):
         await rt.run(PACKAGE)
     assert worker.requests == []
-    cloud_run_admin.put(NAME, URL, generation=3)  # the rollout finished: not cached
+    cloud_run_admin.put(NAME, URL, generation=1)  # the first rollout finished: not cached
     assert await rt.run(PACKAGE) == RESULT
     await rt.aclose()
+
+
+@pytest.mark.parametrize(
+    ("state", "observed", "traffic"),
+    [
+        # generation 3 is rolling out; traffic still goes to the last ready revision
+        (run_v2.Condition.State.CONDITION_RECONCILING, 2, [("", 100)]),
+        # the newest generation is observed but its revision is not ready yet
+        (run_v2.Condition.State.CONDITION_RECONCILING, 3, [("", 100)]),
+        # the deploy of generation 3 failed: the URL keeps serving revision 2
+        (run_v2.Condition.State.CONDITION_FAILED, 3, [("", 100)]),
+        # a gradual rollout pinned to revisions, the new one taking no traffic yet
+        (run_v2.Condition.State.CONDITION_SUCCEEDED, 3, [("loom-worker-00002", 100)]),
+    ],
+)
+async def test_a_rollout_or_a_failed_deploy_keeps_serving_through_the_url(
+    cloud_run_admin: FakeCloudRunAdmin,
+    id_token_server: IdTokenServer,
+    state: run_v2.Condition.State,
+    observed: int,
+    traffic: list[tuple[str, int]],
+) -> None:
+    cloud_run_admin.put(
+        NAME,
+        URL,
+        generation=3,
+        observed_generation=observed,
+        state=state,
+        latest_ready_revision="loom-worker-00002",
+        traffic=traffic,
+    )
+    worker = Worker()
+    rt = runtime(cloud_run_admin, worker)
+    assert await rt.run(PACKAGE) == RESULT
+    assert [str(r.url) for r in worker.requests] == [f"{URL}/execute"]
+    await rt.aclose()
+
+
+async def test_no_ready_revision_or_no_url_is_refused(
+    cloud_run_admin: FakeCloudRunAdmin, id_token_server: IdTokenServer
+) -> None:
+    cloud_run_admin.put(NAME, URL, ready=False, latest_ready_revision="", traffic=[("", 100)])
+    with pytest.raises(ServiceNotReadyError):
+        await runtime(cloud_run_admin, Worker()).run(PACKAGE)
+    cloud_run_admin.put(NAME, "", generation=1)
+    with pytest.raises(ServiceNotReadyError, match="no URL"):
+        await runtime(cloud_run_admin, Worker()).run(PACKAGE)
 
 
 async def test_an_unknown_service_is_a_configuration_error(

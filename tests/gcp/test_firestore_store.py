@@ -144,7 +144,7 @@ async def test_purge_removes_the_execution_and_its_subcollections(
 ) -> None:
     await store.append(AppendRequest("e1", 1, [step(2)]))
     await store.save_snapshot("e1", Snapshot(2, "{}"))
-    await store.purge("e1")
+    assert await store.delete_execution("e1")
     assert await store.list() == []
     client = firestore.AsyncClient(project=PROJECT, database=database)
     leftovers = [d async for d in client.collection_group("events").stream()]
@@ -161,3 +161,44 @@ def test_from_url(firestore_emulator: str) -> None:
         FirestoreEventStore.from_url("sqlite:///x.db")
     with pytest.raises(ConfigurationError):
         FirestoreEventStore.from_url("firestore://p/a/b")
+
+
+async def test_a_start_over_events_left_by_a_ttl_deletion_starts_anew(
+    store: FirestoreEventStore, database: str
+) -> None:
+    """Firestore TTL deletes only the execution document; the events stay behind."""
+    await store.append(AppendRequest("e1", 1, [step(2), step(3, "2")]))
+    await store.save_snapshot("e1", Snapshot(3, "{}"))
+    done = ExecutionCompleted(seq=4, output=1)
+    await store.append(AppendRequest("e1", 3, [done], StatusChange("completed")))
+    client = firestore.AsyncClient(project=PROJECT, database=database)
+    await client.collection("executions").document("e1").delete()  # what TTL does
+    other = FirestoreEventStore(project=PROJECT, database=database)  # a fresh instance
+    try:
+        created, first = await other.create(
+            ExecutionStarted(execution_id="e1", flow="g", input={"n": 2})
+        )
+        assert created is True and first.flow == "g"
+        log = await other.load("e1")
+        assert log.snapshot is None and [e.seq for e in log.events] == [1]
+        assert await other.append(AppendRequest("e1", 1, [step(2)])) == 2
+        # The instance that saw the old log (up to seq 4) serves the new one too.
+        assert [e.seq for e in (await store.load("e1")).events] == [1, 2]
+        assert await store.append(AppendRequest("e1", 2, [step(3)])) == 3
+    finally:
+        await other.aclose()
+
+
+async def test_another_instance_serves_an_id_purged_and_started_again(
+    store: FirestoreEventStore, database: str
+) -> None:
+    await store.append(AppendRequest("e1", 1, [step(2), step(3, "2")]))
+    await store.load("e1")  # this instance now knows the log reaches seq 3
+    other = FirestoreEventStore(project=PROJECT, database=database)
+    try:
+        assert await other.delete_execution("e1")
+        await other.create(ExecutionStarted(execution_id="e1", flow="f", input={"n": 2}))
+        assert [e.seq for e in (await store.load("e1")).events] == [1]
+        assert await store.append(AppendRequest("e1", 1, [step(2)])) == 2
+    finally:
+        await other.aclose()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loom.dispatch.base import Dispatcher
-from loom.errors import ExecutionSupersededError, LoomError
+from loom.errors import ExecutionSupersededError, LoomError, StoreError
 from loom.store.base import EventStore
 from loom.wire import ExecutionPackage
 from loom.workers.base import WorkerRuntime
@@ -53,7 +53,7 @@ class InProcessDispatcher(Dispatcher):
                 delay + _EARLY_MARGIN, self._spawn, package, dispatch_id
             )
             return
-        await self._run(package)
+        await self._run(package, inline=True)
 
     def _spawn(self, package: ExecutionPackage, dispatch_id: str) -> None:
         self._timers.pop(dispatch_id, None)
@@ -61,9 +61,13 @@ class InProcessDispatcher(Dispatcher):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, package: ExecutionPackage) -> None:
+    async def _run(self, package: ExecutionPackage, inline: bool = False) -> None:
         try:
             await self.worker.run(package)
+        except StoreError:
+            if inline:
+                raise  # the caller's own call failed to record: it must hear it and retry
+            log.warning("dispatch of %s failed on the store", package.execution_id, exc_info=True)
         except ExecutionSupersededError:
             # Another holder owns it; it is not redispatched (expired claims are swept).
             self.superseded.append(package.execution_id)
@@ -103,7 +107,10 @@ class InProcessDispatcher(Dispatcher):
         count = 0
         for row in await store.list("running"):
             package = ExecutionPackage(execution_id=row.execution_id, flow=row.flow, reason="sweep")
-            await self.dispatch(package, f"{row.execution_id}:{row.last_seq}:recover")
+            try:
+                await self.dispatch(package, f"{row.execution_id}:{row.last_seq}:recover")
+            except StoreError as exc:  # it stays running: the next recovery or call retries
+                log.warning("recovering %s failed: %s", row.execution_id, exc)
             count += 1
         for row in await store.list("suspended"):
             if row.wake_at is not None and row.parked_reason is None:

@@ -22,19 +22,36 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
 * ``load_many`` answers exactly what ``load`` of each id would, in the order asked.
 * A summary carries the flow version recorded at the start (``"1"`` for executions created
   before versions were recorded).
+* ``list`` orders by ``(created_at, execution_id)``, newest first unless ``oldest_first``, and
+  ``after`` (a row's :attr:`ExecutionSummary.cursor`) resumes strictly after that row, so a
+  caller can page through every execution however many there are.
+* ``delete_execution`` removes an execution with its events and snapshots; afterwards the
+  id is unknown and ``create`` starts it anew. ``purge`` deletes, oldest first and a bounded
+  batch at a time, finished executions last updated before a time; it is idempotent and
+  resumable (what was deleted stays deleted, what was not is found by the next call).
 * Unknown execution ids raise :class:`~loom.errors.UnknownExecutionError`.
+* Every other failure of the backend (its driver's exceptions, a full disk, a lock held too
+  long, an unreachable service) is raised as a :class:`~loom.errors.StoreError` with the
+  cause chained, :class:`~loom.errors.StoreUnavailableError` when a retry may succeed; a
+  failed write writes nothing.
+* ``ping`` is a cheap check that the store can answer now (for a readiness probe); it
+  raises :class:`~loom.errors.StoreError` when it cannot. The caller bounds its time.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from loom.events import Event, ExecutionStarted
 
 STATUSES = ("running", "suspended", "in_doubt", "completed", "failed", "cancelled")
 LIVE_STATUSES = ("running", "suspended", "in_doubt")  # not finished: may still run code
+FINISHED = frozenset({"completed", "failed", "cancelled"})
+
+ListCursor = tuple[float, str]
+"""Where a listing resumes: ``(created_at, execution_id)`` of the last row seen."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +123,41 @@ class ExecutionSummary:
     parked_reason: str | None = None
     flow_version: str = "1"
 
+    @property
+    def cursor(self) -> ListCursor:
+        """Pass as ``list(after=...)`` to continue after this row."""
+        return (self.created_at, self.execution_id)
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeReport:
+    """What one :meth:`EventStore.purge` call did.
+
+    Attributes:
+        purged: Ids of the executions deleted, oldest first.
+        scanned: Executions looked at.
+        cursor: Pass as ``after`` to the next call to continue; ``None`` when every
+            execution old enough to qualify has been looked at.
+    """
+
+    purged: list[str]
+    scanned: int
+    cursor: ListCursor | None
+
+
+OnDelete = Callable[[str], Awaitable[None]]
+
+
+def page_after(
+    rows: Sequence[ExecutionSummary], after: ListCursor | None, oldest_first: bool, limit: int
+) -> list[ExecutionSummary]:
+    """Order rows by ``(created_at, execution_id)`` and keep ``limit`` of them after ``after``
+    (for backends that filter in memory)."""
+    ordered = sorted(rows, key=lambda r: r.cursor, reverse=not oldest_first)
+    if after is not None:
+        ordered = [r for r in ordered if (r.cursor > after if oldest_first else r.cursor < after)]
+    return ordered[:limit]
+
 
 class EventStore(abc.ABC):
     """Per-execution event logs with optimistic appends. See the module docstring.
@@ -167,8 +219,61 @@ class EventStore(abc.ABC):
         *,
         due_before: float | None = None,
         limit: int = 1000,
+        oldest_first: bool = False,
+        after: ListCursor | None = None,
     ) -> list[ExecutionSummary]:
-        """Summaries, newest first; filtered by status and by ``wake_at <= due_before``."""
+        """Summaries filtered by status and by ``wake_at <= due_before``.
+
+        Args:
+            status: Only this status.
+            due_before: Only executions whose ``wake_at`` is at or before this time.
+            limit: At most this many rows.
+            oldest_first: Order by ``(created_at, execution_id)`` ascending instead of
+                descending.
+            after: Only rows strictly after this cursor in that order.
+        """
+
+    @abc.abstractmethod
+    async def delete_execution(self, execution_id: str) -> bool:
+        """Delete an execution with its events and snapshots; False if there was none.
+
+        Meant for finished executions (retention). Other store objects over the same data
+        must still accept the id started again afterwards.
+        """
+
+    async def purge(
+        self,
+        finished_before: float,
+        *,
+        limit: int = 100,
+        after: ListCursor | None = None,
+        on_delete: OnDelete | None = None,
+    ) -> PurgeReport:
+        """Delete finished executions last updated before ``finished_before``.
+
+        Looks at up to ``limit`` executions, oldest first, from ``after`` on. Executions
+        created at or after ``finished_before`` cannot qualify, so the scan ends there.
+
+        Args:
+            finished_before: Epoch seconds; executions finished later are kept.
+            limit: Executions looked at in this call (the batch bound).
+            after: The previous report's cursor, to continue a scan.
+            on_delete: Awaited with each id before it is deleted (e.g. to delete its blobs
+                first: once the execution is gone nothing would find them). If it raises,
+                the execution is kept and the error propagates.
+        """
+        page = await self.list(limit=limit, oldest_first=True, after=after)
+        purged: list[str] = []
+        for scanned, row in enumerate(page):
+            if row.created_at >= finished_before:
+                return PurgeReport(purged, scanned, None)
+            if row.status in FINISHED and row.updated_at < finished_before:
+                if on_delete is not None:
+                    await on_delete(row.execution_id)
+                await self.delete_execution(row.execution_id)
+                purged.append(row.execution_id)
+        cursor = page[-1].cursor if len(page) == limit else None
+        return PurgeReport(purged, len(page), cursor)
 
     @abc.abstractmethod
     async def scan(
@@ -184,6 +289,20 @@ class EventStore(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
         """Release connections. Default: nothing to release."""
+
+    async def ping(self) -> None:
+        """Check that the store answers now (readiness); raise ``StoreError`` if it cannot.
+
+        Default: a one-row ``list``. Backends override it with something cheaper or stricter.
+        """
+        await self.list(limit=1)
+
+    def serve_off_loop(self) -> None:  # noqa: B027 - optional hook, most stores never block
+        """From now on, never block the calling event loop (a served worker calls this).
+
+        Default: nothing to do, for stores whose calls are truly asynchronous. A store that
+        makes blocking calls moves them to threads of its own.
+        """
 
 
 def check_numbering(request: AppendRequest) -> None:

@@ -13,9 +13,11 @@ from loom.store.base import (
     AppendRequest,
     EventStore,
     ExecutionSummary,
+    ListCursor,
     LoadedLog,
     Snapshot,
     check_numbering,
+    page_after,
 )
 
 
@@ -102,14 +104,18 @@ class InMemoryEventStore(EventStore):
         *,
         due_before: float | None = None,
         limit: int = 1000,
+        oldest_first: bool = False,
+        after: ListCursor | None = None,
     ) -> list[ExecutionSummary]:
         rows = [log.summary for log in self._logs.values()]
         if status is not None:
             rows = [r for r in rows if r.status == status]
         if due_before is not None:
             rows = [r for r in rows if r.wake_at is not None and r.wake_at <= due_before]
-        rows.sort(key=lambda r: r.created_at, reverse=True)
-        return rows[:limit]
+        return page_after(rows, after, oldest_first, limit)
+
+    async def delete_execution(self, execution_id: str) -> bool:
+        return self._logs.pop(execution_id, None) is not None
 
     async def scan(
         self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500

@@ -4,31 +4,48 @@ WAL mode with ``synchronous=FULL``: every append is one transaction whose commit
 WAL before ``append`` returns. Several processes may share the file; ``BEGIN IMMEDIATE`` takes
 the write lock up front so the ``expected_seq`` check and the insert are one atomic step.
 
-Calls run on the caller's thread without an executor hop: a commit costs ~0.2 ms, less than a
-thread hand-off would add (ADR 0002). Each thread gets its own connection, so a threaded
-HTTP server can share one store object.
+By default calls run on the caller's thread without an executor hop: a commit costs ~0.2 ms,
+less than a thread hand-off would add (ADR 0002), which is what the embedded CLI wants. A
+served worker calls :meth:`SqliteEventStore.serve_off_loop`: from then on writes run on one
+writer thread and reads on a small pool, so a lock held by another process blocks those
+threads, never the event loop that answers other requests (ADR 0013). Each thread has its
+own connection.
+
+Every ``sqlite3`` error is translated here into a :class:`~loom.errors.StoreError` with the
+cause chained: busy or locked past the busy timeout, disk full, read-only and cannot-open
+become :class:`~loom.errors.StoreUnavailableError` (retryable).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn, TypeVar
 
-from loom.errors import AppendConflictError, StoreError, UnknownExecutionError
+from loom.errors import AppendConflictError, StoreUnavailableError, UnknownExecutionError
 from loom.events import EVENT_ADAPTER, Event, ExecutionStarted
 from loom.store.base import (
     AppendRequest,
     EventStore,
     ExecutionSummary,
+    ListCursor,
     LoadedLog,
     Snapshot,
     check_numbering,
 )
+from loom.store.sqlite_faults import busy_timeout_from_env, guard, rollback, translate
+
+T = TypeVar("T")
+
+_READ_THREADS = 4
+_REOPEN = frozenset({"read_only", "cannot_open", "io"})
+_PING_BUSY_MS = 1000  # a readiness check waits this long for the write lock, not 30 s
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS executions (
@@ -72,41 +89,116 @@ def _migrate(con: sqlite3.Connection) -> None:
 
 
 class SqliteEventStore(EventStore):
-    """An event store in one SQLite file (``sqlite:///path``)."""
+    """An event store in one SQLite file (``sqlite:///path``).
 
-    def __init__(self, path: str | Path) -> None:
+    Args:
+        path: The database file; its directory is created if missing.
+        busy_timeout: Seconds a write waits for another connection's lock before it fails
+            with :class:`~loom.errors.StoreUnavailableError` (default
+            ``LOOM_SQLITE_BUSY_TIMEOUT`` or 30).
+
+    Raises:
+        StoreUnavailableError: The file cannot be created, opened or initialised.
+    """
+
+    def __init__(self, path: str | Path, *, busy_timeout: float | None = None) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.busy_timeout = busy_timeout_from_env() if busy_timeout is None else busy_timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._writer: ThreadPoolExecutor | None = None
+        self._readers: ThreadPoolExecutor | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise translate(exc, f"creating the directory of {self.path}") from exc
+        self._init()
+
+    @guard("opening the database")
+    def _init(self) -> None:
         self._con().executescript(_SCHEMA)
         _migrate(self._con())
+
+    def serve_off_loop(self) -> None:
+        """Run writes on one writer thread and reads on a small pool from now on."""
+        with self._lock:
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="loom-sqlite-write")
+                self._readers = ThreadPoolExecutor(
+                    _READ_THREADS, thread_name_prefix="loom-sqlite-read"
+                )
+
+    async def _run(self, write: bool, fn: Callable[..., T], *args: Any) -> T:
+        pool = self._writer if write else self._readers
+        if pool is None:
+            return self._call(fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(pool, self._call, fn, *args)
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(*args)
+        except StoreUnavailableError as exc:
+            if exc.details.get("reason") in _REOPEN:
+                self._forget()  # a connection opened read-only stays so: reopen next time
+            raise
+
+    def _forget(self) -> None:
+        con: sqlite3.Connection | None = getattr(self._local, "con", None)
+        if con is None:
+            return
+        self._local.con = None
+        with self._lock:
+            if con in self._all:
+                self._all.remove(con)
+        with contextlib.suppress(sqlite3.Error):
+            con.close()
 
     def _con(self) -> sqlite3.Connection:
         con: sqlite3.Connection | None = getattr(self._local, "con", None)
         if con is None:
             con = sqlite3.connect(
-                self.path, isolation_level=None, timeout=30.0, check_same_thread=False
+                self.path,
+                isolation_level=None,
+                timeout=self.busy_timeout,
+                check_same_thread=False,
             )
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=FULL")
+            try:
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute("PRAGMA synchronous=FULL")
+            except sqlite3.Error:
+                con.close()
+                raise
             self._local.con = con
             with self._lock:
                 self._all.append(con)
         return con
 
-    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+    def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any error."""
         con = self._con()
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            result = body(con)
+            con.execute("COMMIT")
+        except BaseException:
+            rollback(con)
+            raise
+        return result
+
+    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+        return await self._run(True, self._create, started)
+
+    @guard("create")
+    def _create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
         first = started.model_copy(update={"seq": 1})
         now = time.time()
-        con.execute("BEGIN IMMEDIATE")
-        try:
+
+        def body(con: sqlite3.Connection) -> tuple[bool, ExecutionStarted]:
             row = con.execute(
                 "SELECT body FROM events WHERE execution_id=? AND seq=1", (started.execution_id,)
             ).fetchone()
             if row is not None:
-                con.execute("ROLLBACK")
                 stored = EVENT_ADAPTER.validate_json(row[0])
                 assert isinstance(stored, ExecutionStarted)
                 return False, stored
@@ -118,33 +210,28 @@ class SqliteEventStore(EventStore):
                 "INSERT INTO events VALUES (?,?,?)",
                 (started.execution_id, 1, first.model_dump_json()),
             )
-            con.execute("COMMIT")
-        except BaseException:
-            if con.in_transaction:
-                con.execute("ROLLBACK")
-            raise
-        return True, first
+            return True, first
+
+        return self._write(body)
 
     async def append(self, request: AppendRequest) -> int:
         check_numbering(request)
-        con = self._con()
+        rows = [(request.execution_id, e.seq, e.model_dump_json()) for e in request.events]
+        return await self._run(True, self._append, request, rows)
+
+    @guard("append")
+    def _append(self, request: AppendRequest, rows: list[tuple[str, int, str]]) -> int:
         eid, expected = request.execution_id, request.expected_seq
-        rows = [(eid, e.seq, e.model_dump_json()) for e in request.events]
         new_last = expected + len(rows)
-        con.execute("BEGIN IMMEDIATE")
-        try:
+
+        def body(con: sqlite3.Connection) -> int:
             # The conditional UPDATE is the expected_seq check: one statement, not two.
             if self._advance(con, eid, expected, new_last, request).rowcount != 1:
                 self._refuse(con, eid, expected)
             con.executemany("INSERT INTO events VALUES (?,?,?)", rows)
-            con.execute("COMMIT")
-        except sqlite3.Error as exc:
-            con.execute("ROLLBACK")
-            raise StoreError(f"append to {eid!r} failed: {exc}") from exc
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        return new_last
+            return new_last
+
+        return self._write(body)
 
     @staticmethod
     def _advance(
@@ -190,10 +277,14 @@ class SqliteEventStore(EventStore):
             raise UnknownExecutionError(f"unknown execution {execution_id!r}")
 
     async def load(self, execution_id: str) -> LoadedLog:
+        return await self._run(False, self._load, execution_id)
+
+    @guard("load")
+    def _load(self, execution_id: str) -> LoadedLog:
         con = self._con()
         # One read transaction, so the snapshot and the tail are consistent.
-        con.execute("BEGIN")
         try:
+            con.execute("BEGIN")
             self._require(execution_id)
             row = con.execute(
                 "SELECT seq, state FROM snapshots WHERE execution_id=?", (execution_id,)
@@ -201,17 +292,23 @@ class SqliteEventStore(EventStore):
             snapshot = Snapshot(row[0], row[1]) if row else None
             events = self._events(execution_id, snapshot.seq if snapshot else 0)
         finally:
-            con.execute("COMMIT")
+            rollback(con)  # nothing was written: ending the read is all this does
         return LoadedLog(snapshot, events)
 
     async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
+        return await self._run(False, self._read, execution_id, after_seq)
+
+    @guard("read")
+    def _read(self, execution_id: str, after_seq: int) -> list[Event]:
         self._require(execution_id)
         return self._events(execution_id, after_seq)
 
     async def save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
-        con = self._con()
-        con.execute("BEGIN IMMEDIATE")
-        try:
+        await self._run(True, self._save_snapshot, execution_id, snapshot)
+
+    @guard("save_snapshot")
+    def _save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
+        def body(con: sqlite3.Connection) -> None:
             row = con.execute(
                 "SELECT last_seq FROM executions WHERE id=?", (execution_id,)
             ).fetchone()
@@ -224,12 +321,14 @@ class SqliteEventStore(EventStore):
                 " SET seq=excluded.seq, state=excluded.state WHERE excluded.seq > snapshots.seq",
                 (execution_id, snapshot.seq, snapshot.state),
             )
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+
+        self._write(body)
 
     async def summary(self, execution_id: str) -> ExecutionSummary:
+        return await self._run(False, self._summary, execution_id)
+
+    @guard("summary")
+    def _summary(self, execution_id: str) -> ExecutionSummary:
         row = (
             self._con()
             .execute(f"SELECT {_SUMMARY_COLUMNS} FROM executions WHERE id=?", (execution_id,))
@@ -245,6 +344,19 @@ class SqliteEventStore(EventStore):
         *,
         due_before: float | None = None,
         limit: int = 1000,
+        oldest_first: bool = False,
+        after: ListCursor | None = None,
+    ) -> list[ExecutionSummary]:
+        return await self._run(False, self._list, status, due_before, limit, oldest_first, after)
+
+    @guard("list")
+    def _list(
+        self,
+        status: str | None,
+        due_before: float | None,
+        limit: int,
+        oldest_first: bool,
+        after: ListCursor | None,
     ) -> list[ExecutionSummary]:
         clauses: list[str] = []
         args: list[object] = []
@@ -254,15 +366,56 @@ class SqliteEventStore(EventStore):
         if due_before is not None:
             clauses.append("wake_at IS NOT NULL AND wake_at<=?")
             args.append(due_before)
+        if after is not None:
+            clauses.append(f"(created_at, id) {'>' if oldest_first else '<'} (?, ?)")
+            args.extend(after)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        order = "ASC" if oldest_first else "DESC"
         cur = self._con().execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM executions {where} ORDER BY created_at DESC LIMIT ?",
+            f"SELECT {_SUMMARY_COLUMNS} FROM executions {where}"
+            f" ORDER BY created_at {order}, id {order} LIMIT ?",
             (*args, limit),
         )
         return [ExecutionSummary(*row) for row in cur]
 
+    async def delete_execution(self, execution_id: str) -> bool:
+        """Delete the execution's row, events and snapshot in one transaction."""
+        return await self._run(True, self._delete_execution, execution_id)
+
+    @guard("delete_execution")
+    def _delete_execution(self, execution_id: str) -> bool:
+        def body(con: sqlite3.Connection) -> bool:
+            gone = con.execute("DELETE FROM executions WHERE id=?", (execution_id,)).rowcount
+            con.execute("DELETE FROM events WHERE execution_id=?", (execution_id,))
+            con.execute("DELETE FROM snapshots WHERE execution_id=?", (execution_id,))
+            return gone == 1
+
+        return self._write(body)
+
+    async def ping(self) -> None:
+        """Take and release the write lock: refuses a read-only or unopenable file, and a
+        lock held by another connection for longer than a second."""
+        await self._run(False, self._ping)
+
+    @guard("health check")
+    def _ping(self) -> None:
+        con = self._con()
+        con.execute(f"PRAGMA busy_timeout={_PING_BUSY_MS}")
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("SELECT 1 FROM executions LIMIT 1").fetchall()
+        finally:
+            rollback(con)
+            con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+
     async def scan(
         self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
+    ) -> list[ExecutionSummary]:
+        return await self._run(False, self._scan, tuple(statuses), after, limit)
+
+    @guard("scan")
+    def _scan(
+        self, statuses: tuple[str, ...], after: str | None, limit: int
     ) -> list[ExecutionSummary]:
         marks = ",".join("?" * len(statuses)) or "NULL"
         cur = self._con().execute(
@@ -273,6 +426,10 @@ class SqliteEventStore(EventStore):
         return [ExecutionSummary(*row) for row in cur]
 
     async def aclose(self) -> None:
+        for pool in (self._writer, self._readers):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._writer = self._readers = None
         with self._lock:
             for con in self._all:
                 con.close()

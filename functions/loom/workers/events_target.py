@@ -225,7 +225,8 @@ class EventsHandler:
         return self._runtime.get()
 
     def __call__(self, event: CloudEventLike) -> dict[str, Any]:
-        """Handle one event; raises (so the framework answers 500) to get it redelivered."""
+        """Handle one event; raises to get it redelivered (the framework answers 500, or
+        503 with ``Retry-After`` for a :class:`~loom.errors.StoreError`, see ``main.py``)."""
         event_id = event["id"]
         with log_context(message_id=event_id):
             outcome = self.loop.run(handle_event(self.runtime(), event_id, event.data))

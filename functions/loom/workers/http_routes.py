@@ -88,11 +88,18 @@ class ErrorBody(BaseModel):
 
 
 class Health(BaseModel):
-    """``GET /health``."""
+    """``GET /health``: readiness (the app loads, the store answers in time)."""
 
     healthy: bool
     version: str
     error: ErrorBody | None = None
+
+
+class Liveness(BaseModel):
+    """``GET /live``: the process answers HTTP (checks nothing else)."""
+
+    alive: bool
+    version: str
 
 
 class ExecutionView(BaseModel):

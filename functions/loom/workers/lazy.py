@@ -26,5 +26,7 @@ class LazyRuntime:
             if self._built is None:
                 factory = self._factory
                 assert not isinstance(factory, Runtime)
-                self._built = factory()
+                built = factory()
+                built.store.serve_off_loop()  # a slow store must not stall other requests
+                self._built = built
             return self._built

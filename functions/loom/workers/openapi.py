@@ -19,6 +19,7 @@ from loom.workers.http_routes import (
     ExecuteRequest,
     ExecutionView,
     Health,
+    Liveness,
     ResumeRequest,
     StartRequest,
     VerdictRequest,
@@ -34,6 +35,7 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (ExecutionResult, "serialization"),
     (ExecutionView, "serialization"),
     (Health, "serialization"),
+    (Liveness, "serialization"),
     (ErrorBody, "serialization"),
 ]
 
@@ -48,6 +50,8 @@ _ERRORS = {
     413: "Request body over the limit (default 1 MiB)",
     415: "Content-Type is not application/json",
     500: "Internal error; details.error_id is also in the log line",
+    503: "The store failed or cannot answer now (busy, disk full, read-only, unreachable); "
+    "retry after Retry-After seconds: the log keeps only what was durably recorded",
 }
 
 
@@ -70,7 +74,7 @@ def _operation(
     params: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     responses: dict[str, Any] = {"200": _json(_ref(ok[0]), ok[1])}
-    for status in sorted({*errors, 405, 500}):
+    for status in sorted({*errors, 405, 500, 503}):
         responses[str(status)] = _json(_ref("ErrorBody"), _ERRORS[status])
     operation: dict[str, Any] = {"operationId": op_id, "summary": summary, "responses": responses}
     if body is not None:
@@ -127,11 +131,25 @@ def _paths() -> dict[str, Any]:
         "/health": {
             "get": {
                 "operationId": "health",
-                "summary": "Liveness, and whether the app loads",
+                "summary": "Readiness: the app loads and the store answers a cheap check in time",
                 "responses": {
-                    "200": _json(_ref("Health"), "Healthy"),
+                    "200": _json(_ref("Health"), "Ready"),
                     "405": _json(_ref("ErrorBody"), _ERRORS[405]),
-                    "503": _json(_ref("Health"), "The app or store configuration is broken"),
+                    "503": _json(
+                        _ref("Health"),
+                        "Not ready: a bad app or store configuration, or a store that cannot "
+                        "answer (error.message says why)",
+                    ),
+                },
+            }
+        },
+        "/live": {
+            "get": {
+                "operationId": "live",
+                "summary": "Liveness: the process answers HTTP (checks nothing else)",
+                "responses": {
+                    "200": _json(_ref("Liveness"), "Alive"),
+                    "405": _json(_ref("ErrorBody"), _ERRORS[405]),
                 },
             }
         },

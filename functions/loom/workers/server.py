@@ -15,6 +15,7 @@ store.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -23,14 +24,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from flask import Flask, Request, Response, request
 from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
-from loom import __version__
-from loom.config import load_app, open_blob_store, open_store
+from loom.config import load_app, open_blob_store, open_store, refuse_inprocess_on_cloud_run
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import (
     ConfigurationError,
@@ -40,6 +41,7 @@ from loom.errors import (
     InputError,
     LoomError,
     PayloadTooLargeError,
+    StoreError,
     UnknownExecutionError,
     UnknownFlowError,
     WorkerError,
@@ -52,6 +54,7 @@ from loom.workers.auth import (
     verdict_auth_from_env,
 )
 from loom.workers.base import WorkerRuntime
+from loom.workers.health import liveness, readiness, store_error_reply
 from loom.workers.http_routes import ROUTES, HttpError, Reply, Services, match, path_segments
 from loom.workers.local import LocalWorkerRuntime
 from loom.workers.logs import bind, configure_logging, log_context, trace_fields
@@ -140,6 +143,7 @@ class WorkerHandler:
 
     def _build(self) -> Services:
         runtime = self._runtime if isinstance(self._runtime, Runtime) else self._runtime()
+        runtime.store.serve_off_loop()  # a slow store must not stall unrelated requests
         worker = self._worker
         if worker is None:
             worker = LocalWorkerRuntime(runtime)
@@ -170,7 +174,10 @@ class WorkerHandler:
         method = "GET" if req.method == "HEAD" else req.method
         if segments == ["health"]:
             _require_get(method)
-            return self._health()
+            return readiness(lambda: self.services().runtime, PROCESS_LOOP)
+        if segments == ["live"]:
+            _require_get(method)
+            return liveness()
         if segments == ["openapi.json"]:
             from loom.workers.openapi import document
 
@@ -187,13 +194,6 @@ class WorkerHandler:
         if allowed:
             raise _not_allowed(req.method, allowed)
         raise HttpError(404, "not_found", f"no route {req.method} {req.path}")
-
-    def _health(self) -> Reply:
-        try:
-            self.services()
-        except LoomError as exc:
-            return 503, {"healthy": False, "version": __version__, "error": exc.to_json()}
-        return 200, {"healthy": True, "version": __version__}
 
 
 def _require_get(method: str) -> None:
@@ -238,6 +238,8 @@ def _error_reply(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]]:
         return 409, exc.to_json(), {}
     if isinstance(exc, InputError):
         return input_status(exc), exc.to_json(), {}
+    if isinstance(exc, StoreError):
+        return store_error_reply(exc)
     return _internal_error(exc)
 
 
@@ -300,6 +302,18 @@ def http_exception_reply(exc: HTTPException) -> Response:
     return _json_response(status, body, {})
 
 
+def store_error_response(exc: StoreError) -> Response:
+    """503 with ``Retry-After`` for a store failure a framework-run target raised.
+
+    Register it as the app's handler for ``StoreError``: the CloudEvent target raises to
+    have a message redelivered, and a store failure is worth that, as a 503, not a 500.
+    """
+    status, body, headers = store_error_reply(exc)
+    with log_context(**trace_fields(request.headers)):
+        _access_log(request, status, 0.0)
+    return _json_response(status, body, headers)
+
+
 _FRAMEWORK_CODES = {
     404: "not_found",
     405: "method_not_allowed",
@@ -331,9 +345,30 @@ def create_wsgi_app(handler: WorkerHandler) -> Flask:
 def _embedded_runtime(app_ref: str | None, store_url: str | None) -> Runtime:
     """``loom serve``'s runtime: the worker's, plus an in-process dispatcher on the
     process loop, so durable timers fire in this process when they fall due."""
+    refuse_inprocess_on_cloud_run()
     runtime = build_runtime(app_ref, store_url)
     runtime.dispatcher = InProcessDispatcher(LocalWorkerRuntime(runtime))
     return runtime
+
+
+async def _catch_up(handler: WorkerHandler) -> int:
+    while True:
+        try:
+            runtime = handler.services().runtime
+            break
+        except StoreError:
+            await asyncio.sleep(1.0)  # the store cannot be opened yet
+    dispatcher = runtime.dispatcher
+    assert isinstance(dispatcher, InProcessDispatcher)
+    return await dispatcher.recover(runtime.store)
+
+
+def _recovered(done: Future[int]) -> None:
+    exc = None if done.cancelled() else done.exception()
+    if exc is not None:
+        log.error("catching up on the backlog failed: %s", exc, exc_info=exc)
+    elif not done.cancelled():
+        log.info("caught up on the backlog: %d executions re-dispatched", done.result())
 
 
 def serve_forever(
@@ -353,16 +388,18 @@ def serve_forever(
     configure_logging()
     handler = WorkerHandler(lambda: _embedded_runtime(app_ref, store_url))
     try:
-        runtime = handler.services().runtime  # a bad app or store fails now, not later
+        handler.services()  # a bad app or store URL fails now, not later
+    except StoreError as exc:
+        # The store may come back (a full disk, a read-only mount): serve, and say so.
+        print(f"warning: {exc.message}; /health answers 503 until it works", file=sys.stderr)
     except LoomError as exc:
         raise SystemExit(f"error: {exc.message}") from None
-    dispatcher = runtime.dispatcher
-    assert isinstance(dispatcher, InProcessDispatcher)
-    # Timers armed before this process started (or by `loom start`) fire here when due.
-    PROCESS_LOOP.run(dispatcher.recover(runtime.store))
     server = make_server(
         host, port, create_wsgi_app(handler), threaded=True, request_handler=_Quiet
     )
+    # Listening first: the backlog (executions left running, timers armed before this
+    # process started or by `loom start`) is caught up in the background.
+    PROCESS_LOOP.submit(_catch_up(handler)).add_done_callback(_recovered)
     print(
         f"loom worker listening on http://{host}:{server.port} "
         f"(store {store_url or os.environ.get('LOOM_STORE') or 'default'})",

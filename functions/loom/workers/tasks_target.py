@@ -1,4 +1,4 @@
-"""The Cloud Tasks target (DESIGN §5, §7, §8): ``POST /tasks/execute`` and ``POST /tasks/sweep``.
+"""The Cloud Tasks target (DESIGN §5, §7, §8): ``POST /tasks/{execute,sweep,purge}``.
 
 ``/tasks/execute`` takes what :class:`~loom_gcp.cloud_tasks.CloudTasksDispatcher` enqueued,
 ``{"executionPackage": {...}, "notBefore": epoch-seconds | null}``, and answers so that Cloud
@@ -7,12 +7,17 @@ Tasks does the right thing next:
 * **2xx** when there is nothing to redo: the execution ran until it blocked, or it was
   already finished, waiting (gate or timer not due) or parked (in doubt, nondeterminism).
   An unknown execution is 2xx as well: no retry can make it exist.
-* **503 with** ``Retry-After`` while another holder's claim is live (``code: superseded``):
-  Cloud Tasks keeps the task and tries later; if the holder finished by then, that attempt
-  finds nothing to do, and if it died, its claim has expired and the attempt takes over.
-  503 (not 409) because Cloud Tasks honours ``Retry-After`` on 429/503 only.
-* **5xx** for anything unexpected (a store outage): Cloud Tasks retries per the queue's
-  retry config. **4xx** only for a body that is not a task at all.
+* **2xx** (``outcome: deferred``) while another holder's claim is live, after enqueuing a
+  follow-up task due one second after the claim lapses, named ``{cause}:held@{epoch}``:
+  if the holder finished by then, that task finds nothing to do, and if it died, its claim
+  has expired and the task takes over. Not 429/503: Cloud Tasks answers those by lowering
+  the whole queue's dispatch rate, so one busy execution would slow every other one down.
+  Only when the follow-up would be this very task (it arrived with the claim still live,
+  through clock skew) is the answer 503 with ``Retry-After``.
+* **503 with** ``Retry-After`` when the store failed (``code: store_unavailable`` or
+  ``store``): nothing was half-done, the log keeps what was durably written.
+* **5xx** for anything unexpected: Cloud Tasks retries per the queue's retry config.
+  **4xx** only for a body that is not a task at all.
 
 Duplicate and overlapping deliveries are harmless: every ``execute`` first appends a claim
 at the end of the log it read, so of two concurrent attempts one is superseded, and a late
@@ -24,15 +29,14 @@ again with the same time (a re-arm). A delivery that finds the execution sleepin
 runtime dispatch its timer again (deduplicated by name): the attempt that suspended it may
 have died before its own timer dispatch.
 
-``/tasks/sweep`` (for Cloud Scheduler) keeps the promise that nothing is stranded: an
-execution that is neither finished nor waiting has a pending task or a live claim. It
-redispatches running executions whose claim expired (a worker died and the task's retries
-ran out) and timers overdue by more than the grace period (their task was lost).
+``/tasks/sweep`` and ``/tasks/purge`` (for Cloud Scheduler) live in
+:mod:`loom.workers.tasks_maintenance`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -47,28 +51,33 @@ from flask import Request, Response
 from pydantic import BaseModel, ConfigDict
 from werkzeug.datastructures import Headers
 
-from loom import __version__
-from loom.claims import claim_is_live
-from loom.dispatch.base import Dispatcher
 from loom.errors import (
-    ConfigurationError,
     ExecutionSupersededError,
     LoomError,
+    StoreError,
     UnknownExecutionError,
 )
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage, ExecutionResult
+from loom.workers.health import liveness, readiness, store_error_reply
 from loom.workers.http_routes import HttpError, parse_json, parse_model, read_body
 from loom.workers.lazy import LazyRuntime
 from loom.workers.logs import bind, log_context, trace_fields
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
+from loom.workers.tasks_maintenance import (
+    DEFAULT_SWEEP_GRACE,
+    purge,
+    require_dispatcher,
+    sweep,
+)
 
 log = logging.getLogger("loom.tasks")
 
 Reply = tuple[int, dict[str, Any], dict[str, str]]
 EARLY_WAIT = 2.0  # a task this close to its time waits for it instead of re-arming
-DEFAULT_SWEEP_GRACE = 60.0
 MAX_RETRY_AFTER = 3600
+HELD_MARK = ":held@"  # dispatch ids of follow-ups of a superseded delivery: {cause}:held@{t}
+CLAIM_LAPSE_MARGIN = 1  # seconds after the claim's end, so the follow-up finds it lapsed
 
 
 class TaskBody(BaseModel):
@@ -175,7 +184,7 @@ async def execute_task(
     try:
         result = await runtime.execute(package)
     except ExecutionSupersededError as exc:
-        return await _superseded(runtime, package.execution_id, exc, clock)
+        return await _superseded(runtime, package, exc, clock)
     except UnknownExecutionError as exc:
         log.warning("task for unknown execution %s dropped", package.execution_id)
         return 200, {"outcome": "unknown_execution", **exc.to_json()}, {}
@@ -187,16 +196,10 @@ def _early_by(not_before: float | None, now: float) -> float:
     return 0.0 if not_before is None else not_before - now
 
 
-def _dispatcher(runtime: Runtime) -> Dispatcher:
-    if runtime.dispatcher is None:
-        raise ConfigurationError("the tasks target needs a dispatcher (LOOM_DISPATCH)")
-    return runtime.dispatcher
-
-
 async def _rearm(runtime: Runtime, package: ExecutionPackage, not_before: float) -> Reply:
     """Dispatch a timer that arrived early again, under a new (derived) dispatch id."""
     dispatch_id = f"{package.dispatch_id or package.execution_id}:rearm"
-    await _dispatcher(runtime).dispatch(package, dispatch_id, not_before=not_before)
+    await require_dispatcher(runtime).dispatch(package, dispatch_id, not_before=not_before)
     return (
         200,
         {"outcome": "rearmed", "execution_id": package.execution_id, "not_before": not_before},
@@ -205,73 +208,50 @@ async def _rearm(runtime: Runtime, package: ExecutionPackage, not_before: float)
 
 
 async def _superseded(
-    runtime: Runtime, execution_id: str, exc: ExecutionSupersededError, clock: Callable[[], float]
-) -> Reply:
-    wait = 1
-    try:
-        claim = (await runtime.load_state(execution_id)).claim
-        if claim is not None:
-            wait = math.ceil(claim["until"] - clock())
-    except UnknownExecutionError:
-        pass
-    wait = min(max(wait, 1), MAX_RETRY_AFTER)
-    log.info(
-        "execution %s is held elsewhere; retry in %d s",
-        execution_id,
-        wait,
-        extra={"execution_id": execution_id},
-    )
-    return 503, exc.to_json(), {"Retry-After": str(wait)}
-
-
-# -- /tasks/sweep ----------------------------------------------------------------------------
-
-
-async def sweep(
     runtime: Runtime,
-    *,
-    grace: float = DEFAULT_SWEEP_GRACE,
-    clock: Callable[[], float] = time.time,
-    limit: int = 1000,
-) -> dict[str, Any]:
-    """Redispatch what would otherwise be stranded; returns counts and the ids redispatched.
+    package: ExecutionPackage,
+    exc: ExecutionSupersededError,
+    clock: Callable[[], float],
+) -> Reply:
+    """Another holder's claim is live: hand the delivery to a task due when it lapses.
 
-    Args:
-        runtime: Whose store is swept and whose dispatcher redispatches.
-        grace: Seconds an execution may sit without progress (or a timer stay overdue)
-            before it counts as stranded; also the window of the sweep's dispatch ids, so
-            one execution gets at most one sweep task per window.
-        clock: Wall-clock seconds.
-        limit: Executions read per status.
+    Answering 2xx (not 429/503) keeps Cloud Tasks from slowing the whole queue down for one
+    busy execution. The follow-up task is named after the cause and the claim's end, so every
+    delivery superseded by the same claim makes the same task (deduplicated by name), and a
+    claim that is extended meanwhile gets a new hop. The follow-up finds nothing to do if the
+    holder finished, and takes over if it died.
     """
-    dispatcher = _dispatcher(runtime)
     now = clock()
-    window = int(now // grace)
-    redispatched: list[str] = []
-    for row in await runtime.store.list("running", limit=limit):
-        state = await runtime.load_state(row.execution_id)
-        stale = now - state.updated_at >= grace
-        if state.status != "running" or not stale:
-            continue
-        if claim_is_live(state.claim, now):
-            continue
-        package = ExecutionPackage(execution_id=state.execution_id, flow=state.flow, reason="sweep")
-        await dispatcher.dispatch(package, f"{state.execution_id}:{state.last_seq}:sweep@{window}")
-        redispatched.append(state.execution_id)
-    timers = 0
-    for row in await runtime.store.list("suspended", due_before=now - grace, limit=limit):
-        if row.parked_reason is not None or row.wake_at is None:
-            continue
-        package = ExecutionPackage(execution_id=row.execution_id, flow=row.flow, reason="timer")
-        await dispatcher.dispatch(package, f"{row.execution_id}:{row.last_seq}:sweep@{window}")
-        redispatched.append(row.execution_id)
-        timers += 1
+    until = now + 1.0
+    with contextlib.suppress(UnknownExecutionError):
+        claim = (await runtime.load_state(package.execution_id)).claim
+        if claim is not None:
+            until = max(float(claim["until"]), until)
+    until = min(math.ceil(until) + CLAIM_LAPSE_MARGIN, now + MAX_RETRY_AFTER)
+    root = (package.dispatch_id or package.execution_id).split(HELD_MARK, 1)[0]
+    dispatch_id = f"{root}{HELD_MARK}{until:.0f}"
+    if dispatch_id == package.dispatch_id:
+        # This very task was due when the claim lapsed and the claim still holds (clock
+        # skew): its own name is taken until it ends, so ask Cloud Tasks to come back.
+        wait = max(1, math.ceil(until - now))
+        return 503, exc.to_json(), {"Retry-After": str(wait)}
+    await require_dispatcher(runtime).dispatch(package, dispatch_id, not_before=until)
     log.info(
-        "sweep redispatched %d execution(s), %d overdue timer(s)",
-        len(redispatched) - timers,
-        timers,
+        "execution %s is held elsewhere; follow-up task due in %.0f s",
+        package.execution_id,
+        until - now,
+        extra={"execution_id": package.execution_id},
     )
-    return {"redispatched": redispatched, "timers": timers}
+    return (
+        200,
+        {
+            "outcome": "deferred",
+            "execution_id": package.execution_id,
+            "dispatch_id": dispatch_id,
+            "not_before": until,
+        },
+        {},
+    )
 
 
 # -- the HTTP adapter --------------------------------------------------------------------------
@@ -331,7 +311,8 @@ class TasksHandler:
         )
 
     def route(self, request: Request) -> Reply:
-        """Dispatch on the path: ``/tasks/execute``, ``/tasks/sweep``, ``/health``."""
+        """Dispatch on the path: ``/tasks/execute``, ``/tasks/sweep``, ``/tasks/purge``,
+        ``/health``."""
         segments = [p for p in request.path.split("/") if p]
         if segments == ["tasks", "execute"]:
             _only(request, "POST")
@@ -339,17 +320,19 @@ class TasksHandler:
         if segments == ["tasks", "sweep"]:
             _only(request, "POST")
             return 200, self.loop.run(sweep(self.runtime(), grace=self.sweep_grace)), {}
+        if segments == ["tasks", "purge"]:
+            _only(request, "POST")
+            return 200, self.loop.run(purge(self.runtime())).to_json(), {}
         if segments == ["health"]:
             return self.health()
+        if segments == ["live"]:
+            return (*liveness(), {})
         raise HttpError(404, "not_found", f"no route {request.method} {request.path}")
 
     def health(self) -> Reply:
-        """``GET /health``: 503 when the runtime cannot be built (a bad ``LOOM_*`` setting)."""
-        try:
-            self.runtime()
-        except LoomError as exc:
-            return 503, {"healthy": False, "version": __version__, "error": exc.to_json()}, {}
-        return 200, {"healthy": True, "version": __version__}, {}
+        """``GET /health``: 503 when the runtime cannot be built (a bad ``LOOM_*`` setting)
+        or the store does not answer a cheap check in time."""
+        return (*readiness(self.runtime, self.loop), {})
 
     def execute(self, request: Request) -> Reply:
         """``POST /tasks/execute``."""
@@ -374,6 +357,8 @@ def error_reply(exc: Exception) -> Reply:
     """The status, JSON error body and headers for an error raised while handling a task."""
     if isinstance(exc, HttpError):  # the request is not a task: 4xx
         return exc.status, exc.to_json(), exc.headers
+    if isinstance(exc, StoreError):  # Cloud Tasks honours Retry-After on 503
+        return store_error_reply(exc)
     # Anything else is worth a retry, even a Loom input error: a flow this revision does
     # not know may be known to the next one during a rollout.
     error_id = uuid.uuid4().hex

@@ -45,7 +45,9 @@ resource "google_firestore_field" "unindexed" {
 }
 
 # Composite indexes of the store's listings (FirestoreEventStore.list): by
-# status, newest first; and by status, due timers first (the sweeper).
+# status, newest first; by status, oldest first (the sweeper pages through
+# every running execution with a (created_at, id) cursor); and by status, due
+# timers first (the sweeper's overdue timers).
 resource "google_firestore_index" "executions_by_status_created" {
   project    = var.project_id
   database   = google_firestore_database.loom.name
@@ -58,6 +60,21 @@ resource "google_firestore_index" "executions_by_status_created" {
   fields {
     field_path = "created_at"
     order      = "DESCENDING"
+  }
+}
+
+resource "google_firestore_index" "executions_by_status_created_asc" {
+  project    = var.project_id
+  database   = google_firestore_database.loom.name
+  collection = "executions"
+
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "ASCENDING"
   }
 }
 

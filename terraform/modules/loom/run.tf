@@ -29,6 +29,34 @@ resource "google_cloud_run_v2_service" "loom" {
         container_port = 8080
       }
 
+      # HTTP targets only (events is a CloudEvent function). Traffic waits for /health
+      # (the app loads, the store answers); a hung process is restarted via /live, which
+      # checks nothing else, so a store outage never restarts healthy instances.
+      dynamic "startup_probe" {
+        for_each = each.key == "events" ? [] : ["/health"]
+        content {
+          period_seconds    = 2
+          timeout_seconds   = 2
+          failure_threshold = 60
+          http_get {
+            path = startup_probe.value
+            port = 8080
+          }
+        }
+      }
+      dynamic "liveness_probe" {
+        for_each = each.key == "events" ? [] : ["/live"]
+        content {
+          period_seconds    = 30
+          timeout_seconds   = 5
+          failure_threshold = 3
+          http_get {
+            path = liveness_probe.value
+            port = 8080
+          }
+        }
+      }
+
       resources {
         # Request-based CPU: the engine does no work after it has answered.
         cpu_idle          = true
@@ -70,6 +98,28 @@ resource "google_cloud_run_v2_service" "loom" {
       env {
         name  = "LOOM_LOG_FORMAT"
         value = "json"
+      }
+      env {
+        # How long Cloud Tasks waits for one attempt: the dispatcher stamps it on every task
+        # (the precondition below keeps it within the request timeout).
+        name  = "LOOM_TASKS_DISPATCH_DEADLINE"
+        value = var.dispatch_deadline_seconds
+      }
+      env {
+        # POST /tasks/purge deletes finished executions older than this.
+        name  = "LOOM_RETENTION"
+        value = "${var.retention_days}d"
+      }
+      env {
+        # Firestore's TTL (expire_at) is a backstop that must not run before the purge:
+        # it deletes only the execution document, leaving events and blobs behind.
+        name  = "LOOM_TTL_DAYS"
+        value = var.retention_days + 7
+      }
+      env {
+        # Logs name their trace projects/PROJECT/traces/TRACE so Cloud Logging links them.
+        name  = "GOOGLE_CLOUD_PROJECT"
+        value = var.project_id
       }
       env {
         name = "LOOM_RESUME_SECRET"

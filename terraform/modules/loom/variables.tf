@@ -223,6 +223,23 @@ variable "sweep_schedule" {
   default     = "*/5 * * * *"
 }
 
+variable "retention_days" {
+  description = "Days a finished execution is kept (events, snapshots, payload blobs) before the daily purge deletes it. Keep payload_retention_days longer."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.retention_days >= 1
+    error_message = "retention_days must be at least 1."
+  }
+}
+
+variable "purge_schedule" {
+  description = "Cron schedule of the retention purge (POST /tasks/purge)."
+  type        = string
+  default     = "17 3 * * *"
+}
+
 variable "sweep_time_zone" {
   description = "Time zone of sweep_schedule."
   type        = string

@@ -2,7 +2,8 @@
 
 Why a fake: Google ships no emulator for the Cloud Run Admin API, and the parts of it Loom
 uses are small — ``GetService`` answering a service's ``uri``, ``generation``,
-``observed_generation`` and ``terminal_condition``. Serving exactly that from an in-process
+``observed_generation``, ``terminal_condition``, ``latest_ready_revision`` and
+``traffic_statuses``. Serving exactly that from an in-process
 gRPC server lets the tests drive the real ``google-cloud-run`` client (its request
 serialization, routing headers and error mapping) instead of mocking it; every other method
 answers ``UNIMPLEMENTED``, as an API this fake does not cover should.
@@ -22,6 +23,8 @@ from tests import procs
 
 _SUCCEEDED = run_v2.Condition.State.CONDITION_SUCCEEDED
 _RECONCILING = run_v2.Condition.State.CONDITION_RECONCILING
+_LATEST = run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_LATEST
+_REVISION = run_v2.TrafficTargetAllocationType.TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION
 
 
 @dataclass
@@ -55,15 +58,37 @@ class FakeCloudRunAdmin:
         ready: bool = True,
         generation: int = 1,
         observed_generation: int | None = None,
+        state: run_v2.Condition.State | None = None,
+        latest_ready_revision: str | None = None,
+        traffic: list[tuple[str, int]] | None = None,
     ) -> run_v2.Service:
-        """Define (or replace) a service as the API would describe it."""
-        state = _SUCCEEDED if ready else _RECONCILING
+        """Define (or replace) a service as the API would describe it.
+
+        Args:
+            ready: Shorthand: the newest generation is ready (and serves all traffic).
+            state: The terminal condition's state (default from ``ready``).
+            latest_ready_revision: Default: the newest revision if ``ready``, else none.
+            traffic: ``(revision, percent)`` as in ``traffic_statuses``; ``""`` for a
+                ``LATEST`` entry. Default: all to ``LATEST``.
+        """
+        state = state if state is not None else (_SUCCEEDED if ready else _RECONCILING)
+        short = name.rsplit("/", 1)[-1]
+        if latest_ready_revision is None:
+            latest_ready_revision = f"{short}-{generation:05d}" if ready else ""
+        statuses = [
+            run_v2.TrafficTargetStatus(
+                type_=_REVISION if revision else _LATEST, revision=revision, percent=percent
+            )
+            for revision, percent in (traffic if traffic is not None else [("", 100)])
+        ]
         service = run_v2.Service(
             name=name,
             uri=uri,
             generation=generation,
             observed_generation=generation if observed_generation is None else observed_generation,
             terminal_condition=run_v2.Condition(type_="Ready", state=state),
+            latest_ready_revision=latest_ready_revision,
+            traffic_statuses=statuses,
         )
         with self._lock:
             self.services[name] = service

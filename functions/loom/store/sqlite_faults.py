@@ -1,0 +1,87 @@
+"""How ``SqliteEventStore`` turns ``sqlite3`` and file-system errors into store errors.
+
+Nothing raised by ``sqlite3`` leaves the store: a caller (the session, an HTTP route) sees a
+:class:`~loom.errors.StoreError` with the cause chained, and
+:class:`~loom.errors.StoreUnavailableError` when a retry may succeed.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import os
+import sqlite3
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from loom.errors import ConfigurationError, StoreError, StoreUnavailableError
+
+log = logging.getLogger("loom.store")
+P = ParamSpec("P")
+T = TypeVar("T")
+
+DEFAULT_BUSY_TIMEOUT = 30.0
+
+# Primary SQLite result codes (the low byte of an extended code) that a retry may cure.
+_UNAVAILABLE = {
+    5: "busy",  # SQLITE_BUSY: another connection holds the lock past the busy timeout
+    6: "busy",  # SQLITE_LOCKED
+    8: "read_only",  # SQLITE_READONLY
+    10: "io",  # SQLITE_IOERR
+    13: "disk_full",  # SQLITE_FULL
+    14: "cannot_open",  # SQLITE_CANTOPEN
+}
+
+
+def translate(exc: sqlite3.Error | OSError, what: str) -> StoreError:
+    """The :class:`StoreError` for a ``sqlite3`` (or file system) error while doing ``what``."""
+    if isinstance(exc, OSError):
+        reason = {errno.ENOSPC: "disk_full", errno.EROFS: "read_only"}.get(
+            exc.errno or 0, "cannot_open"
+        )
+    else:
+        code = getattr(exc, "sqlite_errorcode", None)
+        reason = _UNAVAILABLE.get(code & 0xFF) if isinstance(code, int) else None
+    message = f"{what} failed: {exc}"
+    if reason is None:
+        return StoreError(message, details={"error": type(exc).__name__})
+    return StoreUnavailableError(message, details={"reason": reason})
+
+
+def guard(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """Translate ``sqlite3`` errors raised by a method into :class:`StoreError`."""
+
+    def wrap(fn: Callable[P, T]) -> Callable[P, T]:
+        @functools.wraps(fn)
+        def guarded(*args: P.args, **kwargs: P.kwargs) -> T:
+            try:
+                return fn(*args, **kwargs)
+            except sqlite3.Error as exc:
+                raise translate(exc, what) from exc
+
+        return guarded
+
+    return wrap
+
+
+def rollback(con: sqlite3.Connection) -> None:
+    """Roll back if a transaction is open; never let a failing rollback mask the cause."""
+    try:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        log.warning("rollback after a failed transaction failed too: %s", exc)
+
+
+def busy_timeout_from_env() -> float:
+    raw = os.environ.get("LOOM_SQLITE_BUSY_TIMEOUT")
+    if not raw:
+        return DEFAULT_BUSY_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ConfigurationError(f"LOOM_SQLITE_BUSY_TIMEOUT must be seconds >= 0, not {raw!r}")
+    return value

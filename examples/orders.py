@@ -13,8 +13,16 @@ from datetime import timedelta
 from pydantic import BaseModel
 
 from loom import EffectContext, FlowContext, Loom, Retry
+from loom.grants import GrantPolicy, rules
 
-app = Loom("orders")
+# Who may grant the orders' capabilities: local users of the CLI, and callers holding the
+# worker's shared secret. A deployment overrides this with LOOM_GRANTS.
+app = Loom(
+    "orders",
+    grants=GrantPolicy(
+        rules({"local:*": {"order.*": ["payments"]}, "shared-secret": {"order.*": ["payments"]}})
+    ),
+)
 
 PRICES = {"book": 1200, "pen": 150, "lamp": 3400}
 

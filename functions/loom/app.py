@@ -24,6 +24,7 @@ from loom.errors import (
     UnknownFlowError,
     UnknownFlowVersionError,
 )
+from loom.grants import GrantPolicy
 
 if TYPE_CHECKING:
     from loom.fold import ExecutionState
@@ -174,11 +175,12 @@ class Loom:
         versions: Every registered version of each flow, by name then version.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, grants: GrantPolicy | None = None) -> None:
         self.name = name
         self.flows: dict[str, FlowDef] = {}
         self.versions: dict[str, dict[str, FlowDef]] = {}
         self.effects: dict[str, EffectDef] = {}
+        self.grants = grants or GrantPolicy()  # who may grant which capabilities
         self.resume_checks: dict[str, ResumeCheck] = {}
 
     def resume_check(self, on: str) -> Callable[[ResumeCheck], ResumeCheck]:

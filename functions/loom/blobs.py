@@ -31,6 +31,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from loom.errors import BlobNotFoundError, ConfigurationError, StoreError
+from loom.extras import requires_extra
 
 MAX_KEY_BYTES = 1024
 
@@ -229,8 +230,8 @@ def open_blob_store(url: str) -> BlobStore:
         return LocalBlobStore(unquote(parts.path))
     for entry in entry_points(group="loom.blobs"):
         if entry.name == parts.scheme:
-            factory = entry.load()
-            store = factory(url)
+            with requires_extra(f"{parts.scheme}://"):
+                store = entry.load()(url)
             if not isinstance(store, BlobStore):
                 raise ConfigurationError(f"entry point {entry.value} did not build a BlobStore")
             return store

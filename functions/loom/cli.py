@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
+from loom.cli_authority import apply_env_grants, local_principal, open_episode
 from loom.cli_deploy import register as register_deploy_commands
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
 from loom.errors import InputError, LoomError, StoreError
@@ -73,6 +74,7 @@ class Embedded:
         self.store = open_store(settings.store)
         app = load_app(settings.app) if need_app else _empty_app()
         self.runtime = Runtime(app, self.store, blobs=open_blob_store(store_url=settings.store))
+        apply_env_grants(self.runtime)
         self.dispatcher = InProcessDispatcher(LocalWorkerRuntime(self.runtime))
         self.runtime.dispatcher = self.dispatcher
 
@@ -123,7 +125,9 @@ def _print_result(result: Any) -> None:
 @click.argument("flow")
 @click.option("--input", "input_json", default="null", help="The flow input, as JSON.")
 @click.option("--id", "execution_id", default=None, help="Execution id (default: generated).")
-@click.option("--capability", "capabilities", multiple=True, help="Grant a capability.")
+@click.option(
+    "--capability", "capabilities", multiple=True, help="Grant a capability (if policy lets you)."
+)
 @click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
 @click.option("--version", default=None, help="Flow version to start (default: the latest).")
 @click.pass_obj
@@ -141,7 +145,12 @@ def start(
 
     async def body(env: Embedded) -> Any:
         result = await env.runtime.start(
-            flow, value, execution_id=execution_id, capabilities=set(capabilities), version=version
+            flow,
+            value,
+            execution_id=execution_id,
+            capabilities=set(capabilities),
+            by=local_principal(),
+            version=version,
         )
         return await _settle(env, result.execution_id, wait)
 
@@ -183,7 +192,7 @@ def resume(
     value = _json_arg(payload, "--payload")
 
     async def body(env: Embedded) -> Any:
-        await env.runtime.resume(execution_id, on, key, value)
+        await env.runtime.resume(execution_id, on, key, value, by=local_principal())
         return await _settle(env, execution_id, wait)
 
     _print_result(_with(settings, body))
@@ -195,7 +204,8 @@ def resume(
 @click.argument("verdict", type=click.Choice(["performed", "not_performed", "failed"]))
 @click.option("--output", default=None, help="performed: the effect's output, as JSON.")
 @click.option("--error", default=None, help="failed: the error message.")
-@click.option("--by", default="cli", help="Who gives the verdict (recorded).")
+@click.option("--by", default=None, help="Who gives the verdict (default: local:<user>).")
+@click.option("--episode", type=int, default=None, help="The in-doubt episode (default: open).")
 @click.pass_obj
 def verdict(
     settings: Settings,
@@ -204,14 +214,17 @@ def verdict(
     verdict: str,
     output: str | None,
     error: str | None,
-    by: str,
+    by: str | None,
+    episode: int | None,
 ) -> None:
-    """Resolve an in-doubt step."""
+    """Resolve an in-doubt step's episode (looked up and shown when not given)."""
     value = _json_arg(output, "--output")
 
     async def body(env: Embedded) -> Any:
+        ep = episode or await open_episode(env.runtime, execution_id, step_id)
+        who = by or local_principal()
         return await env.runtime.verdict(
-            execution_id, step_id, verdict, output=value, error=error, by=by
+            execution_id, step_id, verdict, output=value, error=error, by=who, episode=ep
         )
 
     _print_result(_with(settings, body))
@@ -224,7 +237,11 @@ def verdict(
 def cancel(settings: Settings, execution_id: str, reason: str) -> None:
     """Cancel an execution."""
     _print_result(
-        _with(settings, lambda env: env.runtime.cancel(execution_id, reason), need_app=False)
+        _with(
+            settings,
+            lambda env: env.runtime.cancel(execution_id, reason, by=local_principal()),
+            need_app=False,
+        )
     )
 
 

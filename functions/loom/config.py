@@ -2,7 +2,9 @@
 
 ``LOOM_STORE``: ``memory://``, ``sqlite:///relative/or/absolute/path``, or a scheme another
 package registers in the ``loom.stores`` entry-point group (``firestore://project/database``
-comes from ``loom_gcp``). Entry points keep the engine free of Google imports.
+comes from ``loom_gcp``). Entry points keep the engine free of Google imports. A backend
+whose library is not installed raises :class:`~loom.errors.MissingExtraError` naming the
+pip extra (``firestore://`` without ``loom-cloudrun[gcp]``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from loom.app import Loom
 from loom.errors import ConfigurationError
+from loom.extras import install_hint, requires_extra
 from loom.store.base import EventStore
 
 DEFAULT_STORE = "sqlite:///.loom/loom.db"
@@ -26,11 +29,13 @@ CLOUD_RUN_ENV = "K_SERVICE"  # set by Cloud Run in every service container
 def _plugin(group: str, scheme: str, url: str) -> Any:
     for point in entry_points(group=group):
         if point.name == scheme:
-            return point.load()(url)
+            # The entry point is registered even without its extra: name the extra.
+            with requires_extra(f"{scheme}://"):
+                return point.load()(url)
     raise ConfigurationError(
         f"no backend for {url!r}: scheme {scheme!r} is not built in and no installed package "
-        f"registers it in the {group!r} entry-point group (for Google Cloud: pip install "
-        "'loom-cloudrun[gcp]')"
+        f"registers it in the {group!r} entry-point group (for Google Cloud: "
+        f"{install_hint('gcp')})"
     )
 
 

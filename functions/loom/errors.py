@@ -12,8 +12,11 @@ The tree::
     │   ├── PayloadTooLargeError       a body or payload over the configured limit
     │   ├── InvalidPayloadError        input/output that fails its model
     │   ├── VerdictError               verdict for a step that is not in doubt
+    │   │   └── StaleVerdictError      verdict for an episode already settled
+    │   ├── NotPermittedError          a principal asked for what policy does not grant
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
+    │   └── MissingExtraError          a backend's library is not installed (names the extra)
     ├── StoreError                     the event store failed (HTTP 503, retry later)
     │   ├── StoreUnavailableError      busy, locked, disk full, read-only, cannot open
     │   ├── AppendConflictError        the log did not end at expected_seq
@@ -120,6 +123,22 @@ class VerdictError(InputError):
     code = "not_in_doubt"
 
 
+class StaleVerdictError(VerdictError):
+    """A verdict names an in-doubt episode that is not the open one (settled or replaced)."""
+
+    code = "stale_verdict"
+
+
+class NotPermittedError(InputError):
+    """The caller asked for something policy does not grant it (a capability, a flow).
+
+    Attributes:
+        principal: Who asked.
+    """
+
+    code = "not_permitted"
+
+
 class ExecutionFinishedError(InputError):
     """The execution already ended; the request cannot apply to it."""
 
@@ -130,6 +149,15 @@ class ConfigurationError(LoomError):
     """A bad store URL, app reference or option."""
 
     code = "configuration"
+
+
+class MissingExtraError(ConfigurationError, ImportError):
+    """A backend needs a library that only a pip extra installs; the message names it.
+
+    Also an ``ImportError``, so code that tolerates a missing optional module still does.
+    """
+
+    code = "missing_extra"
 
 
 class StoreError(LoomError):

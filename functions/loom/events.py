@@ -16,7 +16,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Version 2 records who asked (``by`` on starts, resumes and cancels) and which in-doubt
+episode a verdict settles (``episode``). Version 1 events load unchanged: the new fields
+default to ``None`` (nobody recorded)."""
 
 
 class _Event(BaseModel):
@@ -37,6 +40,7 @@ class ExecutionStarted(_Event):
     flow_version: str = "1"
     capabilities: list[str] = Field(default_factory=list[str])
     budgets: dict[str, float] = Field(default_factory=dict[str, float])
+    by: str | None = None
 
 
 class ExecutionClaimed(_Event):
@@ -136,6 +140,7 @@ class ExecutionResumed(_Event):
     correlation_key: str
     payload: Any = None
     timed_out: bool = False
+    by: str | None = None
 
 
 class EffectInDoubt(_Event):
@@ -147,7 +152,11 @@ class EffectInDoubt(_Event):
 
 
 class EffectVerdict(_Event):
-    """An operator resolved an in-doubt effect."""
+    """An operator resolved an in-doubt effect.
+
+    ``episode`` is the seq of the :class:`EffectInDoubt` this verdict settles (``None`` in
+    version 1 events): a verdict answers one episode, never a later one of the same step.
+    """
 
     type: Literal["EffectVerdict"] = "EffectVerdict"
     step_id: str
@@ -155,6 +164,7 @@ class EffectVerdict(_Event):
     output: Any = None
     error: ErrorInfo | None = None
     by: str = "operator"
+    episode: int | None = None
 
 
 class ExecutionParked(_Event):
@@ -184,6 +194,7 @@ class ExecutionCancelled(_Event):
 
     type: Literal["ExecutionCancelled"] = "ExecutionCancelled"
     reason: str = ""
+    by: str | None = None
 
 
 Event = Annotated[

@@ -30,6 +30,7 @@ class StepRecord(TypedDict, total=False):
     started_at: float
     idempotency_key: str
     verdict_by: str
+    episode: int  # seq of the EffectInDoubt that put it in doubt (what a verdict names)
 
 
 class GateRecord(TypedDict):
@@ -223,7 +224,9 @@ def _decision(s: ExecutionState, e: ev.DecisionRecorded) -> None:
 
 
 def _in_doubt_step(s: ExecutionState, e: ev.EffectInDoubt) -> None:
-    s.steps.setdefault(e.step_id, {"effect": e.effect})["status"] = "in_doubt"
+    rec = s.steps.setdefault(e.step_id, {"effect": e.effect})
+    rec["status"] = "in_doubt"
+    rec["episode"] = e.seq
 
 
 def _verdict_step(s: ExecutionState, e: ev.EffectVerdict) -> None:

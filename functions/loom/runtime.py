@@ -28,13 +28,13 @@ from loom.errors import (
     ExecutionFinishedError,
     ExecutionSupersededError,
     UnknownExecutionError,
-    VerdictError,
 )
 from loom.fold import ExecutionState, fold, resume_key
+from loom.grants import GrantPolicy
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.session import Session
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
-from loom.verdicts import verdict_event
+from loom.verdicts import current_episode, verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
 
 if TYPE_CHECKING:
@@ -57,6 +57,8 @@ class Runtime:
         clock: Wall-clock seconds; injectable for tests that skip time.
         claim_ttl: Seconds a claim lasts without being extended.
         snapshot_every: Events between snapshots while running.
+        grants: Who may grant which capabilities on a start that names its principal
+            (default: the app's ``grants``).
         snapshot_min_tail: When an execute call ends (suspended, parked, finished), a snapshot
             is written if at least this many events came since the last one; a shorter tail
             is cheaper to re-read than a snapshot is to write (ADR 0004). Default: what the
@@ -75,8 +77,10 @@ class Runtime:
         snapshot_every: int = 1000,
         snapshot_min_tail: int | None = None,
         blob_threshold: int = DEFAULT_THRESHOLD,
+        grants: GrantPolicy | None = None,
     ) -> None:
         self.app = app
+        self.grants = grants or app.grants
         self.store = store
         self.dispatcher = dispatcher
         self.clock = clock
@@ -125,19 +129,26 @@ class Runtime:
         capabilities: set[str] | frozenset[str] | list[str] = frozenset(),
         budgets: dict[str, float] | None = None,
         run: bool = True,
+        by: str | None = None,
         version: str | int | None = None,
     ) -> ExecutionResult:
         """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
 
+        ``by`` is who asks (recorded). Every entry point outside the process (HTTP, Pub/Sub,
+        Commission, the CLI) names it, and ``capabilities`` must then be grantable by it
+        under ``self.grants``; ``None`` is the trusted path of the process's own code.
         The execution runs on ``version`` of the flow (default: the latest registered) for
         its whole life; the version is recorded in ``ExecutionStarted.flow_version``.
 
         Raises:
+            NotPermittedError: ``by`` may not grant some of ``capabilities``.
             UnknownFlowError: No such flow (``UnknownFlowVersionError``: no such version).
             InvalidPayloadError: The input fails the flow's input model.
             ExecutionConflictError: The id exists with another flow or input.
         """
         defn = self.app.get_flow(flow, version)
+        if by is not None:
+            self.grants.check(by, flow, capabilities)
         value = to_json_value(defn.typed.parse_input(input))
         eid = execution_id or str(uuid.uuid4())
         stored, _ = await self.payloads.encode(value, f"{eid}/input")
@@ -149,6 +160,7 @@ class Runtime:
             capabilities=sorted(capabilities),
             budgets=budgets or {},
             at=self.clock(),
+            by=by,
         )
         created, first = await self.store.create(started)
         if not created:
@@ -287,10 +299,20 @@ class Runtime:
     # -- control calls ------------------------------------------------------------------
 
     async def _append_control(
-        self, state: ExecutionState, events: list[ev.Event], change: StatusChange | None
+        self,
+        state: ExecutionState,
+        events: list[ev.Event],
+        change: StatusChange | None,
+        recheck: Callable[[ExecutionState], object] | None = None,
     ) -> ExecutionState:
-        """Append control events at the log's end, retrying over concurrent appends."""
-        for _ in range(20):
+        """Append control events at the log's end, retrying over concurrent appends.
+
+        ``recheck`` runs again on the reloaded state before each retry (and may raise), so a
+        check made before the first try still holds for the append that lands.
+        """
+        for attempt in range(20):
+            if attempt and recheck is not None:
+                recheck(state)
             ev.number(events, state.last_seq, self.clock())
             try:
                 await self.store.append(
@@ -302,9 +324,17 @@ class Runtime:
         raise ExecutionSupersededError(f"log of {state.execution_id!r} keeps changing")
 
     async def resume(
-        self, execution_id: str, on: str, correlation_key: str, payload: Any = None
+        self,
+        execution_id: str,
+        on: str,
+        correlation_key: str,
+        payload: Any = None,
+        *,
+        by: str | None = None,
     ) -> ExecutionResult:
         """Deliver a resume. Early ones are buffered; a duplicate (same on + key) is a no-op.
+
+        ``by`` (who asked) is recorded on the event.
 
         Raises:
             UnknownExecutionError: No such execution.
@@ -323,7 +353,7 @@ class Runtime:
         if check is not None:
             payload = await check(self, state, correlation_key, payload)
         stored, _ = await self.payloads.encode(to_json_value(payload), f"{execution_id}/resume")
-        event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored)
+        event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored, by=by)
         opens = any(
             g["on"] == on and g["correlation_key"] == correlation_key
             for g in state.open_gates().values()
@@ -344,24 +374,29 @@ class Runtime:
         output: Any = None,
         error: str | None = None,
         by: str = "operator",
+        episode: int | None = None,
     ) -> ExecutionResult:
         """Resolve an in-doubt step: ``performed`` (with output), ``not_performed``, ``failed``.
+
+        ``episode`` is the seq of the ``EffectInDoubt`` the verdict answers (shown in the
+        result's ``in_doubt``); every caller from outside the process must give it, so a
+        replayed verdict cannot settle a later episode. ``None`` settles the open one.
 
         Raises:
             UnknownExecutionError: No such execution.
             VerdictError: The step is not in doubt, or the verdict or output is invalid.
+            StaleVerdictError: ``episode`` is not the open episode.
         """
         state = await self.load_state(execution_id)
-        rec = state.steps.get(step_id)
-        if step_id not in state.in_doubt or rec is None:
-            known = ", ".join(state.in_doubt) or "none"
-            raise VerdictError(
-                f"step {step_id!r} of {execution_id!r} is not in doubt (in doubt: {known})",
-                details={"step_id": step_id, "in_doubt": list(state.in_doubt)},
-            )
-        event = verdict_event(self.app, rec.get("effect", "?"), step_id, verdict, output, error, by)
+        effect, episode = current_episode(state, step_id, episode)
+        event = verdict_event(self.app, effect, step_id, verdict, output, error, by, episode)
         change = StatusChange("running") if len(state.in_doubt) == 1 else None
-        state = await self._append_control(state, [event], change)
+
+        # A concurrent verdict on the same episode must not land twice.
+        def recheck(now: ExecutionState) -> None:
+            current_episode(now, step_id, episode)
+
+        state = await self._append_control(state, [event], change, recheck)
         ran = None
         if not state.in_doubt:
             ran = await self._dispatch(
@@ -369,8 +404,13 @@ class Runtime:
             )
         return ran or ExecutionResult.from_state(state, include_state=False)
 
-    async def cancel(self, execution_id: str, reason: str = "") -> ExecutionResult:
-        """End an execution as ``cancelled``; a holder mid-run stops at its next append."""
+    async def cancel(
+        self, execution_id: str, reason: str = "", *, by: str | None = None
+    ) -> ExecutionResult:
+        """End an execution as ``cancelled``; a holder mid-run stops at its next append.
+
+        ``by`` (who asked) is recorded on the event.
+        """
         state = await self.load_state(execution_id)
         if state.finished:
             raise ExecutionFinishedError(
@@ -378,7 +418,7 @@ class Runtime:
                 details={"status": state.status},
             )
         state = await self._append_control(
-            state, [ev.ExecutionCancelled(reason=reason)], StatusChange("cancelled")
+            state, [ev.ExecutionCancelled(reason=reason, by=by)], StatusChange("cancelled")
         )
         return ExecutionResult.from_state(state)
 

@@ -44,6 +44,7 @@ class InDoubtStep(BaseModel):
     effect: str
     idempotency_key: str | None = None
     started_at: float | None = None
+    episode: int | None = None
 
 
 class ExecutionResult(BaseModel):
@@ -86,6 +87,7 @@ class ExecutionResult(BaseModel):
                 effect=state.steps[sid].get("effect", "?"),
                 idempotency_key=state.steps[sid].get("idempotency_key"),
                 started_at=state.steps[sid].get("started_at"),
+                episode=state.steps[sid].get("episode"),
             )
             for sid in state.in_doubt
         ]

@@ -41,6 +41,7 @@ from loom.dispatch.base import Dispatcher
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import ConfigurationError
 from loom.events import Event, ExecutionStarted
+from loom.extras import requires_extra
 from loom.runtime import Runtime
 from loom.store.base import (
     AppendRequest,
@@ -160,7 +161,8 @@ def open_worker(url: str | None, runtime: Runtime) -> WorkerRuntime:
     if url.startswith(("http://", "https://")):
         return RemoteWorkerRuntime(url)
     if url.startswith("cloudrun://"):
-        from loom_gcp.cloud_run import CloudRunWorkerRuntime  # Google clients: only if used
+        with requires_extra("LOOM_WORKER cloudrun://"):  # Google clients: only if used
+            from loom_gcp.cloud_run import CloudRunWorkerRuntime
 
         return CloudRunWorkerRuntime.from_url(url)
     raise ConfigurationError(
@@ -181,7 +183,8 @@ def open_dispatcher(
     if not url or url.startswith("inline://"):
         return None
     if url.startswith("cloudtasks://"):
-        from loom_gcp.cloud_tasks import CloudTasksDispatcher  # Google clients: only if used
+        with requires_extra("LOOM_DISPATCH cloudtasks://"):  # Google clients: only if used
+            from loom_gcp.cloud_tasks import CloudTasksDispatcher
 
         return CloudTasksDispatcher.from_url(url, env)
     if url.startswith("inprocess://"):

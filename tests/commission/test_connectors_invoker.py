@@ -145,6 +145,10 @@ ANYTHING_ELSE: list[tuple[str, ConnectorBinding, Answer, str]] = [
     ("no outcome field", WRITE, (200, {"attempt": ATTEMPT}), "protocol"),
     ("a malformed attempt", WRITE, (200, {"outcome": "success", "attempt": {"id": ""}}),
      "protocol"),
+    ("audit complete as the string true", READ,
+     success(audit={"id": "aud", "complete": "true"}), "protocol"),
+    ("audit complete as 1", READ, success(audit={"id": "aud", "complete": 1}), "protocol"),
+    ("audit complete as yes", READ, success(audit={"id": "aud", "complete": "yes"}), "protocol"),
     ("connection dropped", WRITE, DROP, "transport"),
 ]  # fmt: skip
 

@@ -162,7 +162,7 @@ async def test_an_in_doubt_execution_needs_human_judgment() -> None:
         output = None
 
     class Runtime:
-        async def start(self, flow: str, input: Any, /, *, execution_id: str) -> InDoubt:
+        async def start(self, flow: str, input: Any, /, **options: Any) -> InDoubt:
             return InDoubt()
 
     step = StepInput(

@@ -84,16 +84,23 @@ PUBSUB_AGENT = "pubsub-service-agent"
 SCHEDULED_ROUTES = ("/tasks/sweep", "/tasks/purge")
 
 # Who may do what, on which resource. ``project`` marks a project-level grant.
+_RUNTIME_BASE = frozenset(
+    {
+        ("roles/datastore.user", "project"),
+        ("roles/cloudtasks.enqueuer", "queue:loom"),
+        ("roles/storage.objectCreator", "bucket:payloads"),
+        ("roles/storage.objectViewer", "bucket:payloads"),
+        ("roles/iam.serviceAccountUser", "service_account:invoker"),
+    }
+)
+_READS_SECRET = frozenset({("roles/secretmanager.secretAccessor", "secret:resume")})
+
 EXPECTED_GRANTS: dict[str, frozenset[tuple[str, str]]] = {
-    "worker": frozenset(
-        {
-            ("roles/datastore.user", "project"),
-            ("roles/cloudtasks.enqueuer", "queue:loom"),
-            ("roles/storage.objectUser", "bucket:payloads"),
-            ("roles/secretmanager.secretAccessor", "secret:resume"),
-            ("roles/iam.serviceAccountUser", "service_account:invoker"),
-        }
-    ),
+    # One identity per Cloud Run service; only the API and the events target read the
+    # secret (they check resumes, verdicts and signed messages); nobody deletes payloads.
+    "worker": _RUNTIME_BASE | _READS_SECRET,
+    "tasks": _RUNTIME_BASE,
+    "events": _RUNTIME_BASE | _READS_SECRET,
     "invoker": frozenset(
         {
             ("roles/run.invoker", "run:tasks"),
@@ -107,6 +114,8 @@ EXPECTED_GRANTS: dict[str, frozenset[tuple[str, str]]] = {
             ("roles/run.developer", "run:tasks"),
             ("roles/run.developer", "run:events"),
             ("roles/iam.serviceAccountUser", "service_account:worker"),
+            ("roles/iam.serviceAccountUser", "service_account:tasks"),
+            ("roles/iam.serviceAccountUser", "service_account:events"),
             ("roles/storage.objectViewer", "bucket:build_sources"),
             ("roles/logging.logWriter", "project"),
             # Read-only, for the replay check before deploy.
@@ -115,6 +124,7 @@ EXPECTED_GRANTS: dict[str, frozenset[tuple[str, str]]] = {
         }
     ),
     "var.worker_invokers": frozenset({("roles/run.invoker", "run:worker")}),
+    "var.event_publishers": frozenset({("roles/pubsub.publisher", "topic:events")}),
     PUBSUB_AGENT: frozenset(
         {
             ("roles/pubsub.publisher", "topic:events_dead_letter"),
@@ -412,6 +422,8 @@ def _iam_targets(rtype: str, body: dict[str, Any], model: TerraformDir) -> list[
     if kind == "project":
         return ["project"]
     value = body.get(argument, "")
+    if "local.service_account_ids[each.key]" in str(value):
+        return [f"{kind}:{key}" for key in sorted(_for_each_keys(body, model))]
     refs = references(value)
     if not refs:
         return [f"{kind}:{value}"]
@@ -431,6 +443,8 @@ def _for_each_keys(body: dict[str, Any], model: TerraformDir) -> set[str]:
     source = str(body.get("for_each", ""))
     if source == "${local.services}":
         return _service_keys(model)
+    if source == "${local.secret_readers}":
+        return set(re.findall(r'"(\w+)"', str(model.locals.get("secret_readers", ""))))
     return {source}
 
 
@@ -445,6 +459,12 @@ def granted_roles(model: TerraformDir) -> dict[str, set[tuple[str, str]]]:
                 grants.setdefault(f"unsupported:{rtype}.{name}", set())
                 continue
             principal = _principal(body.get("member"))
+            if "local.service_accounts[each.key]" in principal:
+                # One grant per service identity: the for_each keys name the accounts.
+                for key in _for_each_keys(body, model):
+                    for target in _iam_targets(rtype, body, model):
+                        grants.setdefault(key, set()).add((str(body.get("role")), target))
+                continue
             if principal == "each.value":
                 principal = "+".join(_VAR_REF.findall(str(body.get("for_each", "")))) or principal
                 principal = f"var.{principal}"
@@ -674,6 +694,14 @@ def service_env(model: TerraformDir) -> dict[str, dict[str, Any]]:
         for container in blocks(block(body, "template") or {}, "containers"):
             for item in blocks(container, "env"):
                 env[str(item.get("name"))] = item
+            for dynamic in blocks(container, "dynamic"):
+                # dynamic "env" { for_each = cond ? ["NAME"] : [] content { name = env.value } }
+                spec = dynamic.get("env") if isinstance(dynamic, dict) else None
+                if not isinstance(spec, dict):
+                    continue
+                for name in re.findall(r'\["(\w+)"\]', str(spec.get("for_each", ""))):
+                    for content in blocks(spec, "content"):
+                        env[name] = content
     return env
 
 

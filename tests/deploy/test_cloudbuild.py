@@ -16,7 +16,7 @@ from tests.deploy import terraform_model as tm
 from tests.deploy.terraform_model import REPO_ROOT
 
 CLOUDBUILD = REPO_ROOT / "cloudbuild.yaml"
-PIPELINE = ["lint", "type-check", "tests", "build", "push", "replay-check", "deploy"]
+PIPELINE = ["lint", "type-check", "ci-image", "tests", "build", "push", "replay-check", "deploy"]
 
 
 def _load() -> dict[str, Any]:
@@ -55,6 +55,7 @@ def pipeline_problems(config: dict[str, Any]) -> list[str]:
     expectations = {
         "lint": ("ruff check", "ruff format --check"),
         "type-check": ("pyright",),
+        "ci-image": ("build", "infra/ci.Dockerfile"),
         "tests": ("bash .ci/run",),
         "build": ("build", "infra/Dockerfile"),
         "push": ("push",),
@@ -135,9 +136,14 @@ def test_the_replay_check_precedes_the_deploy() -> None:
     assert ids.index("push") < ids.index("replay-check") < ids.index("deploy")
 
 
+def _by_id(config: dict[str, Any], step_id: str) -> dict[str, Any]:
+    return next(step for step in config["steps"] if step["id"] == step_id)
+
+
 def _swap(config: dict[str, Any]) -> None:
     steps = config["steps"]
-    steps[2], steps[3] = steps[3], steps[2]
+    tests, build = steps.index(_by_id(config, "tests")), steps.index(_by_id(config, "build"))
+    steps[tests], steps[build] = steps[build], steps[tests]
 
 
 def _step(config: dict[str, Any], step_id: str) -> dict[str, Any]:
@@ -149,7 +155,7 @@ def _parallel(config: dict[str, Any]) -> None:
 
 
 def _skip_tests(config: dict[str, Any]) -> None:
-    del config["steps"][2]
+    config["steps"].remove(_by_id(config, "tests"))
 
 
 def _other_image(config: dict[str, Any]) -> None:

@@ -95,7 +95,13 @@ def test_module_declares_the_whole_stack(module_dir: TerraformDir) -> None:
         "google_service_account",
     ):
         assert module_dir.of_type(rtype), f"{rtype} missing"
-    assert set(module_dir.of_type("google_service_account")) == {"worker", "invoker", "deployer"}
+    assert set(module_dir.of_type("google_service_account")) == {
+        "worker",
+        "tasks",
+        "events",
+        "invoker",
+        "deployer",
+    }
 
 
 @pytest.mark.parametrize("checker", MODULE_CHECKERS, ids=lambda c: c.__name__)
@@ -163,7 +169,7 @@ def _grant_owner_to_worker(m: TerraformDir) -> None:
 
 
 def _drop_acts_as_invoker(m: TerraformDir) -> None:
-    del m.resources["google_service_account_iam_member"]["worker_acts_as_invoker"]
+    del m.resources["google_service_account_iam_member"]["runtime_acts_as_invoker"]
 
 
 def _invoker_on_worker(m: TerraformDir) -> None:
@@ -172,15 +178,15 @@ def _invoker_on_worker(m: TerraformDir) -> None:
 
 
 def _bucket_role_project_wide(m: TerraformDir) -> None:
-    del m.resources["google_storage_bucket_iam_member"]["worker_payloads"]
+    del m.resources["google_storage_bucket_iam_member"]["runtime_payload_writer"]
     m.resources["google_project_iam_member"]["worker_storage"] = {
-        "role": "roles/storage.objectUser",
+        "role": "roles/storage.objectCreator",
         "member": "serviceAccount:${google_service_account.worker.email}",
     }
 
 
 def _unconditional_datastore(m: TerraformDir) -> None:
-    del m.resource("google_project_iam_member", "worker_datastore_user")["condition"]
+    del m.resource("google_project_iam_member", "runtime_datastore_user")["condition"]
 
 
 def _iam_binding(m: TerraformDir) -> None:

@@ -182,8 +182,9 @@ def publish(topic: str, message: dict[str, Any]) -> str:
 
 
 def normalized(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The history without what differs between runs: claims, times, durations."""
-    volatile = {"seq", "at", "duration_s", "wake_at", "until", "holder"}
+    """The history without what differs between runs: claims, times, durations, and who
+    asked (``by``: a principal over HTTP and Pub/Sub, unset on the in-process reference)."""
+    volatile = {"seq", "at", "duration_s", "wake_at", "until", "holder", "by"}
     return [
         {k: v for k, v in e.items() if k not in volatile}
         for e in events

@@ -15,13 +15,14 @@ import pytest
 from loom import EffectContext, FlowContext, Loom
 from loom.runtime import Runtime
 from loom.store.sqlite import SqliteEventStore
+from loom.workers.auth import sign
 from loom.workers.events_target import (
     InvalidMessageError,
     RedeliverError,
     decode_pubsub,
     handle_event,
 )
-from tests.functions.conftest import MAIN
+from tests.functions.conftest import MAIN, SECRET
 from tests.functions.helpers import history
 
 app = Loom("events-target-tests")
@@ -41,14 +42,19 @@ async def gate(ctx: FlowContext, value: str) -> dict[str, Any]:
     return {"first": first, "got": got}
 
 
-def pubsub_data(message: Any, message_id: str = "m-1") -> dict[str, Any]:
-    """CloudEvent data as functions-framework makes it from a Pub/Sub push (and Eventarc)."""
+def pubsub_data(message: Any, message_id: str = "m-1", secret: str | None = None) -> dict[str, Any]:
+    """CloudEvent data as functions-framework makes it from a Pub/Sub push (and Eventarc),
+    signed with ``secret`` (the ``loom-signature`` attribute) when one is given."""
     raw = message if isinstance(message, bytes) else json.dumps(message).encode()
+    attributes: dict[str, str] = {}
+    if secret is not None and isinstance(message, dict):
+        action, eid = str(message.get("action")), str(message.get("execution_id") or "")
+        attributes["loom-signature"] = sign(secret, action, eid, raw)  # type: ignore[arg-type]
     return {
         "message": {
             "@type": "type.googleapis.com/google.pubsub.v1.PubsubMessage",
             "data": base64.b64encode(raw).decode(),
-            "attributes": {},
+            "attributes": attributes,
             "messageId": message_id,
         },
         "subscription": "projects/p/subscriptions/s",
@@ -168,7 +174,7 @@ def test_the_functions_framework_target_takes_a_raw_pubsub_push(
     assert history(runtime, "ps-1")[-1].type == "ExecutionCompleted"
     early = {"action": "resume", "execution_id": "ps-404", "on": "go", "correlation_key": "k"}
     # functions-framework answers 500 when the function raises: Pub/Sub redelivers.
-    assert target.post("/", json=pubsub_data(early, "78")).status_code == 500
+    assert target.post("/", json=pubsub_data(early, "78", SECRET)).status_code == 500
 
 
 def test_a_store_failure_is_a_503_and_the_message_is_redelivered(

@@ -255,6 +255,7 @@ async def test_a_worker_killed_mid_charge_parks_in_doubt_and_a_verdict_settles_i
     assert [d.step_id for d in parked.in_doubt] == ["1"]
     body = {
         "step_id": "1",
+        "episode": parked.in_doubt[0].episode,
         "verdict": "performed",
         "by": "ops",
         "output": {"charge_id": "ch_manual", "amount": 9},

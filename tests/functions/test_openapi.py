@@ -95,7 +95,7 @@ def test_real_answers_fit_the_document(client: FlaskClient, runtime: Runtime) ->
         "post",
         client.post("/execute", json={"executionPackage": {"execution_id": "zz"}}),
     )
-    verdict = {"step_id": "1", "verdict": "not_performed"}
+    verdict = {"step_id": "1", "episode": 3, "verdict": "not_performed"}
     path = "/executions/{execution_id}/verdict"
     check(
         path, "post", client.post("/executions/o-2/verdict", json={"step_id": "1"}, headers=BEARER)

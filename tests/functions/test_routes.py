@@ -174,6 +174,7 @@ def test_verdict_needs_auth_and_records_who(
     before = history(runtime, "v-1")
     body = {
         "step_id": "1",
+        "episode": parked.json["in_doubt"][0]["episode"],
         "verdict": "performed",
         "output": {"charge_id": "ch_x", "amount": 7},
         "by": "alice",
@@ -191,24 +192,26 @@ def test_verdict_needs_auth_and_records_who(
 
 def test_verdict_errors(client: FlaskClient, runtime: Runtime) -> None:
     seed_in_doubt(runtime, "v-2")
-    client.post("/execute", json={"executionPackage": {"execution_id": "v-2"}})
-    wrong_step = {"step_id": "9", "verdict": "not_performed"}
+    parked = client.post("/execute", json={"executionPackage": {"execution_id": "v-2"}}).json
+    assert parked is not None
+    ep = parked["in_doubt"][0]["episode"]
+    wrong_step = {"step_id": "9", "episode": ep, "verdict": "not_performed"}
     assert_error(
         client.post("/executions/v-2/verdict", json=wrong_step, headers=BEARER), 400, "not_in_doubt"
     )
-    bad_verdict = {"step_id": "1", "verdict": "maybe"}
+    bad_verdict = {"step_id": "1", "episode": ep, "verdict": "maybe"}
     assert_error(
         client.post("/executions/v-2/verdict", json=bad_verdict, headers=BEARER),
         400,
         "invalid_request",
     )
-    bad_output = {"step_id": "1", "verdict": "performed", "output": "not a receipt"}
+    bad_output = {"step_id": "1", "episode": ep, "verdict": "performed", "output": "x"}
     assert_error(
         client.post("/executions/v-2/verdict", json=bad_output, headers=BEARER),
         400,
         "invalid_output",
     )
-    unknown = {"step_id": "1", "verdict": "failed"}
+    unknown = {"step_id": "1", "episode": ep, "verdict": "failed"}
     assert_error(client.post("/executions/zz/verdict", json=unknown, headers=BEARER), 404)
 
 
@@ -237,8 +240,10 @@ def test_a_plugged_authenticator(
 ) -> None:
     monkeypatch.setenv("LOOM_VERDICT_AUTH", "tests.functions.test_routes:verify_alice")
     seed_in_doubt(runtime, "p-1")
-    client.post("/execute", json={"executionPackage": {"execution_id": "p-1"}})
-    body = {"step_id": "1", "verdict": "failed", "error": "the bank said no"}
+    parked = client.post("/execute", json={"executionPackage": {"execution_id": "p-1"}}).json
+    assert parked is not None
+    ep = parked["in_doubt"][0]["episode"]
+    body = {"step_id": "1", "episode": ep, "verdict": "failed", "error": "the bank said no"}
     refused = client.post("/executions/p-1/verdict", json=body, headers=BEARER)
     assert_error(refused, 403, "forbidden")
     ok = client.post(

@@ -6,6 +6,12 @@ frontier, that some port performs the action, and authority. Calling the class y
 :class:`~loom.commission.errors.AdmissionError`; it cannot be subclassed, pickled or copied
 into a second identity, and :func:`require_admitted` lets a port refuse an object forged
 around the constructor (``object.__new__``).
+
+Minting needs a :class:`MintKey`, a capability object only a Commission runtime is issued
+(one per runtime, held privately). :func:`require_admitted` accepts a request only if it was
+minted under a key that was issued and whose runtime is still alive, so an
+``Admission(...).check(...)`` made outside a runtime (with no key, or a key built around the
+constructor) mints nothing a port accepts.
 """
 
 from __future__ import annotations
@@ -28,6 +34,42 @@ from loom.commission.model import (
 
 _MINT = object()
 _minted: weakref.WeakSet[AdmittedRequest] = weakref.WeakSet()
+_issued: weakref.WeakKeyDictionary[MintKey, weakref.ref[object]] = weakref.WeakKeyDictionary()
+
+
+@final
+class MintKey:
+    """The capability to mint :class:`AdmittedRequest`: issued to one runtime, kept private.
+
+    Raises:
+        AdmissionError: When constructed anywhere but in :func:`issue_key`.
+    """
+
+    __slots__ = ("__weakref__",)
+
+    def __init__(self, *, _mint: object = None) -> None:
+        if _mint is not _MINT:
+            raise AdmissionError("a MintKey is issued only to a Commission runtime")
+
+    def __init_subclass__(cls, **kwargs: Any) -> NoReturn:
+        raise TypeError("MintKey cannot be subclassed")
+
+    def __reduce__(self) -> NoReturn:
+        raise AdmissionError("a MintKey cannot be pickled")
+
+
+def issue_key(owner: object) -> MintKey:
+    """A new key, valid while ``owner`` (the Commission runtime holding it) is alive."""
+    key = MintKey(_mint=_MINT)
+    _issued[key] = weakref.ref(owner)
+    return key
+
+
+def _key_is_live(key: object) -> bool:
+    if not isinstance(key, MintKey):
+        return False
+    owner = _issued.get(key)
+    return owner is not None and owner() is not None
 
 
 @final
@@ -38,13 +80,15 @@ class AdmittedRequest:
         AdmissionError: When constructed anywhere but in :class:`Admission`.
     """
 
-    __slots__ = ("__weakref__", "_record")
+    __slots__ = ("__weakref__", "_key", "_record")
     _record: RequestRecord
+    _key: MintKey
 
-    def __init__(self, record: RequestRecord, *, _mint: object = None) -> None:
-        if _mint is not _MINT:
+    def __init__(self, record: RequestRecord, *, _mint: object = None, _key: object = None) -> None:
+        if _mint is not _MINT or not _key_is_live(_key):
             raise AdmissionError("an AdmittedRequest is built only by the Commission runtime")
         object.__setattr__(self, "_record", record)
+        object.__setattr__(self, "_key", _key)
         _minted.add(self)
 
     def __init_subclass__(cls, **kwargs: Any) -> NoReturn:
@@ -113,6 +157,8 @@ def require_admitted(request: object) -> AdmittedRequest:
     """
     if not isinstance(request, AdmittedRequest) or request not in _minted:
         raise AdmissionError("refusing a request the Commission runtime did not admit")
+    if not _key_is_live(getattr(request, "_key", None)):
+        raise AdmissionError("refusing a request minted without a live runtime's key")
     return request
 
 
@@ -158,11 +204,21 @@ class Admission:
     Args:
         authority: Asked last, only when every local check passed.
         performs: Whether some effect port performs an action.
+        key: The runtime's :class:`MintKey` (see :func:`issue_key`); without a live one,
+            nothing can be admitted.
+
+    Raises:
+        AdmissionError: ``key`` is not a live key a runtime was issued.
     """
 
-    def __init__(self, authority: AuthorityProvider, performs: Callable[[str], bool]) -> None:
+    def __init__(
+        self, authority: AuthorityProvider, performs: Callable[[str], bool], key: MintKey
+    ) -> None:
+        if not _key_is_live(key):
+            raise AdmissionError("an Admission needs the key a Commission runtime was issued")
         self._authority = authority
         self._performs = performs
+        self._key = key
 
     async def check(
         self,
@@ -218,4 +274,4 @@ class Admission:
             commission_id=commission.commission_id,
             grant=Grant(by=decision.by, grant_id=decision.grant_id),
         )
-        return AdmittedRequest(record, _mint=_MINT)
+        return AdmittedRequest(record, _mint=_MINT, _key=self._key)

@@ -24,6 +24,7 @@ from loom.commission.outcomes import (
     Suspended,
     parse_outcome,
 )
+from loom.errors import NotPermittedError
 
 
 class Executor(abc.ABC):
@@ -102,8 +103,21 @@ class ExecutionResultLike(Protocol):
 class FlowRuntime(Protocol):
     """What :class:`FlowExecutor` needs of a Loom runtime: an idempotent ``start``."""
 
-    async def start(self, flow: str, input: Any, /, *, execution_id: str) -> ExecutionResultLike:
-        """Start (or find) an execution and run it until it blocks."""
+    async def start(
+        self,
+        flow: str,
+        input: Any,
+        /,
+        *,
+        execution_id: str,
+        capabilities: frozenset[str] = ...,
+        by: str | None = ...,
+    ) -> ExecutionResultLike:
+        """Start (or find) an execution as ``by`` and run it until it blocks.
+
+        Raises:
+            NotPermittedError: ``by`` may not grant ``capabilities`` (the runtime's policy).
+        """
         ...
 
 
@@ -121,16 +135,31 @@ class FlowExecutor(Executor):
     * ``in_doubt``: ``NeedsHumanJudgment``: an operator's verdict on the execution is needed;
     * ``failed`` or ``cancelled``: :class:`ExecutorError`, which stops the run with ``error``.
 
+    The runtime rechecks authority: each start names ``principal``, and the Loom runtime's
+    grant policy decides whether that principal may grant ``capabilities`` to the flow. A
+    start it refuses is an :class:`ExecutorError` (``not_permitted``) and nothing is written.
+
     Args:
         runtime: A Loom runtime (``loom.runtime.Runtime``).
         flow_name: The registered flow.
+        capabilities: What each execution should hold (granted only per the policy).
+        principal: Who the executor starts executions as.
     """
 
     WAITING_ON = "loom.execution"
 
-    def __init__(self, runtime: FlowRuntime, flow_name: str) -> None:
+    def __init__(
+        self,
+        runtime: FlowRuntime,
+        flow_name: str,
+        *,
+        capabilities: frozenset[str] = frozenset(),
+        principal: str = "commission",
+    ) -> None:
         self._runtime = runtime
         self._flow = flow_name
+        self._capabilities = frozenset(capabilities)
+        self._principal = principal
 
     @staticmethod
     def execution_id(step: StepInput) -> str:
@@ -139,9 +168,16 @@ class FlowExecutor(Executor):
 
     async def step(self, step: StepInput) -> ExecutorOutcome:
         execution_id = self.execution_id(step)
-        result = await self._runtime.start(
-            self._flow, step.model_dump(mode="json"), execution_id=execution_id
-        )
+        try:
+            result = await self._runtime.start(
+                self._flow,
+                step.model_dump(mode="json"),
+                execution_id=execution_id,
+                capabilities=self._capabilities,
+                by=self._principal,
+            )
+        except NotPermittedError as exc:
+            raise ExecutorError(exc.message, details={**exc.details, "code": exc.code}) from exc
         status = str(result.status)
         if status == "completed":
             return parse_outcome(result.output)

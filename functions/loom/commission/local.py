@@ -225,10 +225,12 @@ class LocalEffects(EffectPort):
 
     def _apply(self, change: SoftwareChange) -> None:
         files = [(self._inside(file.path), file.content) for file in change.files]
+        self._check_resolved(files)  # before anything is written
         if change.patch:
             if self._git("apply", "--check", "-", stdin=change.patch).returncode != 0:
                 raise _RefusedError("patch_does_not_apply", "the patch does not apply")
             self._must("apply", "--index", "-", stdin=change.patch)
+            self._check_resolved(files)  # the patch may have added a symlink
         for target, content in files:
             if content is None:
                 target.unlink(missing_ok=True)
@@ -238,14 +240,42 @@ class LocalEffects(EffectPort):
         self._must("add", "--all")
 
     def _inside(self, path: str) -> Path:
-        """The file ``path`` names, refused if it leaves the tree or enters ``.git``."""
+        """The file ``path`` names, refused if its text leaves the tree or enters ``.git``."""
         parts = PurePosixPath(path).parts
-        if PurePosixPath(path).is_absolute() or ".." in parts or ".git" in parts or "\\" in path:
+        lowered = {part.lower() for part in parts}
+        if PurePosixPath(path).is_absolute() or ".." in parts or ".git" in lowered or "\\" in path:
             raise _RefusedError("path_outside_tree", f"{path!r} is not a path inside the tree")
-        target = self._root.joinpath(*parts)
-        if target.is_dir():
-            raise _RefusedError("path_is_directory", f"{path!r} is a directory")
-        return target
+        return self._root.joinpath(*parts)
+
+    def _check_resolved(self, files: Sequence[tuple[Path, str | None]]) -> None:
+        """Refuse any path whose directories resolve (through symlinks) outside the tree.
+
+        The text check of :meth:`_inside` cannot see a committed ``link -> ../outside``: the
+        directories are resolved as the file system will follow them, and a write to a file
+        that is itself a symlink is refused (deleting one removes the link only).
+        """
+        root = self._root.resolve()
+        git_dir = root / ".git"
+        for target, content in files:
+            name = target.relative_to(self._root).as_posix()
+            try:
+                parent = target.parent.resolve()
+            except (RuntimeError, OSError) as exc:  # a symlink loop, a dangling mount
+                raise _RefusedError(
+                    "path_outside_tree", f"{name!r} does not resolve: {exc}"
+                ) from None
+            if (
+                (parent != root and root not in parent.parents)
+                or parent == git_dir
+                or (git_dir in parent.parents)
+            ):
+                raise _RefusedError(
+                    "path_outside_tree", f"{name!r} resolves outside the tree (to {parent})"
+                )
+            if content is not None and target.is_symlink():
+                raise _RefusedError("path_is_symlink", f"{name!r} is a symlink; not written")
+            if target.is_dir():
+                raise _RefusedError("path_is_directory", f"{name!r} is a directory")
 
     def _restore(self) -> None:
         """Put the work branch back as it was after a failed change (the tree was clean)."""

@@ -25,7 +25,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
-from loom.commission.admission import Admission, AdmittedRequest, Proposal, Refusal
+from loom.commission.admission import (
+    Admission,
+    AdmittedRequest,
+    Proposal,
+    Refusal,
+    issue_key,
+)
 from loom.commission.authority import AuthorityProvider
 from loom.commission.errors import CaseConflictError, CommissionError, EffectError
 from loom.commission.events import (
@@ -97,7 +103,10 @@ class CommissionRuntime:
     ) -> None:
         self._cases = cases
         self._ports = tuple(ports)
-        self._admission = Admission(authority, lambda action: self._port_for(action) is not None)
+        # The mint key lives only inside this runtime's Admission: nobody else can admit.
+        self._admission = Admission(
+            authority, lambda action: self._port_for(action) is not None, issue_key(self)
+        )
         self._advance = advance
         self._sleep = sleep
         self._max_iterations = max_iterations

@@ -1,16 +1,25 @@
-"""Who may resume an execution or give a verdict on one: pluggable checks.
+"""Who may call the worker, resume an execution or give a verdict on one: pluggable checks.
 
 An authenticator is any callable ``(AuthRequest) -> principal``: it returns who is asking
-(recorded in the log as the verdict's ``by``, and logged for a resume), or raises
+(recorded in the log as ``by`` on starts, resumes, verdicts and cancels), or raises
 :class:`Unauthenticated` (401: no usable credential) or :class:`Forbidden` (403: a credential
 that does not grant this). It runs before anything is read or appended.
+
+Two layers use them. The *caller* authenticator (optional, :func:`caller_auth_from_env`)
+runs on every route but ``/health``, ``/live`` and ``/openapi.json``: on Cloud Run it verifies the
+caller's Google-signed ID token (``loom_gcp.auth``), defense in depth behind the service's
+IAM. The *resume* and *verdict* authenticators run on those two routes as well; the resume
+one also names who starts an execution with capabilities when no caller authenticator is
+configured (a start with no credential is ``anonymous``, who may grant nothing).
 
 Out of the box, :class:`SharedSecretAuth` accepts either
 
 * ``Authorization: Bearer <secret>`` (handy with ``curl``), or
-* ``X-Loom-Signature: sha256=<hex>``, an HMAC-SHA256 with the secret over
-  ``"{action}\\n{execution_id}\\n"`` followed by the raw body (see :func:`sign`); the secret
-  never travels, and a signature is good for one action on one execution only.
+* ``X-Loom-Signature: t=<expires>,sha256=<hex>``, an HMAC-SHA256 with the secret over
+  ``"{action}\\n{execution_id}\\n{expires}\\n"`` followed by the raw body (see :func:`sign`).
+  The secret never travels; a signature is good for one action on one execution, for the
+  exact body (a verdict's body names its step and in-doubt episode), and only until
+  ``expires`` (epoch seconds, at most ``max_ttl`` ahead).
 
 :class:`BearerTokenAuth` hands the bearer token to a ``verify`` callable of yours, which is
 where OIDC plugs in (verify a Google ID token's audience and issuer, return its email).
@@ -28,6 +37,7 @@ import hashlib
 import hmac
 import importlib
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -36,7 +46,9 @@ from werkzeug.datastructures import Headers
 
 from loom.errors import ConfigurationError
 
-Action = Literal["resume", "verdict"]
+Action = Literal["start", "execute", "read", "list", "cancel", "resume", "verdict"]
+DEFAULT_SIGNATURE_TTL = 300
+"""Seconds a signature made by :func:`sign` stays good unless told otherwise."""
 
 
 @dataclass(frozen=True)
@@ -44,13 +56,13 @@ class AuthRequest:
     """What an authenticator sees of a request.
 
     Attributes:
-        action: ``resume`` or ``verdict``.
-        execution_id: The execution named in the path.
+        action: What the request does (``start``, ``resume``, ``verdict``, ...).
+        execution_id: The execution named in the path (``""`` when none is).
         headers: The request headers (case-insensitive).
         body: The raw request body.
     """
 
-    action: Action
+    action: str
     execution_id: str
     headers: Headers | Mapping[str, str]
     body: bytes
@@ -89,17 +101,46 @@ class Forbidden(AuthError):
 Authenticator = Callable[[AuthRequest], str]
 
 
-def sign(secret: str, action: Action, execution_id: str, body: bytes) -> str:
+def sign(
+    secret: str,
+    action: Action,
+    execution_id: str,
+    body: bytes,
+    *,
+    expires: int | None = None,
+    clock: Callable[[], float] = time.time,
+) -> str:
     """The ``X-Loom-Signature`` header value for a request (what a client sends).
 
     Args:
         secret: The shared secret.
-        action: ``resume`` or ``verdict``.
-        execution_id: The execution in the path.
+        action: What the request does (``resume``, ``verdict``, ``start``...).
+        execution_id: The execution in the path (``""`` for a start).
         body: The exact bytes of the request body.
+        expires: Epoch seconds after which the signature is refused (default: in
+            :data:`DEFAULT_SIGNATURE_TTL` seconds).
+        clock: The clock the default expiry is counted from.
     """
-    message = f"{action}\n{execution_id}\n".encode() + body
-    return "sha256=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+    if expires is None:
+        expires = int(clock()) + DEFAULT_SIGNATURE_TTL
+    return f"t={expires},sha256={_digest(secret, action, execution_id, expires, body)}"
+
+
+def _digest(secret: str, action: str, execution_id: str, expires: int, body: bytes) -> str:
+    message = f"{action}\n{execution_id}\n{expires}\n".encode() + body
+    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def _parse_signature(value: str) -> tuple[int, str]:
+    """``(expires, hexdigest)`` of a header value, or :class:`Forbidden` naming the form."""
+    fields: dict[str, str] = {}
+    for part in value.split(","):
+        name, _, field = part.strip().partition("=")
+        fields[name] = field
+    expires, digest = fields.get("t", ""), fields.get("sha256", "")
+    if not expires.isdigit() or not digest or set(fields) != {"t", "sha256"}:
+        raise Forbidden("X-Loom-Signature must look like t=<expires>,sha256=<hex>")
+    return int(expires), digest
 
 
 def _bearer(headers: Headers | Mapping[str, str]) -> str | None:
@@ -110,16 +151,30 @@ def _bearer(headers: Headers | Mapping[str, str]) -> str | None:
 class SharedSecretAuth:
     """Accepts a bearer token equal to the secret, or an HMAC signature made with it.
 
+    A signature is refused once expired, or when its expiry lies more than ``max_ttl``
+    seconds ahead (a signature good for ever would be a second secret).
+
     Args:
         secret: The shared secret (at least 16 characters).
         principal: Who a request that passes is recorded as.
+        clock: Epoch seconds (injectable for tests).
+        max_ttl: The furthest ahead a signature's expiry may lie, in seconds.
     """
 
-    def __init__(self, secret: str, principal: str = "shared-secret") -> None:
+    def __init__(
+        self,
+        secret: str,
+        principal: str = "shared-secret",
+        *,
+        clock: Callable[[], float] = time.time,
+        max_ttl: float = 3600.0,
+    ) -> None:
         if len(secret) < 16:
             raise ConfigurationError("the shared secret must be at least 16 characters long")
         self._secret = secret
         self.principal = principal
+        self._clock = clock
+        self._max_ttl = max_ttl
 
     def __call__(self, request: AuthRequest) -> str:
         signature = request.headers.get("X-Loom-Signature")
@@ -130,13 +185,29 @@ class SharedSecretAuth:
                 "X-Loom-Signature header"
             )
         if signature is not None:
-            expected = sign(self._secret, request.action, request.execution_id, request.body)
-            ok = hmac.compare_digest(signature.encode(), expected.encode())
+            ok = self._signature_ok(request, signature)
         else:
             ok = hmac.compare_digest((token or "").encode(), self._secret.encode())
         if not ok:
             raise Forbidden(f"the credential does not allow {request.action}")
         return self.principal
+
+    def _signature_ok(self, request: AuthRequest, signature: str) -> bool:
+        expires, digest = _parse_signature(signature)
+        expected = _digest(
+            self._secret, request.action, request.execution_id, expires, request.body
+        )
+        if not hmac.compare_digest(digest.encode(), expected.encode()):
+            return False
+        now = self._clock()
+        if expires < now:
+            raise Forbidden(f"the signature expired {int(now - expires)} s ago; sign again")
+        if expires > now + self._max_ttl:
+            raise Forbidden(
+                f"the signature expires {int(expires - now)} s from now; at most "
+                f"{int(self._max_ttl)} s is accepted"
+            )
+        return True
 
 
 class BearerTokenAuth:
@@ -197,6 +268,32 @@ def resume_auth_from_env(env: Mapping[str, str] | None = None) -> Authenticator:
     return DenyAll("set LOOM_RESUME_SECRET or LOOM_RESUME_AUTH")
 
 
+def caller_auth_from_env(env: Mapping[str, str] | None = None) -> Authenticator | None:
+    """The caller authenticator ``LOOM_CALLER_AUTH`` names (``module:attr``), or ``None``.
+
+    On Cloud Run: ``LOOM_CALLER_AUTH=loom_gcp.auth:google_id_token`` with
+    ``LOOM_AUTH_AUDIENCE`` and ``LOOM_AUTH_PRINCIPALS`` (see ``loom_gcp.auth``).
+    """
+    env = os.environ if env is None else env
+    ref = env.get("LOOM_CALLER_AUTH")
+    return _load_callable(ref) if ref else None
+
+
+def events_auth_from_env(env: Mapping[str, str] | None = None) -> Authenticator:
+    """The check of Pub/Sub messages' ``loom-signature`` (see ``loom.workers.events_target``).
+
+    ``LOOM_EVENTS_AUTH`` (``module:attr``), else the shared secret ``LOOM_EVENTS_SECRET`` or
+    ``LOOM_RESUME_SECRET``; with none, every signed message and every resume is refused.
+    """
+    env = os.environ if env is None else env
+    if env.get("LOOM_EVENTS_AUTH"):
+        return _load_callable(env["LOOM_EVENTS_AUTH"])
+    secret = env.get("LOOM_EVENTS_SECRET") or env.get("LOOM_RESUME_SECRET")
+    if secret:
+        return SharedSecretAuth(secret)
+    return DenyAll("set LOOM_EVENTS_SECRET, LOOM_RESUME_SECRET or LOOM_EVENTS_AUTH")
+
+
 def verdict_auth_from_env(env: Mapping[str, str] | None = None) -> Authenticator:
     """The verdict authorizer the environment configures (see the module docstring)."""
     env = os.environ if env is None else env
@@ -206,3 +303,29 @@ def verdict_auth_from_env(env: Mapping[str, str] | None = None) -> Authenticator
     if secret:
         return SharedSecretAuth(secret, principal="shared-secret")
     return DenyAll("set LOOM_VERDICT_SECRET, LOOM_RESUME_SECRET or LOOM_VERDICT_AUTH")
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def require_authenticator_off_loopback(host: str, env: dict[str, str] | None = None) -> None:
+    """Refuse to serve a non-loopback address with no caller authenticator configured.
+
+    Raises:
+        ConfigurationError: ``host`` is reachable from other machines and ``LOOM_CALLER_AUTH``
+            is unset.
+    """
+    env = dict(os.environ) if env is None else env
+    if not _is_loopback(host) and not env.get("LOOM_CALLER_AUTH"):
+        raise ConfigurationError(
+            f"refusing to serve on {host}, which other machines can reach, without an "
+            "authenticator: set LOOM_CALLER_AUTH (module:attr), or bind 127.0.0.1"
+        )

@@ -18,8 +18,20 @@ and raises :class:`RedeliverError` (non-2xx, Pub/Sub retries with backoff, bound
 subscription's dead-letter policy) only when a retry may succeed: a resume that arrived
 before its start (Pub/Sub does not order messages), or a store or dispatch failure.
 
-Who may publish to the topic may start and resume: the topic's IAM is the boundary, and the
-push subscription authenticates to the private Cloud Run service with its OIDC token.
+Authority is the HTTP worker's, checked here (the topic's IAM, publisher bindings only for
+named principals, is the first wall; the push subscription's OIDC token gets the message to
+the private service, and says nothing about who published it). A message may carry the
+attribute ``loom-signature``: :func:`loom.workers.auth.sign` with the shared secret
+(``LOOM_EVENTS_SECRET``, else ``LOOM_RESUME_SECRET``) over the action (``start`` or
+``resume``), the execution id (``""`` for a start without one) and the exact message data,
+with an expiry. ``LOOM_EVENTS_AUTH`` (``module:attr``) replaces that check; it sees the
+attribute as the ``X-Loom-Signature`` header and the message attributes as headers.
+
+* A resume needs a signature the check accepts, exactly as ``POST .../resume`` needs the
+  resume secret: unsigned or badly signed, it is rejected (acknowledged, nothing written).
+* A start is made by the principal the check returns, or by ``anonymous`` when unsigned; the
+  grant policy decides which of its ``capabilities`` that principal may grant (anything it
+  may not is rejected, nothing written).
 """
 
 from __future__ import annotations
@@ -40,7 +52,9 @@ from loom.errors import (
     LoomError,
     UnknownExecutionError,
 )
+from loom.grants import ANONYMOUS, GrantPolicy
 from loom.runtime import Runtime
+from loom.workers.auth import Authenticator, AuthError, AuthRequest, events_auth_from_env
 from loom.workers.lazy import LazyRuntime
 from loom.workers.logs import log_context
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
@@ -116,6 +130,16 @@ class CloudEventLike(Protocol):
     def __getitem__(self, key: str) -> Any: ...
 
 
+@dataclass(frozen=True)
+class Published:
+    """One decoded Pub/Sub message: its JSON object, id, raw data and attributes."""
+
+    value: dict[str, Any]
+    message_id: str | None
+    raw: bytes
+    attributes: dict[str, str]
+
+
 def decode_pubsub(data: Any) -> tuple[dict[str, Any], str | None]:
     """The JSON object inside a Pub/Sub CloudEvent's data, and the message id.
 
@@ -124,6 +148,16 @@ def decode_pubsub(data: Any) -> tuple[dict[str, Any], str | None]:
 
     Raises:
         InvalidMessageError: Anything else.
+    """
+    published = decode_published(data)
+    return published.value, published.message_id
+
+
+def decode_published(data: Any) -> Published:
+    """Like :func:`decode_pubsub`, keeping the raw data and attributes a check needs.
+
+    Raises:
+        InvalidMessageError: Not a Pub/Sub message carrying a JSON object.
     """
     if isinstance(data, bytes | str):
         try:
@@ -137,13 +171,21 @@ def decode_pubsub(data: Any) -> tuple[dict[str, Any], str | None]:
     if not isinstance(encoded, str):
         raise InvalidMessageError("event data has no Pub/Sub message with data")
     try:
-        decoded = json.loads(base64.b64decode(encoded, validate=True))
+        raw_data = base64.b64decode(encoded, validate=True)
+        decoded = json.loads(raw_data)
     except (binascii.Error, ValueError):
         raise InvalidMessageError("the message data is not base64-encoded JSON") from None
     if not isinstance(decoded, dict):
         raise InvalidMessageError("the message data must be a JSON object")
     message_id = message.get("messageId") or message.get("message_id")
-    return cast("dict[str, Any]", decoded), str(message_id) if message_id else None
+    raw_attrs = message.get("attributes")
+    attrs = cast("dict[str, Any]", raw_attrs) if isinstance(raw_attrs, dict) else {}
+    return Published(
+        cast("dict[str, Any]", decoded),
+        str(message_id) if message_id else None,
+        raw_data,
+        {str(k): str(v) for k, v in attrs.items()},
+    )
 
 
 def parse_message(value: dict[str, Any]) -> StartMessage | ResumeMessage:
@@ -160,25 +202,60 @@ def parse_message(value: dict[str, Any]) -> StartMessage | ResumeMessage:
         raise InvalidMessageError(f"{where}: {first['msg']}") from None
 
 
+SIGNATURE_ATTRIBUTE = "loom-signature"
+
+
+def message_principal(
+    check: Authenticator, message: StartMessage | ResumeMessage, published: Published
+) -> str:
+    """Who sent ``message``: what ``check`` makes of its signature; ``anonymous`` for an
+    unsigned start.
+
+    Raises:
+        AuthError: A resume without a signature, or a signature ``check`` refuses.
+    """
+    headers = {k: v for k, v in published.attributes.items() if k != SIGNATURE_ATTRIBUTE}
+    signature = published.attributes.get(SIGNATURE_ATTRIBUTE)
+    if signature is None and isinstance(message, StartMessage):
+        return ANONYMOUS
+    if signature is not None:
+        headers["X-Loom-Signature"] = signature
+    eid = message.execution_id or ""
+    return check(AuthRequest(message.action, eid, headers, published.raw))
+
+
 async def handle_message(
-    runtime: Runtime, message: StartMessage | ResumeMessage, message_id: str | None
+    runtime: Runtime,
+    message: StartMessage | ResumeMessage,
+    message_id: str | None,
+    by: str | None = None,
 ) -> EventOutcome:
-    """Start or resume; see the module docstring for what is acknowledged.
+    """Start or resume as ``by``; see the module docstring for what is acknowledged.
+
+    ``by`` ``None`` is the trusted path (in-process code); :class:`EventsHandler` always
+    names the principal its check returned.
 
     Raises:
         RedeliverError: A resume for an execution that does not exist (yet).
+        NotPermittedError: ``by`` may not grant the start's capabilities.
     """
     if isinstance(message, StartMessage):
         if message.execution_id is None and message_id is None:
             raise InvalidMessageError("a start without execution_id needs a message id")
         eid = message.execution_id or f"pubsub-{message_id}"
         result = await runtime.start(
-            message.flow, message.input, execution_id=eid, capabilities=message.capabilities
+            message.flow,
+            message.input,
+            execution_id=eid,
+            capabilities=message.capabilities,
+            by=by,
         )
         return EventOutcome("started", message_id, eid, result.status)
     eid = message.execution_id
     try:
-        result = await runtime.resume(eid, message.on, message.correlation_key, message.payload)
+        result = await runtime.resume(
+            eid, message.on, message.correlation_key, message.payload, by=by
+        )
     except ExecutionFinishedError as exc:
         return EventOutcome("finished", message_id, eid, str(exc.details.get("status")))
     except UnknownExecutionError as exc:
@@ -189,8 +266,17 @@ async def handle_message(
     return EventOutcome("resumed", message_id, eid, result.status)
 
 
-async def handle_event(runtime: Runtime, event_id: str | None, data: Any) -> EventOutcome:
-    """Decode one CloudEvent's data and handle the message in it.
+async def handle_event(
+    runtime: Runtime, event_id: str | None, data: Any, check: Authenticator | None = None
+) -> EventOutcome:
+    """Decode one CloudEvent's data, check who sent it, and handle the message in it.
+
+    Args:
+        runtime: The runtime.
+        event_id: The CloudEvent id.
+        data: The CloudEvent data.
+        check: Names the sender from the message's signature (see the module docstring);
+            ``None`` trusts the message (in-process callers only).
 
     Raises:
         RedeliverError: Try again later (see :func:`handle_message`).
@@ -198,12 +284,19 @@ async def handle_event(runtime: Runtime, event_id: str | None, data: Any) -> Eve
     """
     message_id = event_id
     try:
-        decoded, message_id = decode_pubsub(data)
-        message_id = message_id or event_id
-        return await handle_message(runtime, parse_message(decoded), message_id)
-    except InputError as exc:
+        published = decode_published(data)
+        message_id = published.message_id or event_id
+        message = parse_message(published.value)
+        by = None if check is None else message_principal(check, message, published)
+        return await handle_message(runtime, message, message_id, by)
+    except (InputError, AuthError) as exc:
+        body = exc.to_json() if isinstance(exc, InputError) else _auth_json(exc)
         log.error("message %s rejected: %s", message_id, exc.message)
-        return EventOutcome("rejected", message_id, error=exc.to_json())
+        return EventOutcome("rejected", message_id, error=body)
+
+
+def _auth_json(exc: AuthError) -> dict[str, Any]:
+    return {"code": exc.code, "message": exc.message, "details": {}}
 
 
 class EventsHandler:
@@ -212,24 +305,40 @@ class EventsHandler:
     Args:
         runtime: A runtime or a factory for one, built on first use.
         loop: Where coroutines run (default: the process's :data:`PROCESS_LOOP`).
+        check: Names a message's sender (default from the environment, see
+            :func:`~loom.workers.auth.events_auth_from_env`).
     """
 
     def __init__(
-        self, runtime: Runtime | Callable[[], Runtime], *, loop: BackgroundLoop = PROCESS_LOOP
+        self,
+        runtime: Runtime | Callable[[], Runtime],
+        *,
+        loop: BackgroundLoop = PROCESS_LOOP,
+        check: Authenticator | None = None,
     ) -> None:
         self._runtime = LazyRuntime(runtime)
         self.loop = loop
+        self._check = check
+        self._configured = False
 
     def runtime(self) -> Runtime:
-        """The runtime, built on first use."""
-        return self._runtime.get()
+        """The runtime, built on first use (with the environment's grant policy, if any)."""
+        runtime = self._runtime.get()
+        if not self._configured:
+            policy = GrantPolicy.from_env()
+            if policy is not None:
+                runtime.grants = policy
+            self._check = self._check or events_auth_from_env()
+            self._configured = True
+        return runtime
 
     def __call__(self, event: CloudEventLike) -> dict[str, Any]:
         """Handle one event; raises to get it redelivered (the framework answers 500, or
         503 with ``Retry-After`` for a :class:`~loom.errors.StoreError`, see ``main.py``)."""
         event_id = event["id"]
         with log_context(message_id=event_id):
-            outcome = self.loop.run(handle_event(self.runtime(), event_id, event.data))
+            runtime = self.runtime()
+            outcome = self.loop.run(handle_event(runtime, event_id, event.data, self._check))
             log.info(
                 "message %s: %s %s",
                 outcome.message_id,

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from loom.events import Event
 from loom.fold import fold
+from loom.grants import ANONYMOUS
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage, ExecutionResult
 from loom.workers.auth import Action, Authenticator, AuthRequest
@@ -51,7 +52,11 @@ class StartRequest(BaseModel):
     flow: str = Field(min_length=1, max_length=256)
     input: Any = None
     execution_id: str | None = Field(default=None, min_length=1, max_length=512)
-    capabilities: list[str] = Field(default_factory=list[str], max_length=256)
+    capabilities: list[str] = Field(
+        default_factory=list[str],
+        max_length=256,
+        description="Asked for, granted only if the caller may grant them (the grant policy).",
+    )
     version: Annotated[str, Field(min_length=1, max_length=64)] | StrictInt | None = Field(
         default=None, description="The flow version to start; default: the latest"
     )
@@ -73,6 +78,11 @@ class VerdictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     step_id: str = Field(min_length=1, max_length=256)
+    episode: int = Field(
+        ge=1,
+        description="The seq of the EffectInDoubt this verdict settles (the execution's "
+        "in_doubt[].episode); a verdict for another or a settled episode is refused (409).",
+    )
     verdict: Literal["performed", "not_performed", "failed"]
     output: Any = None
     error: str | None = Field(default=None, max_length=4096)
@@ -213,9 +223,11 @@ class Services:
     Attributes:
         runtime: Flows, effects and the store. Holds no execution state between requests.
         worker: Where ``POST /execute`` runs packages (``LocalWorkerRuntime(runtime)``).
-        resume_auth: Checks resume requests.
+        resume_auth: Checks resume requests (and names a start's principal when there is
+            no caller authenticator).
         verdict_auth: Checks verdict requests.
         max_body: The request body limit in bytes.
+        caller_auth: Checks every route's caller first, when configured.
     """
 
     runtime: Runtime
@@ -223,6 +235,17 @@ class Services:
     resume_auth: Authenticator
     verdict_auth: Authenticator
     max_body: int
+    caller_auth: Authenticator | None = None
+
+
+CALLER = "loom.caller"
+"""The ``environ`` key where the server leaves the principal the caller check returned."""
+
+
+def caller(request: Request) -> str | None:
+    """Who the caller authenticator said the request comes from, if one is configured."""
+    value = request.environ.get(CALLER)
+    return value if isinstance(value, str) else None
 
 
 def _bind_result(result: ExecutionResult) -> None:
@@ -247,14 +270,17 @@ def execute(s: Services, request: Request, args: Sequence[str]) -> Reply:
 
 def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /executions``: start (idempotent), then run until it blocks."""
-    body = parse_model(StartRequest, parse_json(request, read_body(request, s.max_body)))
+    raw = read_body(request, s.max_body)
+    body = parse_model(StartRequest, parse_json(request, raw))
     bind(execution_id=body.execution_id, flow=body.flow)
+    by = _start_principal(s, request, raw, body)
     result = run(
         s.runtime.start(
             body.flow,
             body.input,
             execution_id=body.execution_id,
             capabilities=body.capabilities,
+            by=by,
             version=body.version,
         )
     )
@@ -262,10 +288,26 @@ def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
     return 200, result
 
 
+def _start_principal(s: Services, request: Request, raw: bytes, body: StartRequest) -> str:
+    """Who starts: the caller; else whoever the resume check accepts; else ``anonymous``.
+
+    The grant policy then decides which of the asked capabilities that principal may grant.
+    """
+    who = caller(request)
+    if who is not None:
+        return who
+    if "Authorization" in request.headers or "X-Loom-Signature" in request.headers:
+        return _authorize(s.resume_auth, "start", body.execution_id or "", request, raw)
+    bind(principal=ANONYMOUS)
+    return ANONYMOUS
+
+
 def _authorize(
     check: Authenticator, action: Action, execution_id: str, request: Request, raw: bytes
 ) -> str:
+    """The principal ``check`` accepts; the caller's, when a caller check ran before."""
     principal = check(AuthRequest(action, execution_id, request.headers, raw))
+    principal = caller(request) or principal
     bind(principal=principal)
     return principal
 
@@ -275,9 +317,9 @@ def resume(s: Services, request: Request, args: Sequence[str]) -> Reply:
     execution_id = args[0]
     bind(execution_id=execution_id)
     raw = read_body(request, s.max_body)
-    _authorize(s.resume_auth, "resume", execution_id, request, raw)
+    by = _authorize(s.resume_auth, "resume", execution_id, request, raw)
     body = parse_model(ResumeRequest, parse_json(request, raw))
-    result = run(s.runtime.resume(execution_id, body.on, body.correlation_key, body.payload))
+    result = run(s.runtime.resume(execution_id, body.on, body.correlation_key, body.payload, by=by))
     _bind_result(result)
     return 200, result
 
@@ -289,11 +331,17 @@ def verdict(s: Services, request: Request, args: Sequence[str]) -> Reply:
     raw = read_body(request, s.max_body)
     principal = _authorize(s.verdict_auth, "verdict", execution_id, request, raw)
     body = parse_model(VerdictRequest, parse_json(request, raw))
-    bind(step_id=body.step_id)
+    bind(step_id=body.step_id, episode=body.episode)
     by = f"{body.by} (via {principal})" if body.by else principal
     result = run(
         s.runtime.verdict(
-            execution_id, body.step_id, body.verdict, output=body.output, error=body.error, by=by
+            execution_id,
+            body.step_id,
+            body.verdict,
+            output=body.output,
+            error=body.error,
+            by=by,
+            episode=body.episode,
         )
     )
     _bind_result(result)
@@ -373,3 +421,11 @@ ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("POST", ("executions", "*", "verdict"), verdict),
     ("GET", ("versions",), list_versions),
 ]
+
+_ACTIONS = {"get_execution": "read", "list_executions": "list"}
+
+
+def route_action(route: Route) -> str:
+    """What the caller check is told a route does: ``start``, ``read``, ``cancel``..."""
+    name = getattr(route, "__name__", "call")
+    return _ACTIONS.get(name, name)

@@ -6,8 +6,9 @@ threads, while stores and clients built on asyncio (the Firestore ``AsyncClient`
 ``asyncio.run`` per request breaks them from the second request on ("Event loop is
 closed"). :class:`BackgroundLoop` gives every request the same long-lived loop instead.
 
-The loop starts on first use, not at import: a server that forks workers after importing
-the app (gunicorn) must not fork a running thread.
+Sync effects run in the loop's default executor, sized to the server's request threads
+(:func:`effect_threads`). The loop starts on first use, not at import: a server that forks
+workers after importing the app (gunicorn) must not fork a running thread.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import concurrent.futures
 import contextvars
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -38,6 +39,11 @@ class BackgroundLoop:
             if self._loop is None or self._pid != os.getpid():
                 loop = asyncio.new_event_loop()
                 started = threading.Event()
+                loop.set_default_executor(
+                    concurrent.futures.ThreadPoolExecutor(
+                        effect_threads(), thread_name_prefix=f"{self._name}-effect"
+                    )
+                )
 
                 def serve() -> None:
                     asyncio.set_event_loop(loop)
@@ -81,6 +87,18 @@ class BackgroundLoop:
     def owns_current(self) -> bool:
         """Whether the caller runs on this loop."""
         return self._loop is not None and _running_loop() is self._loop
+
+
+def effect_threads(env: Mapping[str, str] | None = None) -> int:
+    """Threads the loop lends to sync effects (``asyncio.to_thread``).
+
+    Every request the server runs at once (``THREADS``, gunicorn's request threads) may be
+    in a sync effect; asyncio's default of ``min(32, cores + 4)`` would queue all but a few
+    of them (80 requests on one core: 16 rounds). Threads start only when needed.
+    """
+    raw = (os.environ if env is None else env).get("THREADS", "")
+    default = min(32, (os.cpu_count() or 1) + 4)
+    return max(default, int(raw)) if raw.isdigit() else default
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

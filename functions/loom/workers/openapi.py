@@ -178,16 +178,17 @@ def _paths() -> dict[str, Any]:
                 "execute",
                 "One execute call: allocate, execute, release (ADR 0002)",
                 ("ExecutionResult", "Where the execution stands"),
-                [400, 404, 409, 413, 415],
+                [400, 401, 403, 404, 409, 413, 415],
                 body="ExecuteRequest",
             )
         },
         "/executions": {
             "post": _operation(
                 "start",
-                "Start a flow (idempotent by execution_id) and run it until it blocks",
+                "Start a flow (idempotent by execution_id) and run it until it blocks; "
+                "capabilities are granted only if the caller may grant them (403 otherwise)",
                 ("ExecutionResult", "Where the execution stands"),
-                [400, 404, 409, 413, 415],
+                [400, 401, 403, 404, 409, 413, 415],
                 body="StartRequest",
             )
         },
@@ -196,7 +197,7 @@ def _paths() -> dict[str, Any]:
                 "getExecution",
                 "State and history of an execution",
                 ("ExecutionView", "The execution and its events"),
-                [400, 404],
+                [400, 401, 403, 404],
                 params=[_ID, _HISTORY],
             )
         },
@@ -214,7 +215,7 @@ def _paths() -> dict[str, Any]:
         "/executions/{execution_id}/verdict": {
             "post": _operation(
                 "verdict",
-                "Resolve an in-doubt step",
+                "Settle one in-doubt episode of a step (a settled or other episode: 409)",
                 ("ExecutionResult", "Where the execution stands"),
                 [400, 401, 403, 404, 409, 413, 415],
                 body="VerdictRequest",
@@ -244,14 +245,16 @@ def document() -> dict[str, Any]:
                     "type": "http",
                     "scheme": "bearer",
                     "description": "The shared secret, or a token your "
-                    "authenticator verifies (OIDC)",
+                    "authenticator verifies (a Google ID token with LOOM_CALLER_AUTH, which "
+                    "then guards every route but /health, /live and /openapi.json)",
                 },
                 "signature": {
                     "type": "apiKey",
                     "in": "header",
                     "name": "X-Loom-Signature",
-                    "description": "sha256=HMAC-SHA256(secret, "
-                    "'{action}\\n{execution_id}\\n' + body), hex",
+                    "description": "t=<expires>,sha256=HMAC-SHA256(secret, "
+                    "'{action}\\n{execution_id}\\n{expires}\\n' + body), hex; expires in "
+                    "epoch seconds, at most an hour ahead",
                 },
             },
         },

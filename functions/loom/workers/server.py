@@ -40,22 +40,37 @@ from loom.errors import (
     ExecutionSupersededError,
     InputError,
     LoomError,
+    NotPermittedError,
     PayloadTooLargeError,
+    StaleVerdictError,
     StoreError,
     UnknownExecutionError,
     UnknownFlowError,
     WorkerError,
 )
+from loom.grants import GrantPolicy
 from loom.runtime import Runtime
 from loom.workers.auth import (
     Authenticator,
     AuthError,
+    AuthRequest,
+    caller_auth_from_env,
+    require_authenticator_off_loopback,
     resume_auth_from_env,
     verdict_auth_from_env,
 )
 from loom.workers.base import WorkerRuntime
 from loom.workers.health import liveness, readiness, store_error_reply
-from loom.workers.http_routes import ROUTES, HttpError, Reply, Services, match, path_segments
+from loom.workers.http_routes import (
+    CALLER,
+    ROUTES,
+    HttpError,
+    Reply,
+    Services,
+    match,
+    path_segments,
+    route_action,
+)
 from loom.workers.local import LocalWorkerRuntime
 from loom.workers.logs import bind, configure_logging, log_context, trace_fields
 from loom.workers.loop import PROCESS_LOOP
@@ -110,6 +125,10 @@ class WorkerHandler:
             :mod:`loom.workers.auth`).
         verdict_auth: Checks verdicts (default from the environment).
         max_body_bytes: The request body limit (default ``LOOM_MAX_BODY_BYTES`` or 1 MiB).
+        caller_auth: Checks the caller of every route but ``/health``, ``/live`` and ``/openapi.json``
+            (default ``LOOM_CALLER_AUTH``; none if unset).
+        grants: The grant policy (default ``LOOM_GRANTS``/``LOOM_GRANTS_FILE`` if set,
+            else the runtime's own).
     """
 
     def __init__(
@@ -120,8 +139,12 @@ class WorkerHandler:
         resume_auth: Authenticator | None = None,
         verdict_auth: Authenticator | None = None,
         max_body_bytes: int | None = None,
+        caller_auth: Authenticator | None = None,
+        grants: GrantPolicy | None = None,
     ) -> None:
         self._runtime = runtime
+        self._caller_auth = caller_auth
+        self._grants = grants
         self._worker = worker
         self._resume_auth = resume_auth
         self._verdict_auth = verdict_auth
@@ -144,6 +167,9 @@ class WorkerHandler:
     def _build(self) -> Services:
         runtime = self._runtime if isinstance(self._runtime, Runtime) else self._runtime()
         runtime.store.serve_off_loop()  # a slow store must not stall unrelated requests
+        grants = self._grants or GrantPolicy.from_env()
+        if grants is not None:
+            runtime.grants = grants
         worker = self._worker
         if worker is None:
             worker = LocalWorkerRuntime(runtime)
@@ -155,6 +181,7 @@ class WorkerHandler:
             resume_auth=self._resume_auth or resume_auth_from_env(),
             verdict_auth=self._verdict_auth or verdict_auth_from_env(),
             max_body=self._max_body or _max_body_from_env(),
+            caller_auth=self._caller_auth or caller_auth_from_env(),
         )
 
     def __call__(self, req: Request) -> Response:
@@ -189,11 +216,22 @@ class WorkerHandler:
             if args is None:
                 continue
             if route_method == method:
-                return route(self.services(), req, args)
+                services = self.services()
+                _check_caller(services, req, route_action(route), args)
+                return route(services, req, args)
             allowed.append(route_method)
         if allowed:
             raise _not_allowed(req.method, allowed)
         raise HttpError(404, "not_found", f"no route {req.method} {req.path}")
+
+
+def _check_caller(services: Services, req: Request, action: str, args: list[str]) -> None:
+    """Run the caller check (when configured) before the route reads or writes anything."""
+    if services.caller_auth is None:
+        return
+    principal = services.caller_auth(AuthRequest(action, args[0] if args else "", req.headers, b""))
+    req.environ[CALLER] = principal
+    bind(caller=principal)
 
 
 def _require_get(method: str) -> None:
@@ -216,6 +254,8 @@ _INPUT_STATUS: list[tuple[type[InputError], int]] = [
     (UnknownExecutionError, 404),
     (ExecutionConflictError, 409),
     (ExecutionFinishedError, 409),
+    (StaleVerdictError, 409),
+    (NotPermittedError, 403),
     (PayloadTooLargeError, 413),
 ]
 
@@ -377,8 +417,12 @@ def serve_forever(
     """Serve the worker on ``host:port`` until interrupted (``loom serve``).
 
     The store defaults to the embedded SQLite file, so a ``loom start`` in another terminal
-    and this server share executions.
+    and this server share executions. A non-loopback ``host`` needs ``LOOM_CALLER_AUTH``.
     """
+    try:
+        require_authenticator_off_loopback(host)
+    except ConfigurationError as exc:
+        raise SystemExit(f"error: {exc.message}") from None
     from werkzeug.serving import WSGIRequestHandler, make_server
 
     class _Quiet(WSGIRequestHandler):

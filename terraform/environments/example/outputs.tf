@@ -39,8 +39,13 @@ output "image_repository" {
 }
 
 output "worker_service_account_email" {
-  description = "Runtime service account of the Loom services."
+  description = "Runtime service account of the worker service (the API)."
   value       = module.loom.worker_service_account_email
+}
+
+output "service_account_emails" {
+  description = "Runtime service account of each Loom service, by target."
+  value       = module.loom.service_account_emails
 }
 
 output "invoker_service_account_email" {

@@ -1,21 +1,63 @@
-# Three identities, each with only what it needs. Every grant is on a single
-# resource except the project-level ones that cannot be narrower: Firestore
-# access (conditioned on the one database) and the deployer's log writing.
-# No identity gets owner or editor, and no service gets a public invoker.
+# One identity per Cloud Run service, each with only the roles its code uses,
+# plus the invoker (the OIDC identity of Cloud Tasks, Pub/Sub push and Cloud
+# Scheduler) and the deployer. Every grant is on a single resource except two
+# project-level ones that cannot be narrower: Firestore access (conditioned on
+# the one database) and the deployer's log writing. No identity gets owner or
+# editor, no service gets a public invoker, and no service may delete payload
+# objects (they expire by the bucket's lifecycle rule).
+#
+#   worker  (internet-facing API): Firestore, write+read payloads, the resume
+#           secret (checks resumes and verdicts), enqueue tasks as the invoker
+#           (a start, resume or verdict hands the execution to the tasks service)
+#   tasks   (private): Firestore, write+read payloads, enqueue tasks as the
+#           invoker (timers, the sweeper's redispatches); no secret
+#   events  (private): Firestore, write+read payloads, the resume secret
+#           (checks Pub/Sub messages' signatures), enqueue tasks as the invoker
+#   invoker: run.invoker on the tasks and events services only
 
-# --- worker: runtime identity of the three Cloud Run services --------------
+locals {
+  # Which service runs as which identity (run.tf), and which of them read the
+  # resume secret (run.tf wires LOOM_RESUME_SECRET only into those).
+  service_accounts = {
+    worker = google_service_account.worker.email
+    tasks  = google_service_account.tasks.email
+    events = google_service_account.events.email
+  }
+  service_account_ids = {
+    worker = google_service_account.worker.name
+    tasks  = google_service_account.tasks.name
+    events = google_service_account.events.name
+  }
+  secret_readers = toset(["worker", "events"])
+}
 
 resource "google_service_account" "worker" {
   project      = var.project_id
   account_id   = "${var.name_prefix}-worker"
-  display_name = "Loom worker runtime"
-  description  = "Runs the Loom Cloud Run services: Firestore, Cloud Tasks, payload bucket, resume secret."
+  display_name = "Loom worker service"
+  description  = "Runs the internet-facing Loom worker API."
 }
 
-resource "google_project_iam_member" "worker_datastore_user" {
+resource "google_service_account" "tasks" {
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-tasks"
+  display_name = "Loom tasks service"
+  description  = "Runs the Loom tasks target (Cloud Tasks deliveries and the sweeper)."
+}
+
+resource "google_service_account" "events" {
+  project      = var.project_id
+  account_id   = "${var.name_prefix}-events"
+  display_name = "Loom events service"
+  description  = "Runs the Loom events target (Pub/Sub messages)."
+}
+
+resource "google_project_iam_member" "runtime_datastore_user" {
+  for_each = local.services
+
   project = var.project_id
   role    = "roles/datastore.user"
-  member  = "serviceAccount:${google_service_account.worker.email}"
+  member  = "serviceAccount:${local.service_accounts[each.key]}"
 
   condition {
     title       = "loom-database-only"
@@ -24,33 +66,51 @@ resource "google_project_iam_member" "worker_datastore_user" {
   }
 }
 
-resource "google_cloud_tasks_queue_iam_member" "worker_enqueuer" {
+resource "google_cloud_tasks_queue_iam_member" "runtime_enqueuer" {
+  for_each = local.services
+
   project  = var.project_id
   location = var.region
   name     = google_cloud_tasks_queue.loom.name
   role     = "roles/cloudtasks.enqueuer"
-  member   = "serviceAccount:${google_service_account.worker.email}"
+  member   = "serviceAccount:${local.service_accounts[each.key]}"
 }
 
-resource "google_storage_bucket_iam_member" "worker_payloads" {
+# Payloads are written and read, never deleted by a service: objectCreator +
+# objectViewer instead of objectUser (which includes delete).
+resource "google_storage_bucket_iam_member" "runtime_payload_writer" {
+  for_each = local.services
+
   bucket = google_storage_bucket.payloads.name
-  role   = "roles/storage.objectUser"
-  member = "serviceAccount:${google_service_account.worker.email}"
+  role   = "roles/storage.objectCreator"
+  member = "serviceAccount:${local.service_accounts[each.key]}"
 }
 
-resource "google_secret_manager_secret_iam_member" "worker_resume_secret" {
+resource "google_storage_bucket_iam_member" "runtime_payload_reader" {
+  for_each = local.services
+
+  bucket = google_storage_bucket.payloads.name
+  role   = "roles/storage.objectViewer"
+  member = "serviceAccount:${local.service_accounts[each.key]}"
+}
+
+resource "google_secret_manager_secret_iam_member" "runtime_resume_secret" {
+  for_each = local.secret_readers
+
   project   = var.project_id
   secret_id = google_secret_manager_secret.resume.secret_id
   role      = "roles/secretmanager.secretAccessor"
-  member    = "serviceAccount:${google_service_account.worker.email}"
+  member    = "serviceAccount:${local.service_accounts[each.key]}"
 }
 
 # Creating a task that carries the invoker's OIDC token requires acting as the
 # invoker (iam.serviceAccounts.actAs), on that one account only.
-resource "google_service_account_iam_member" "worker_acts_as_invoker" {
+resource "google_service_account_iam_member" "runtime_acts_as_invoker" {
+  for_each = local.services
+
   service_account_id = google_service_account.invoker.name
   role               = "roles/iam.serviceAccountUser"
-  member             = "serviceAccount:${google_service_account.worker.email}"
+  member             = "serviceAccount:${local.service_accounts[each.key]}"
 }
 
 # --- invoker: identity of Cloud Tasks, Pub/Sub push and Cloud Scheduler ------
@@ -90,6 +150,17 @@ resource "google_cloud_run_v2_service_iam_member" "worker_invokers" {
   member   = each.value
 }
 
+# --- who may publish to the events topic: named principals only ------------
+
+resource "google_pubsub_topic_iam_member" "event_publishers" {
+  for_each = toset(var.event_publishers)
+
+  project = var.project_id
+  topic   = google_pubsub_topic.events.name
+  role    = "roles/pubsub.publisher"
+  member  = each.value
+}
+
 # --- deployer: identity of the Cloud Build pipeline (cloudbuild.yaml) ------
 
 resource "google_service_account" "deployer" {
@@ -117,10 +188,12 @@ resource "google_cloud_run_v2_service_iam_member" "deployer_developer" {
   member   = "serviceAccount:${google_service_account.deployer.email}"
 }
 
-# gcloud run deploy keeps the services' runtime identity, which requires
+# gcloud run deploy keeps each service's runtime identity, which requires
 # acting as it.
-resource "google_service_account_iam_member" "deployer_acts_as_worker" {
-  service_account_id = google_service_account.worker.name
+resource "google_service_account_iam_member" "deployer_acts_as_runtime" {
+  for_each = local.services
+
+  service_account_id = local.service_account_ids[each.key]
   role               = "roles/iam.serviceAccountUser"
   member             = "serviceAccount:${google_service_account.deployer.email}"
 }

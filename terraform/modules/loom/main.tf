@@ -1,5 +1,8 @@
 data "google_project" "this" {
   project_id = var.project_id
+
+  # Reading a project needs the Resource Manager API, which a brand-new project may lack.
+  depends_on = [google_project_service.apis]
 }
 
 locals {
@@ -30,6 +33,8 @@ locals {
   apis = toset([
     "artifactregistry.googleapis.com",
     "cloudbuild.googleapis.com",
+    # A brand-new project: reading it (data.google_project) and enabling the others.
+    "cloudresourcemanager.googleapis.com",
     "cloudscheduler.googleapis.com",
     "cloudtasks.googleapis.com",
     "firestore.googleapis.com",
@@ -37,6 +42,7 @@ locals {
     "pubsub.googleapis.com",
     "run.googleapis.com",
     "secretmanager.googleapis.com",
+    "serviceusage.googleapis.com",
     "storage.googleapis.com",
   ])
 }

@@ -74,8 +74,13 @@ output "resume_secret_id" {
 }
 
 output "worker_service_account_email" {
-  description = "Runtime service account of the Loom services."
+  description = "Runtime service account of the worker service (the API)."
   value       = google_service_account.worker.email
+}
+
+output "service_account_emails" {
+  description = "Runtime service account of each Loom service, by target."
+  value       = local.service_accounts
 }
 
 output "invoker_service_account_email" {

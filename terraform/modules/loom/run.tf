@@ -10,7 +10,7 @@ resource "google_cloud_run_v2_service" "loom" {
   labels              = local.labels
 
   template {
-    service_account                  = google_service_account.worker.email
+    service_account                  = local.service_accounts[each.key]
     timeout                          = "${var.request_timeout_seconds}s"
     max_instance_request_concurrency = var.max_concurrency
     execution_environment            = "EXECUTION_ENVIRONMENT_GEN2"
@@ -100,6 +100,12 @@ resource "google_cloud_run_v2_service" "loom" {
         value = "json"
       }
       env {
+        # functions-framework's gunicorn serves THREADS requests at once and every execute
+        # holds its thread to the end: as many threads as Cloud Run sends requests.
+        name  = "THREADS"
+        value = var.max_concurrency
+      }
+      env {
         # How long Cloud Tasks waits for one attempt: the dispatcher stamps it on every task
         # (the precondition below keeps it within the request timeout).
         name  = "LOOM_TASKS_DISPATCH_DEADLINE"
@@ -121,12 +127,16 @@ resource "google_cloud_run_v2_service" "loom" {
         name  = "GOOGLE_CLOUD_PROJECT"
         value = var.project_id
       }
-      env {
-        name = "LOOM_RESUME_SECRET"
-        value_source {
-          secret_key_ref {
-            secret  = google_secret_manager_secret.resume.secret_id
-            version = "latest"
+      # Only the services that check resumes, verdicts or signed messages read it.
+      dynamic "env" {
+        for_each = contains(local.secret_readers, each.key) ? ["LOOM_RESUME_SECRET"] : []
+        content {
+          name = env.value
+          value_source {
+            secret_key_ref {
+              secret  = google_secret_manager_secret.resume.secret_id
+              version = "latest"
+            }
           }
         }
       }
@@ -155,7 +165,7 @@ resource "google_cloud_run_v2_service" "loom" {
 
   depends_on = [
     google_project_service.apis,
-    google_secret_manager_secret_iam_member.worker_resume_secret,
+    google_secret_manager_secret_iam_member.runtime_resume_secret,
     google_secret_manager_secret_version.resume,
   ]
 }

@@ -18,6 +18,13 @@ variable "name_prefix" {
     condition     = can(regex("^[a-z][a-z0-9-]{0,19}[a-z0-9]$", var.name_prefix))
     error_message = "name_prefix must be 2-21 lowercase letters, digits or hyphens, start with a letter and not end with a hyphen."
   }
+
+  validation {
+    # Bucket names are <project_id>-<name_prefix>-payloads and -build-sources (storage.tf),
+    # and Cloud Storage refuses names longer than 63 characters.
+    condition     = length("${var.project_id}-${var.name_prefix}-build-sources") <= 63
+    error_message = "project_id and name_prefix together must be at most 48 characters: the bucket name <project_id>-<name_prefix>-build-sources may not exceed 63."
+  }
 }
 
 variable "labels" {
@@ -117,6 +124,17 @@ variable "worker_invokers" {
   validation {
     condition     = alltrue([for m in var.worker_invokers : !contains(["allUsers", "allAuthenticatedUsers"], m)])
     error_message = "worker_invokers must not contain allUsers or allAuthenticatedUsers: Loom services are private."
+  }
+}
+
+variable "event_publishers" {
+  description = "Principals (IAM member strings, e.g. serviceAccount:app@p.iam.gserviceaccount.com) that may publish start/resume messages to the events topic. Nobody else gets roles/pubsub.publisher on it; a resume must also carry a loom-signature attribute."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for m in var.event_publishers : !contains(["allUsers", "allAuthenticatedUsers"], m) && can(regex("^(serviceAccount|user|group):", m))])
+    error_message = "event_publishers must name principals (serviceAccount:, user: or group:), never allUsers or allAuthenticatedUsers."
   }
 }
 

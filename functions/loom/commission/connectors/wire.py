@@ -13,7 +13,7 @@ is a protocol failure.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool
 
 from loom.commission.connectors.config import Effect
 from loom.commission.errors import ConnectorError
@@ -75,10 +75,15 @@ class Attempt(_Wire):
 
 
 class AuditRecord(_Wire):
-    """The service's audit record of the call."""
+    """The service's audit record of the call.
+
+    ``complete`` must be the JSON boolean ``true``: ``"true"``, ``1`` or ``"yes"`` is a
+    protocol failure, not a complete record (lax coercion would turn a malformed answer
+    into a Performed read).
+    """
 
     id: str = Field(min_length=1)
-    complete: bool
+    complete: StrictBool
 
 
 class WireError(_Wire):

@@ -26,11 +26,8 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
 
-from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
-from websockets.http11 import Request, Response
-
 from loom.errors import ConfigurationError
+from loom.extras import requires_extra
 from loom.plugins.a2ui.effect import A2UICallFunctionTransport
 from loom.plugins.a2ui.errors import A2UIProtocolError
 from loom.plugins.a2ui.protocol import (
@@ -41,6 +38,11 @@ from loom.plugins.a2ui.protocol import (
     function_outcome,
     parse_renderer_message,
 )
+
+with requires_extra("the A2UI WebSocket transport"):
+    from websockets.asyncio.server import Server, ServerConnection, serve
+    from websockets.exceptions import ConnectionClosed
+    from websockets.http11 import Request, Response
 
 log = logging.getLogger("loom.a2ui")
 

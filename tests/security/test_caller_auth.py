@@ -1,0 +1,236 @@
+"""App-level authentication on every route: the caller's Google-signed ID token, verified by
+the worker itself behind Cloud Run IAM.
+
+No real Google token issuer exists offline, so this test is the issuer: it makes an RSA key
+and a self-signed certificate, serves the certificate on loopback in Google's format
+(``{key id: PEM}``) and points the worker's check at it with ``LOOM_AUTH_CERTS_URL``. The
+check itself (``loom_gcp.auth``) is the production code: google-auth verifies signature,
+audience and expiry, and Loom checks issuer, verified email and the allowed principals. The
+worker is a real functions-framework process on loopback.
+"""
+
+from __future__ import annotations
+
+import datetime
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+from google.auth import crypt, jwt
+
+from loom.errors import UnknownExecutionError
+from loom.events import ExecutionResumed, ExecutionStarted
+from loom.runtime import Runtime
+from loom.workers.auth import sign
+from tests import procs
+from tests.functions.conftest import APP_REF, REPO, SECRET, WorkerFactory
+from tests.functions.helpers import history
+
+pytestmark = pytest.mark.slow
+
+AUDIENCE = "https://loom-worker-abc123-ew.a.run.app"
+OPS = "ops@project.iam.gserviceaccount.com"
+
+
+@dataclass
+class Issuer:
+    """A stand-in for Google's token issuer (see the module docstring)."""
+
+    signer: crypt.RSASigner
+    rogue: crypt.RSASigner
+    certs_url: str
+
+    def token(self, signer: crypt.RSASigner | None = None, **claims: Any) -> str:
+        now = int(time.time())
+        payload = {
+            "iss": "https://accounts.google.com",
+            "aud": AUDIENCE,
+            "sub": "1234567890",
+            "email": OPS,
+            "email_verified": True,
+            "iat": now,
+            "exp": now + 600,
+            **claims,
+        }
+        payload = {k: v for k, v in payload.items() if v is not None}
+        return jwt.encode(signer or self.signer, payload).decode()
+
+    def bearer(self, **claims: Any) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token(**claims)}"}
+
+
+def _key_and_cert(key_id: str) -> tuple[crypt.RSASigner, str]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test issuer")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    signer = crypt.RSASigner.from_string(pem, key_id=key_id)
+    return signer, cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[Issuer]:
+    signer, cert = _key_and_cert("key-1")
+    rogue, _ = _key_and_cert("key-1")  # same key id, a key the certs endpoint never shows
+    body = json.dumps({"key-1": cert}).encode()
+
+    class Certs(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer((procs.LOOPBACK, 0), Certs)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Issuer(signer, rogue, f"http://{procs.LOOPBACK}:{server.server_port}/certs")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def guarded(workers: WorkerFactory, issuer: Issuer) -> procs.Server:
+    return workers(
+        LOOM_CALLER_AUTH="loom_gcp.auth:google_id_token",
+        LOOM_AUTH_AUDIENCE=AUDIENCE,
+        LOOM_AUTH_PRINCIPALS=f"{OPS}, someone@example.com",
+        LOOM_AUTH_CERTS_URL=issuer.certs_url,
+    )
+
+
+def call(
+    server: procs.Server, method: str, path: str, body: Any = None, **kw: Any
+) -> httpx.Response:
+    return httpx.request(method, f"http://{server.host}{path}", json=body, timeout=30, **kw)
+
+
+def exists(runtime: Runtime, eid: str) -> bool:
+    import asyncio
+
+    try:
+        asyncio.run(runtime.require(eid))
+    except UnknownExecutionError:
+        return False
+    return True
+
+
+ROUTES = [
+    ("POST", "/executions", {"flow": "echo", "input": {"n": 1}, "execution_id": "x-1"}),
+    ("POST", "/execute", {"executionPackage": {"execution_id": "x-1"}}),
+    ("GET", "/executions/x-1", None),
+    ("POST", "/executions/x-1/resume", {"on": "go", "correlation_key": "k"}),
+    ("POST", "/executions/x-1/verdict", {"step_id": "1", "episode": 3, "verdict": "failed"}),
+]
+
+
+def test_every_route_needs_a_valid_id_token(
+    guarded: procs.Server, issuer: Issuer, runtime: Runtime
+) -> None:
+    assert call(guarded, "GET", "/health").status_code == 200  # probes carry no token
+    for method, path, body in ROUTES:
+        response = call(guarded, method, path, body)
+        assert response.status_code == 401, (path, response.text)
+        assert response.json()["code"] == "unauthenticated"
+    now = int(time.time())
+    bad_tokens = {
+        "another audience": issuer.token(aud="https://another-service.a.run.app"),
+        "expired": issuer.token(iat=now - 7200, exp=now - 3600),
+        "not Google's issuer": issuer.token(iss="https://evil.example.com"),
+        "someone not allowed": issuer.token(email="mallory@example.com"),
+        "an unverified email": issuer.token(email_verified=False),
+        "no email": issuer.token(email=None),
+        "a key the issuer never published": issuer.token(signer=issuer.rogue),
+        "not a token": "not.a.token",
+    }
+    for name, token in bad_tokens.items():
+        for method, path, body in ROUTES:
+            headers = {"Authorization": f"Bearer {token}"}
+            response = call(guarded, method, path, body, headers=headers)
+            assert response.status_code == 403, (name, path, response.text)
+            assert response.json()["code"] == "forbidden"
+    assert not exists(runtime, "x-1")
+
+
+def test_a_valid_token_is_the_principal_recorded_in_the_log(
+    guarded: procs.Server, issuer: Issuer, runtime: Runtime
+) -> None:
+    started = call(
+        guarded,
+        "POST",
+        "/executions",
+        {"flow": "gated", "input": {"n": 1}, "execution_id": "ok-1"},
+        headers=issuer.bearer(),
+    )
+    assert started.status_code == 200, started.text
+    first = history(runtime, "ok-1")[0]
+    assert isinstance(first, ExecutionStarted) and first.by == OPS
+    read = call(guarded, "GET", "/executions/ok-1", headers=issuer.bearer())
+    assert read.status_code == 200
+    gate = started.json()["waiting_on"][0]
+    raw = json.dumps({"on": gate["on"], "correlation_key": gate["correlation_key"]}).encode()
+    headers = {**issuer.bearer(), "Content-Type": "application/json"}
+    # The caller check is one wall; the resume secret is still the other.
+    before = history(runtime, "ok-1")
+    no_secret = httpx.post(
+        f"http://{guarded.host}/executions/ok-1/resume", content=raw, headers=headers
+    )
+    assert no_secret.status_code == 403
+    assert history(runtime, "ok-1") == before
+    headers["X-Loom-Signature"] = sign(SECRET, "resume", "ok-1", raw)
+    ok = httpx.post(f"http://{guarded.host}/executions/ok-1/resume", content=raw, headers=headers)
+    assert ok.status_code == 200, ok.text
+    resumed = [e for e in history(runtime, "ok-1") if isinstance(e, ExecutionResumed)]
+    assert [e.by for e in resumed] == [OPS]
+
+
+def test_loom_serve_refuses_a_reachable_address_without_an_authenticator(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LOOM_CALLER_AUTH"}
+    env["PYTHONPATH"] = str(REPO)
+    store = f"sqlite:///{tmp_path / 'serve.db'}"
+    for host in ("0.0.0.0", "::", "192.0.2.10"):
+        argv = [sys.executable, "-m", "loom", "--app", APP_REF, "--store", store, "serve"]
+        done = subprocess.run(
+            [*argv, "--host", host, "--port", str(procs.free_port())],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode != 0, host
+        assert "without an authenticator" in done.stderr, done.stderr
+    assert not (tmp_path / "serve.db").exists()

@@ -22,6 +22,7 @@ from loom.errors import (
     InvalidPayloadError,
     UnknownEffectError,
     UnknownFlowError,
+    UnknownFlowVersionError,
 )
 from loom.grants import GrantPolicy
 
@@ -147,6 +148,18 @@ class FlowDef:
         self.typed = _Typed(self.fn, "flow", self.name)
 
 
+def version_key(version: str) -> tuple[int, int, str]:
+    """Sort key of flow versions: numbers numerically (``"10"`` after ``"9"``), then text."""
+    return (0, int(version), "") if version.isdigit() else (1, 0, version)
+
+
+def _version(version: str | int) -> str:
+    text = str(version)
+    if isinstance(version, bool) or not text or len(text) > 64 or not text.isprintable():
+        raise ConfigurationError(f"flow version {version!r} must be a short number or name")
+    return text
+
+
 class Loom:
     """The application object: flows and effects registered by name.
 
@@ -159,11 +172,16 @@ class Loom:
 
         @app.flow("order.fulfil")
         async def fulfil(ctx: FlowContext, order: Order) -> Outcome: ...
+
+    Attributes:
+        flows: The latest version of each flow, by name.
+        versions: Every registered version of each flow, by name then version.
     """
 
     def __init__(self, name: str, *, grants: GrantPolicy | None = None) -> None:
         self.name = name
         self.flows: dict[str, FlowDef] = {}
+        self.versions: dict[str, dict[str, FlowDef]] = {}
         self.effects: dict[str, EffectDef] = {}
         self.grants = grants or GrantPolicy()  # who may grant which capabilities
         self.resume_checks: dict[str, ResumeCheck] = {}
@@ -184,13 +202,21 @@ class Loom:
 
         return register
 
-    def flow(self, name: str, *, version: str = "1") -> Callable[[F], F]:
-        """Register an ``async def f(ctx, input)`` as the flow ``name``."""
+    def flow(self, name: str, *, version: str | int = "1") -> Callable[[F], F]:
+        """Register an ``async def f(ctx, input)`` as version ``version`` of the flow ``name``.
+
+        Versions of one flow live side by side: new executions start on the latest (numbers
+        compare numerically), and each execution runs to its end on the version it started
+        on, so a version can be deleted once no live execution uses it (``loom versions``).
+        """
+        tag = _version(version)
 
         def register(fn: F) -> F:
-            if name in self.flows:
-                raise ConfigurationError(f"flow {name!r} is registered twice")
-            self.flows[name] = FlowDef(name, fn, version)
+            known = self.versions.setdefault(name, {})
+            if tag in known:
+                raise ConfigurationError(f"flow {name!r} version {tag} is registered twice")
+            known[tag] = FlowDef(name, fn, tag)
+            self.flows[name] = known[max(known, key=version_key)]
             return fn
 
         return register
@@ -226,14 +252,30 @@ class Loom:
 
         return register
 
-    def get_flow(self, name: str) -> FlowDef:
-        """The flow registered as ``name``, or :class:`UnknownFlowError`."""
+    def get_flow(self, name: str, version: str | int | None = None) -> FlowDef:
+        """Version ``version`` of the flow ``name`` (default: the latest).
+
+        Raises:
+            UnknownFlowError: No flow is registered as ``name``.
+            UnknownFlowVersionError: The flow exists, but not in that version.
+        """
         try:
-            return self.flows[name]
+            known = self.versions[name]
         except KeyError:
-            known = ", ".join(sorted(self.flows)) or "none"
+            names = ", ".join(sorted(self.flows)) or "none"
             raise UnknownFlowError(
-                f"unknown flow {name!r} (registered: {known})", details={"flow": name}
+                f"unknown flow {name!r} (registered: {names})", details={"flow": name}
+            ) from None
+        if version is None:
+            return self.flows[name]
+        try:
+            return known[str(version)]
+        except KeyError:
+            have = sorted(known, key=version_key)
+            raise UnknownFlowVersionError(
+                f"flow {name!r} has no version {version} in this deployment (registered: "
+                f"{', '.join(have)})",
+                details={"flow": name, "version": str(version), "registered": have},
             ) from None
 
     def get_effect(self, name: str) -> EffectDef:

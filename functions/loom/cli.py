@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from loom.cli_authority import apply_env_grants, local_principal, open_episode
+from loom.cli_deploy import register as register_deploy_commands
 from loom.cli_types import EXECUTION_ID
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
 from loom.errors import InputError, LoomError, StoreError
@@ -131,6 +132,7 @@ def _print_result(result: Any) -> None:
     "--capability", "capabilities", multiple=True, help="Grant a capability (if policy lets you)."
 )
 @click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
+@click.option("--version", default=None, help="Flow version to start (default: the latest).")
 @click.pass_obj
 def start(
     settings: Settings,
@@ -139,6 +141,7 @@ def start(
     execution_id: str | None,
     capabilities: tuple[str, ...],
     wait: float,
+    version: str | None,
 ) -> None:
     """Start FLOW (idempotent by --id) and run it until it blocks."""
     value = _json_arg(input_json, "--input")
@@ -150,6 +153,7 @@ def start(
             execution_id=execution_id,
             capabilities=set(capabilities),
             by=local_principal(),
+            version=version,
         )
         return await _settle(env, result.execution_id, wait)
 
@@ -307,6 +311,8 @@ def serve(settings: Settings, host: str, port: int) -> None:
 
     serve_forever(settings.app, settings.store, host, port)
 
+
+register_deploy_commands(main)
 
 from loom.cli_purge import purge as _purge  # noqa: E402 - registers after the group exists
 from loom.cli_retry import retry as _retry  # noqa: E402 - registers after the group exists

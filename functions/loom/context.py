@@ -165,6 +165,19 @@ class FlowContext:
         """A random float in [0, 1), recorded on first run and the same on every replay."""
         return float(self._session.decide(next_step_id(), "random"))
 
+    def patched(self, change_id: str) -> bool:
+        """True where this execution runs the change ``change_id``, False where its history
+        predates it; takes no step id (see :mod:`loom.patches`)."""
+        from loom import patches
+
+        return patches.patched(self._session, change_id)
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """The cleanup phase of ``patched(change_id)``: never branches (see :mod:`loom.patches`)."""
+        from loom import patches
+
+        patches.deprecate_patch(self._session, change_id)
+
 
 @dataclass
 class EffectContext:

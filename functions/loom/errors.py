@@ -5,6 +5,7 @@ The tree::
     LoomError
     ├── InputError                     bad input from a caller; nothing was appended
     │   ├── UnknownFlowError           no flow registered under that name
+    │   │   └── UnknownFlowVersionError  the flow, but not the version asked or recorded
     │   ├── UnknownEffectError         no effect registered under that name
     │   ├── UnknownExecutionError      no execution with that id
     │   ├── InvalidExecutionIdError    an id that breaks the one id rule (loom.ids)
@@ -77,6 +78,16 @@ class UnknownFlowError(InputError):
     """No flow is registered under the requested name."""
 
     code = "unknown_flow"
+
+
+class UnknownFlowVersionError(UnknownFlowError):
+    """The flow is registered, but not in the version asked for or recorded at its start.
+
+    A worker raises it before writing anything when an execution started on a version its
+    code no longer has; the execution stays as it was for a deployment that has it.
+    """
+
+    code = "unknown_flow_version"
 
 
 class UnknownEffectError(InputError):

@@ -121,6 +121,21 @@ class DecisionRecorded(_Event):
     value: Any
 
 
+class PatchRecorded(_Event):
+    """The flow took the new branch of a change (``ctx.patched``/``ctx.deprecate_patch``).
+
+    Keyed by ``change_id``, not by position: a marker never takes a step id, so histories
+    recorded before the change keep their step ids. ``step_id`` is where the flow stood when
+    it first asked (for reading the log); ``deprecated`` marks a marker written by
+    ``deprecate_patch``.
+    """
+
+    type: Literal["PatchRecorded"] = "PatchRecorded"
+    change_id: str
+    step_id: str
+    deprecated: bool = False
+
+
 class ExecutionSuspended(_Event):
     """A gate or timer opened; the execution waits for ``on`` + ``correlation_key``."""
 
@@ -215,6 +230,7 @@ Event = Annotated[
     | EffectFailed
     | EffectRetried
     | DecisionRecorded
+    | PatchRecorded
     | ExecutionSuspended
     | ExecutionResumed
     | EffectInDoubt

@@ -90,6 +90,7 @@ class ExecutionState:
     updated_at: float = 0.0
     gates: dict[str, GateRecord] = field(default_factory=dict[str, GateRecord])
     resumes: dict[str, ResumeRecord] = field(default_factory=dict[str, ResumeRecord])
+    patches: list[str] = field(default_factory=list[str])  # change ids (loom.patches)
     claim: dict[str, Any] | None = None
     in_doubt: list[str] = field(default_factory=list[str])
     parked_reason: str | None = None
@@ -405,3 +406,8 @@ def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> Exe
     for event in events:
         evolve(current, event)
     return current
+
+
+# Primitives in modules of their own register their handlers into ``_HEAD``/``_STEP``; they
+# are imported here so no fold ever runs without them.
+from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

@@ -141,22 +141,25 @@ class Runtime:
         budgets: dict[str, float] | None = None,
         run: bool = True,
         by: str | None = None,
+        version: str | int | None = None,
     ) -> ExecutionResult:
         """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
 
         ``by`` is who asks (recorded). Every entry point outside the process (HTTP, Pub/Sub,
         Commission, the CLI) names it, and ``capabilities`` must then be grantable by it
         under ``self.grants``; ``None`` is the trusted path of the process's own code.
+        The execution runs on ``version`` of the flow (default: the latest registered) for
+        its whole life; the version is recorded in ``ExecutionStarted.flow_version``.
 
         Raises:
             NotPermittedError: ``by`` may not grant some of ``capabilities``.
-            UnknownFlowError: No such flow.
+            UnknownFlowError: No such flow (``UnknownFlowVersionError``: no such version).
             InvalidPayloadError: The input fails the flow's input model.
             ExecutionConflictError: The id exists with another flow or input.
             InvalidExecutionIdError: ``execution_id`` breaks the id rule (:mod:`loom.ids`).
         """
         eid = check_execution_id(execution_id) if execution_id is not None else str(uuid.uuid4())
-        defn = self.app.get_flow(flow)
+        defn = self.app.get_flow(flow, version)
         if by is not None:
             self.grants.check(by, flow, capabilities)
         value = to_json_value(defn.typed.parse_input(input))
@@ -223,7 +226,8 @@ class Runtime:
             # armed it failed after the suspension was written (dispatch ids deduplicate).
             await self._follow_up(state)
             return await self.report(state)
-        flow = self.app.get_flow(state.flow)  # a worker that lacks the flow writes nothing
+        # A worker that lacks the flow, or the version it started on, writes nothing.
+        flow = self.app.get_flow(state.flow, state.flow_version)
         if claim_is_live(state.claim, self.clock()):
             raise ExecutionSupersededError(
                 f"execution {state.execution_id!r} is held by {state.claim['holder']!r}",  # type: ignore[index]

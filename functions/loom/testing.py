@@ -67,7 +67,7 @@ class _ReplaySession(Session):
     journal_class = _ReplayJournal
 
     def __init__(self, runtime: Runtime, state: ExecutionState, app: Loom) -> None:
-        super().__init__(runtime, state, app.get_flow(state.flow), "replay")
+        super().__init__(runtime, state, app.get_flow(state.flow, state.flow_version), "replay")
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         self._check_budget(defn.name)  # a budget stop is reproduced, not a divergence

@@ -166,10 +166,11 @@ def decode_snapshot(parts: list[bytes]) -> str:
     return zlib.decompress(b"".join(parts)).decode("utf-8")
 
 
-def new_execution_fields(flow: str, now: float) -> dict[str, Any]:
+def new_execution_fields(flow: str, now: float, flow_version: str = "1") -> dict[str, Any]:
     """The execution document as ``create`` writes it."""
     return {
         "flow": flow,
+        "flow_version": flow_version,
         "status": "running",
         "last_seq": 1,
         "created_at": now,
@@ -221,6 +222,8 @@ def summary_from_fields(
         updated_at=stored_updated if updated_at is None else max(updated_at, stored_updated),
         wake_at=None if fields.get("wake_at") is None else float(fields["wake_at"]),
         parked_reason=fields.get("parked_reason"),
+        # Documents written before versions were recorded started on version "1".
+        flow_version=str(fields.get("flow_version") or "1"),
     )
 
 

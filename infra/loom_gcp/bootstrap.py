@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import os
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -86,6 +86,9 @@ class PinnedEventStore(EventStore):
     async def load(self, execution_id: str) -> LoadedLog:
         return await self._on_loop(self.inner.load(execution_id))
 
+    async def load_many(self, execution_ids: Sequence[str]) -> builtins.list[LoadedLog]:
+        return await self._on_loop(self.inner.load_many(execution_ids))
+
     async def read(self, execution_id: str, after_seq: int = 0) -> builtins.list[Event]:
         return await self._on_loop(self.inner.read(execution_id, after_seq))
 
@@ -112,6 +115,11 @@ class PinnedEventStore(EventStore):
 
     async def delete_execution(self, execution_id: str) -> bool:
         return await self._on_loop(self.inner.delete_execution(execution_id))
+
+    async def scan(
+        self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
+    ) -> builtins.list[ExecutionSummary]:
+        return await self._on_loop(self.inner.scan(statuses, after=after, limit=limit))
 
     async def aclose(self) -> None:
         await self._on_loop(self.inner.aclose())

@@ -15,6 +15,7 @@ from loom.events import (
     ExecutionStarted,
 )
 from loom.store import AppendRequest, EventStore, Snapshot, StatusChange
+from loom.store.base import LIVE_STATUSES
 from tests.contracts.id_corpus import INVALID, VALID
 
 
@@ -166,6 +167,65 @@ async def test_summary_and_list_by_status(store: EventStore) -> None:
     assert await store.list(due_before=99.0) == []
 
 
+async def test_summaries_carry_the_flow_version_recorded_at_the_start(store: EventStore) -> None:
+    await store.create(started("v1"))
+    await store.create(started("v2").model_copy(update={"flow_version": "2"}))
+    assert (await store.summary("v1")).flow_version == "1"
+    assert (await store.summary("v2")).flow_version == "2"
+    versions = {s.execution_id: s.flow_version for s in await store.list()}
+    assert versions == {"v1": "1", "v2": "2"}
+    assert {s.flow_version for s in await store.scan(LIVE_STATUSES)} == {"1", "2"}
+
+
+async def test_scan_pages_through_executions_with_the_statuses_asked(store: EventStore) -> None:
+    ids = [f"x{i:02d}" for i in range(12)]
+    for eid in reversed(ids):  # creation order must not matter: pages go by id
+        await store.create(started(eid))
+    for eid in ids[::4]:
+        done = ExecutionCompleted(seq=2, output=None)
+        await store.append(AppendRequest(eid, 1, [done], StatusChange("completed")))
+    for eid in ids[1::4]:
+        await store.append(
+            AppendRequest(
+                eid, 1, [ExecutionClaimed(seq=2, holder="h", until=1.0)], StatusChange("suspended")
+            )
+        )
+    seen: list[str] = []
+    after = None
+    while True:
+        page = await store.scan(LIVE_STATUSES, after=after, limit=3)
+        assert len(page) <= 3
+        seen.extend(s.execution_id for s in page)
+        if len(page) < 3:
+            break
+        after = page[-1].execution_id
+    live = [eid for eid in ids if eid not in ids[::4]]
+    assert seen == live
+    suspended = await store.scan(["suspended"])
+    assert [(s.execution_id, s.status) for s in suspended] == [(e, "suspended") for e in ids[1::4]]
+    assert await store.scan(["completed"], after=ids[-1]) == []
+    assert await store.scan([]) == []
+
+
+async def test_load_many_equals_load_of_each_in_the_order_asked(store: EventStore) -> None:
+    for eid in ("a", "b", "c"):
+        await store.create(started(eid))
+    # a: events after its last status change (the summary's last_seq may lag them)
+    await store.append(AppendRequest("a", 1, [step(2)], StatusChange("suspended")))
+    await store.append(AppendRequest("a", 2, [step(3, "2"), step(4, "3")]))
+    # b: a snapshot, then a tail
+    await store.append(AppendRequest("b", 1, [step(2), step(3, "2")], StatusChange("running")))
+    await store.save_snapshot("b", Snapshot(3, '{"at": 3}'))
+    await store.append(AppendRequest("b", 3, [step(4, "3")]))
+    loaded = await store.load_many(["c", "a", "b"])
+    assert loaded == [await store.load(eid) for eid in ("c", "a", "b")]
+    assert [log.last_seq for log in loaded] == [1, 4, 4]
+    assert loaded[2].snapshot == Snapshot(3, '{"at": 3}')
+    assert await store.load_many([]) == []
+    with pytest.raises(UnknownExecutionError):
+        await store.load_many(["a", "nope"])
+
+
 async def test_status_is_untouched_by_appends_without_a_change(store: EventStore) -> None:
     await store.create(started())
     await store.append(AppendRequest("e1", 1, [step(2)], StatusChange("suspended", wake_at=7.0)))
@@ -185,6 +245,7 @@ async def test_every_event_type_round_trips(store: EventStore) -> None:
         ev.EffectVerdict(step_id="1", verdict="performed", output={"r": 1}, by="ops"),
         ev.EffectFailed(step_id="2", effect="x", error=ev.ErrorInfo(code="timeout", message="t")),
         ev.DecisionRecorded(step_id="3", kind="uuid", value="u"),
+        ev.PatchRecorded(change_id="send-receipt", step_id="4", deprecated=True),
         ev.ExecutionSuspended(step_id="4", on="approval", correlation_key="k", wake_at=9.0),
         ev.ExecutionResumed(on="approval", correlation_key="k", payload={"ok": True}),
         ev.ExecutionParked(reason="nondeterminism", step_id="5"),
@@ -193,7 +254,7 @@ async def test_every_event_type_round_trips(store: EventStore) -> None:
     numbered = [e.model_copy(update={"seq": i}) for i, e in enumerate(batch, start=2)]
     await store.append(AppendRequest("e1", 1, numbered))
     assert (await store.read("e1"))[1:] == numbered
-    assert (await store.read("e1", after_seq=9)) == numbered[8:]
+    assert (await store.read("e1", after_seq=10)) == numbered[9:]
 
 
 async def test_unicode_and_large_values_survive(store: EventStore) -> None:

@@ -118,6 +118,9 @@ EXPECTED_GRANTS: dict[str, frozenset[tuple[str, str]]] = {
             ("roles/iam.serviceAccountUser", "service_account:events"),
             ("roles/storage.objectViewer", "bucket:build_sources"),
             ("roles/logging.logWriter", "project"),
+            # Read-only, for the replay check before deploy.
+            ("roles/datastore.viewer", "project"),
+            ("roles/storage.objectViewer", "bucket:payloads"),
         }
     ),
     "var.worker_invokers": frozenset({("roles/run.invoker", "run:worker")}),
@@ -487,11 +490,12 @@ def check_iam(model: TerraformDir) -> list[str]:
         if role in {"roles/owner", "roles/editor", "roles/viewer"}:
             problems.append(f"basic role {role} granted")
     for name, body in model.of_type("google_project_iam_member").items():
-        if body.get("role") == "roles/datastore.user":
+        role = str(body.get("role"))
+        if role.startswith("roles/datastore."):
             condition = block(body, "condition") or {}
             if "google_firestore_database.loom.name" not in str(condition.get("expression", "")):
                 problems.append(
-                    f"google_project_iam_member.{name}: datastore.user must be conditioned on the Loom database"
+                    f"google_project_iam_member.{name}: {role.removeprefix('roles/')} must be conditioned on the Loom database"
                 )
     return problems
 

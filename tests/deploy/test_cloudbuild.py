@@ -16,7 +16,7 @@ from tests.deploy import terraform_model as tm
 from tests.deploy.terraform_model import REPO_ROOT
 
 CLOUDBUILD = REPO_ROOT / "cloudbuild.yaml"
-PIPELINE = ["lint", "type-check", "ci-image", "tests", "build", "push", "deploy"]
+PIPELINE = ["lint", "type-check", "ci-image", "tests", "build", "push", "replay-check", "deploy"]
 
 
 def _load() -> dict[str, Any]:
@@ -59,6 +59,7 @@ def pipeline_problems(config: dict[str, Any]) -> list[str]:
         "tests": ("bash .ci/run",),
         "build": ("build", "infra/Dockerfile"),
         "push": ("push",),
+        "replay-check": ("replay-check",),
         "deploy": ("gcloud run deploy", "worker tasks events", "--image="),
     }
     for step_id, needles in expectations.items():
@@ -70,6 +71,24 @@ def pipeline_problems(config: dict[str, Any]) -> list[str]:
     for step_id in ("build", "push", "deploy"):
         if image not in _text(by_id.get(step_id, {})):
             problems.append(f"step {step_id} must use the one image {image}")
+    return problems + replay_check_problems(by_id, image)
+
+
+def replay_check_problems(by_id: dict[str, dict[str, Any]], image: str) -> list[str]:
+    """The replay check runs the new image against the production store, and can fail."""
+    step = by_id.get("replay-check", {})
+    problems: list[str] = []
+    if step.get("name") != image:
+        problems.append(f"step replay-check must run the new image {image}")
+    if not str(step.get("entrypoint", "")).endswith("loom") or step.get("args", [None])[0] != (
+        "replay-check"
+    ):
+        problems.append("step replay-check must run `loom replay-check`")
+    env = dict(e.split("=", 1) for e in step.get("env", []))
+    if not env.get("LOOM_STORE", "").startswith("firestore://${PROJECT_ID}/"):
+        problems.append("step replay-check must read the production Firestore store")
+    if step.get("allowFailure") or step.get("allowExitCodes"):
+        problems.append("step replay-check must stop the build when it fails")
     return problems
 
 
@@ -112,6 +131,11 @@ def test_pipeline_runs_lint_typecheck_tests_build_push_deploy() -> None:
     assert pipeline_problems(_load()) == []
 
 
+def test_the_replay_check_precedes_the_deploy() -> None:
+    ids = [step["id"] for step in _load()["steps"]]
+    assert ids.index("push") < ids.index("replay-check") < ids.index("deploy")
+
+
 def _by_id(config: dict[str, Any], step_id: str) -> dict[str, Any]:
     return next(step for step in config["steps"] if step["id"] == step_id)
 
@@ -122,8 +146,12 @@ def _swap(config: dict[str, Any]) -> None:
     steps[tests], steps[build] = steps[build], steps[tests]
 
 
+def _step(config: dict[str, Any], step_id: str) -> dict[str, Any]:
+    return next(s for s in config["steps"] if s.get("id") == step_id)
+
+
 def _parallel(config: dict[str, Any]) -> None:
-    _by_id(config, "deploy")["waitFor"] = ["-"]
+    _step(config, "deploy")["waitFor"] = ["-"]
 
 
 def _skip_tests(config: dict[str, Any]) -> None:
@@ -131,8 +159,26 @@ def _skip_tests(config: dict[str, Any]) -> None:
 
 
 def _other_image(config: dict[str, Any]) -> None:
-    step = _by_id(config, "deploy")
+    step = _step(config, "deploy")
     step["args"] = [a.replace("${BUILD_ID}", "latest") for a in step["args"]]
+
+
+def _check_after_deploy(config: dict[str, Any]) -> None:
+    steps = config["steps"]
+    steps.append(steps.pop(steps.index(_step(config, "replay-check"))))
+
+
+def _check_may_fail(config: dict[str, Any]) -> None:
+    _step(config, "replay-check")["allowFailure"] = True
+
+
+def _check_old_image(config: dict[str, Any]) -> None:
+    step = _step(config, "replay-check")
+    step["name"] = step["name"].replace("${BUILD_ID}", "latest")
+
+
+def _check_local_store(config: dict[str, Any]) -> None:
+    _step(config, "replay-check")["env"] = ["LOOM_STORE=sqlite:///x.db"]
 
 
 @pytest.mark.parametrize(
@@ -142,8 +188,21 @@ def _other_image(config: dict[str, Any]) -> None:
         (_parallel, "waitFor"),
         (_skip_tests, "step ids"),
         (_other_image, "one image"),
+        (_check_after_deploy, "step ids"),
+        (_check_may_fail, "stop the build"),
+        (_check_old_image, "new image"),
+        (_check_local_store, "production Firestore"),
     ],
-    ids=["build-before-tests", "deploy-in-parallel", "no-tests", "deploys-another-image"],
+    ids=[
+        "build-before-tests",
+        "deploy-in-parallel",
+        "no-tests",
+        "deploys-another-image",
+        "replay-check-after-deploy",
+        "replay-check-may-fail",
+        "replay-check-on-an-old-image",
+        "replay-check-on-another-store",
+    ],
 )
 def test_pipeline_checker_catches(mutate: Any, expected: str) -> None:
     config = copy.deepcopy(_load())
@@ -162,6 +221,11 @@ def test_substitutions_match_the_terraform_defaults() -> None:
     assert subs["_REPO"] == prefix
     assert subs["_SERVICE_PREFIX"] == prefix
     assert subs["_REGION"] == example.var_default("region")
+    # The replay check reads the database and payload bucket the services use.
+    assert subs["_FIRESTORE_DATABASE"] == module.var_default("firestore_database")
+    assert subs["_PAYLOADS"] == (
+        f"${{PROJECT_ID}}-{prefix}-payloads/{module.var_default('payload_prefix')}"
+    )
     assert module.resource("google_artifact_registry_repository", "images")["repository_id"] == (
         "${var.name_prefix}"
     )

@@ -104,3 +104,17 @@ async def pay(ctx: FlowContext, amount: int) -> dict[str, Any]:
     """One non-idempotent charge, then done."""
     receipt = await ctx.execute(charge, amount)
     return {"receipt": receipt}
+
+
+@app.flow("versioned")
+async def versioned_v1(ctx: FlowContext, value: Any) -> str:
+    """Version 1 of a flow registered in two versions: waits on ``go``."""
+    await ctx.suspend(on="go", correlation_key=f"{ctx.execution_id}:go")
+    return "v1"
+
+
+@app.flow("versioned", version=2)
+async def versioned_v2(ctx: FlowContext, value: Any) -> str:
+    """Version 2: waits on ``go`` too, answers differently."""
+    await ctx.suspend(on="go", correlation_key=f"{ctx.execution_id}:go")
+    return "v2"

@@ -16,7 +16,13 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
   of the log (``seq`` greater than the last seq is refused) and an older snapshot never
   replaces a newer one.
 * ``list`` answers from execution summaries (status, wake time), never by reading events.
-  It orders by ``(created_at, execution_id)``, newest first unless ``oldest_first``, and
+* ``scan`` walks the summaries with given statuses in execution-id order, one page at a
+  time (keyset pagination): a walk visits every execution whose status stays in the set
+  while it runs, however many there are, holding one page in memory.
+* ``load_many`` answers exactly what ``load`` of each id would, in the order asked.
+* A summary carries the flow version recorded at the start (``"1"`` for executions created
+  before versions were recorded).
+* ``list`` orders by ``(created_at, execution_id)``, newest first unless ``oldest_first``, and
   ``after`` (a row's :attr:`ExecutionSummary.cursor`) resumes strictly after that row, so a
   caller can page through every execution however many there are.
 * ``delete_execution`` removes an execution with its events and snapshots; afterwards the
@@ -44,6 +50,7 @@ from dataclasses import dataclass, field
 from loom.events import Event, ExecutionStarted
 
 STATUSES = ("running", "suspended", "in_doubt", "completed", "failed", "cancelled")
+LIVE_STATUSES = ("running", "suspended", "in_doubt")  # not finished: may still run code
 FINISHED = frozenset({"completed", "failed", "cancelled"})
 
 ListCursor = tuple[float, str]
@@ -117,6 +124,7 @@ class ExecutionSummary:
     updated_at: float
     wake_at: float | None = None
     parked_reason: str | None = None
+    flow_version: str = "1"
 
     @property
     def cursor(self) -> ListCursor:
@@ -184,6 +192,16 @@ class EventStore(abc.ABC):
     @abc.abstractmethod
     async def load(self, execution_id: str) -> LoadedLog:
         """The newest snapshot and every event after it."""
+
+    async def load_many(self, execution_ids: Sequence[str]) -> list[LoadedLog]:
+        """``load`` for several executions, in the order given (a bulk read for walks such as
+        the replay check; a store may answer it in fewer round trips). Default: one ``load``
+        each.
+
+        Raises:
+            UnknownExecutionError: One of the executions does not exist.
+        """
+        return [await self.load(execution_id) for execution_id in execution_ids]
 
     @abc.abstractmethod
     async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
@@ -259,6 +277,18 @@ class EventStore(abc.ABC):
                 purged.append(row.execution_id)
         cursor = page[-1].cursor if len(page) == limit else None
         return PurgeReport(purged, len(page), cursor)
+
+    @abc.abstractmethod
+    async def scan(
+        self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
+    ) -> list[ExecutionSummary]:
+        """One page of summaries whose status is in ``statuses``, by execution id ascending.
+
+        Args:
+            statuses: The statuses wanted (e.g. :data:`LIVE_STATUSES`).
+            after: Start after this execution id (the last id of the previous page).
+            limit: Page size; a page shorter than ``limit`` is the last.
+        """
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
         """Release connections. Default: nothing to release."""

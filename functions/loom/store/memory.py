@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from loom.errors import AppendConflictError, UnknownExecutionError
@@ -48,7 +50,15 @@ class InMemoryEventStore(EventStore):
             return False, first
         now = time.time()
         first = started.model_copy(update={"seq": 1})
-        summary = ExecutionSummary(started.execution_id, started.flow, "running", 1, now, now)
+        summary = ExecutionSummary(
+            started.execution_id,
+            started.flow,
+            "running",
+            1,
+            now,
+            now,
+            flow_version=started.flow_version,
+        )
         self._logs[started.execution_id] = _Log(summary, [first])
         return True, first
 
@@ -108,3 +118,14 @@ class InMemoryEventStore(EventStore):
 
     async def delete_execution(self, execution_id: str) -> bool:
         return self._logs.pop(execution_id, None) is not None
+
+    async def scan(
+        self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
+    ) -> list[ExecutionSummary]:
+        wanted = set(statuses)
+        rows = [
+            log.summary
+            for eid, log in self._logs.items()
+            if log.summary.status in wanted and (after is None or eid > after)
+        ]
+        return heapq.nsmallest(limit, rows, key=lambda r: r.execution_id)

@@ -23,7 +23,7 @@ import contextlib
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -58,7 +58,8 @@ CREATE TABLE IF NOT EXISTS executions (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     wake_at REAL,
-    parked_reason TEXT
+    parked_reason TEXT,
+    flow_version TEXT NOT NULL DEFAULT '1'
 );
 CREATE INDEX IF NOT EXISTS executions_status ON executions(status, created_at);
 CREATE INDEX IF NOT EXISTS executions_wake ON executions(wake_at) WHERE wake_at IS NOT NULL;
@@ -75,7 +76,18 @@ CREATE TABLE IF NOT EXISTS snapshots (
 );
 """
 
-_SUMMARY_COLUMNS = "id, flow, status, last_seq, created_at, updated_at, wake_at, parked_reason"
+_SUMMARY_COLUMNS = (
+    "id, flow, status, last_seq, created_at, updated_at, wake_at, parked_reason, flow_version"
+)
+
+
+def _migrate(con: sqlite3.Connection) -> None:
+    """Bring a database created by an older release up to the current schema."""
+    columns = {row[1] for row in con.execute("PRAGMA table_info(executions)")}
+    if "flow_version" not in columns:
+        # Executions created before versions were recorded all started on version "1".
+        with contextlib.suppress(sqlite3.OperationalError):  # another process just added it
+            con.execute("ALTER TABLE executions ADD COLUMN flow_version TEXT NOT NULL DEFAULT '1'")
 
 
 class SqliteEventStore(EventStore):
@@ -109,6 +121,7 @@ class SqliteEventStore(EventStore):
     @guard("opening the database")
     def _init(self) -> None:
         self._con().executescript(_SCHEMA)
+        _migrate(self._con())
 
     def serve_off_loop(self) -> None:
         """Run writes on one writer thread and reads on a small pool from now on."""
@@ -196,8 +209,8 @@ class SqliteEventStore(EventStore):
                 assert isinstance(stored, ExecutionStarted)
                 return False, stored
             con.execute(
-                "INSERT INTO executions VALUES (?,?,?,?,?,?,NULL,NULL)",
-                (started.execution_id, started.flow, "running", 1, now, now),
+                f"INSERT INTO executions ({_SUMMARY_COLUMNS}) VALUES (?,?,?,?,?,?,NULL,NULL,?)",
+                (started.execution_id, started.flow, "running", 1, now, now, started.flow_version),
             )
             con.execute(
                 "INSERT INTO events VALUES (?,?,?)",
@@ -410,6 +423,23 @@ class SqliteEventStore(EventStore):
         finally:
             rollback(con)
             con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+
+    async def scan(
+        self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
+    ) -> list[ExecutionSummary]:
+        return await self._run(False, self._scan, tuple(statuses), after, limit)
+
+    @guard("scan")
+    def _scan(
+        self, statuses: tuple[str, ...], after: str | None, limit: int
+    ) -> list[ExecutionSummary]:
+        marks = ",".join("?" * len(statuses)) or "NULL"
+        cur = self._con().execute(
+            f"SELECT {_SUMMARY_COLUMNS} FROM executions WHERE status IN ({marks}) AND id > ?"
+            " ORDER BY id LIMIT ?",
+            (*statuses, after if after is not None else "", limit),
+        )
+        return [ExecutionSummary(*row) for row in cur]
 
     async def aclose(self) -> None:
         for pool in (self._writer, self._readers):

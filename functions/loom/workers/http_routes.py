@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from flask import Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from loom.events import Event
 from loom.fold import fold
@@ -26,6 +26,7 @@ from loom.runtime import Runtime
 from loom.wire import ExecutionPackage, ExecutionResult
 from loom.workers.auth import Action, Authenticator, AuthRequest
 from loom.workers.base import WorkerRuntime
+from loom.workers.http_versions import list_versions
 from loom.workers.logs import bind
 from loom.workers.loop import PROCESS_LOOP
 
@@ -56,6 +57,9 @@ class StartRequest(BaseModel):
         default_factory=list[str],
         max_length=256,
         description="Asked for, granted only if the caller may grant them (the grant policy).",
+    )
+    version: Annotated[str, Field(min_length=1, max_length=64)] | StrictInt | None = Field(
+        default=None, description="The flow version to start; default: the latest"
     )
 
 
@@ -281,6 +285,7 @@ def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
             execution_id=body.execution_id,
             capabilities=body.capabilities,
             by=by,
+            version=body.version,
         )
     )
     _bind_result(result)
@@ -419,6 +424,7 @@ ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("GET", ("executions", "*"), get_execution),
     ("POST", ("executions", "*", "resume"), resume),
     ("POST", ("executions", "*", "verdict"), verdict),
+    ("GET", ("versions",), list_versions),
 ]
 
 _ACTIONS = {"get_execution": "read", "list_executions": "list"}

@@ -104,6 +104,28 @@ _HISTORY = {
 }
 
 
+_VERSIONS: dict[str, Any] = {
+    "type": "object",
+    "required": ["versions"],
+    "properties": {
+        "versions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["flow", "version", "live", "registered", "latest"],
+                "properties": {
+                    "flow": {"type": "string"},
+                    "version": {"type": "string"},
+                    "live": {"type": "integer", "minimum": 0},
+                    "registered": {"type": ["boolean", "null"]},
+                    "latest": {"type": "boolean"},
+                },
+            },
+        }
+    },
+}
+
+
 def _paths() -> dict[str, Any]:
     return {
         "/health": {
@@ -137,6 +159,16 @@ def _paths() -> dict[str, Any]:
                 "summary": "This document",
                 "responses": {
                     "200": _json({"type": "object"}, "The OpenAPI document"),
+                    "405": _json(_ref("ErrorBody"), _ERRORS[405]),
+                },
+            }
+        },
+        "/versions": {
+            "get": {
+                "operationId": "listVersions",
+                "summary": "Live executions per flow version (a version with none can go)",
+                "responses": {
+                    "200": _json(_VERSIONS, "Every version registered here or still live"),
                     "405": _json(_ref("ErrorBody"), _ERRORS[405]),
                 },
             }

@@ -204,6 +204,27 @@ resource "google_storage_bucket_iam_member" "deployer_build_sources" {
   member = "serviceAccount:${google_service_account.deployer.email}"
 }
 
+# Read-only, for the pipeline's replay check (loom replay-check before deploy):
+# it reads every live execution's history and the payloads they reference, and
+# can write neither.
+resource "google_project_iam_member" "deployer_datastore_viewer" {
+  project = var.project_id
+  role    = "roles/datastore.viewer"
+  member  = "serviceAccount:${google_service_account.deployer.email}"
+
+  condition {
+    title       = "loom-database-only"
+    description = "Only the Loom Firestore database."
+    expression  = "resource.name == \"projects/${var.project_id}/databases/${google_firestore_database.loom.name}\""
+  }
+}
+
+resource "google_storage_bucket_iam_member" "deployer_payloads_viewer" {
+  bucket = google_storage_bucket.payloads.name
+  role   = "roles/storage.objectViewer"
+  member = "serviceAccount:${google_service_account.deployer.email}"
+}
+
 # Builds that run as a user-managed service account log to Cloud Logging.
 resource "google_project_iam_member" "deployer_log_writer" {
   project = var.project_id

@@ -39,6 +39,9 @@ INSTALLS: dict[str, str] = {
     "gcloud": r"google-cloud-cli[=\"\s]",
     "firestore-emulator": r"google-cloud-cli-firestore-emulator",
     "pubsub-emulator": r"google-cloud-cli-pubsub-emulator",
+    # The runtime image's final stage takes the virtualenv the build stage installed the
+    # project into, console script `loom` included.
+    "loom": r"COPY --from=\S+ /opt/venv",
 }
 
 # .ci/run: install with pip, fetch the A2UI schemas with npm, lint, types, the offline checks
@@ -99,6 +102,8 @@ def needs(step: dict[str, Any]) -> set[str]:
     wanted: set[str] = set()
     if step.get("entrypoint") == "bash":
         wanted.add("bash")
+    if str(step.get("entrypoint", "")).split("/")[-1] == "loom":
+        wanted.add("loom")
     if "bash .ci/run" in text:
         wanted |= CI_RUN_NEEDS
     if re.search(r"\b(pip|ruff|pyright|python)\b", text):
@@ -110,18 +115,22 @@ def needs(step: dict[str, Any]) -> set[str]:
     return wanted
 
 
+def _resolve(image: str, subs: dict[str, str]) -> str:
+    """User substitutions resolved, but the service's Python kept by name."""
+    return re.sub(
+        r"\$\{(_\w+)\}",
+        lambda m: m.group(0) if m.group(1) == "_PYTHON_IMAGE" else subs.get(m.group(1), ""),
+        image,
+    )
+
+
 def tool_problems(config: dict[str, Any]) -> list[str]:
     """Steps whose image lacks a tool they call; empty when every step can run."""
     tools = copy.deepcopy(IMAGE_TOOLS)
     subs: dict[str, str] = config.get("substitutions", {})
     problems: list[str] = []
     for step in config.get("steps", []):
-        # User substitutions resolved, but the service's Python kept by name.
-        name = re.sub(
-            r"\$\{(_\w+)\}",
-            lambda m: m.group(0) if m.group(1) == "_PYTHON_IMAGE" else subs.get(m.group(1), ""),
-            str(step.get("name")),
-        )
+        name = _resolve(str(step.get("name")), subs)
         if name not in tools:
             problems.append(f"step {step.get('id')}: image {name} is neither known nor built")
             continue
@@ -130,7 +139,7 @@ def tool_problems(config: dict[str, Any]) -> list[str]:
             problems.append(f"step {step.get('id')}: image {name} lacks {sorted(missing)}")
         if name == "gcr.io/cloud-builders/docker" and _text(step).startswith("build"):
             tag, provided = built_image_tools(step, tools)
-            tools[tag] = provided
+            tools[_resolve(tag, subs)] = provided
     return problems
 
 

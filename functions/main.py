@@ -1,4 +1,4 @@
-"""functions-framework targets: one per Cloud Run service (DESIGN §7, §8).
+"""functions-framework targets: one per Cloud Run service.
 
 Run one locally::
 

@@ -64,7 +64,7 @@ class LoomError(Exception):
             self.code = code  # a more precise code than the class's, for JSON error bodies
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON error body of DESIGN §7: ``{"code", "message", "details"}``."""
+        """The JSON error body of every non-2xx answer: ``{"code", "message", "details"}``."""
         return {"code": self.code, "message": self.message, "details": self.details}
 
 

@@ -1,5 +1,5 @@
 """``CloudRunWorkerRuntime``: a :class:`~loom.workers.remote.RemoteWorkerRuntime` for a
-private Cloud Run service (DESIGN §6).
+private Cloud Run service.
 
 On top of the plain HTTP worker runtime it
 

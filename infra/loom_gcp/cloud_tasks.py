@@ -1,4 +1,4 @@
-"""``CloudTasksDispatcher``: every dispatch becomes one Cloud Tasks task (DESIGN §6, §8).
+"""``CloudTasksDispatcher``: every dispatch becomes one Cloud Tasks task.
 
 ``cloudtasks://projects/P/locations/L/queues/Q`` names the queue; the task is an HTTP
 ``POST`` of ``{"executionPackage": ..., "notBefore": ...}`` to the worker's

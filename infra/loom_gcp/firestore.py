@@ -1,6 +1,6 @@
 """``FirestoreEventStore``: the serverless event store (``firestore://PROJECT/DATABASE``).
 
-Layout (DESIGN §8):
+Layout:
 
 * ``executions/{id}``: flow, status, ``last_seq`` (as of the last status change), created/
   updated times, ``wake_at``, ``parked_reason``, ``expire_at`` (a TTL field, set when the

@@ -1,4 +1,4 @@
-"""The effect delivery contract (DESIGN §4): keys, retries, timeouts, capabilities,
+"""The effect delivery contract: keys, retries, timeouts, capabilities,
 budgets, metering, intent records and verdicts."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Ownership (DESIGN §5), nondeterminism parking and snapshots, on SQLite files."""
+"""Ownership, nondeterminism parking and snapshots, on SQLite files."""
 
 from __future__ import annotations
 

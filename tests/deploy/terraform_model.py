@@ -46,7 +46,7 @@ REQUIRED_ENV = frozenset(
     }
 )
 
-# Single-field index exemptions (DESIGN §8): monotonic or large fields that the store never
+# Single-field index exemptions: monotonic or large fields that the store never
 # filters or orders by.
 REQUIRED_UNINDEXED = frozenset(
     {

@@ -1,4 +1,4 @@
-"""The routes of DESIGN §7 through the ``worker`` target (functions-framework test client)."""
+"""The worker's HTTP routes through the ``worker`` target (functions-framework test client)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Commission: "Loom proposes. Commission invokes." (DESIGN §10, ADRs 0008 and 0009).
+"""Commission: "Loom proposes. Commission invokes." (ADRs 0008 and 0009).
 
 Executors (a Loom flow, a human tool, a plain callable) end each step with an
 :data:`ExecutorOutcome` and invoke nothing. :class:`CommissionRuntime` rechecks every proposal

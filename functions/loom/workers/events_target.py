@@ -1,5 +1,5 @@
 """The CloudEvent target: Pub/Sub messages (pushed, or through Eventarc) that start or resume
-executions (DESIGN §7).
+executions.
 
 The message data is a JSON object:
 

@@ -1,4 +1,4 @@
-"""The routes of the HTTP worker (DESIGN §7): request models, body parsing, one function each.
+"""The routes of the HTTP worker: request models, body parsing, one function each.
 
 A route function takes the worker's services, the request and the path parameters, and
 returns ``(status, body)``; it raises :class:`HttpError`, an

@@ -235,7 +235,7 @@ def document() -> dict[str, Any]:
         "info": {
             "title": "Loom worker",
             "version": __version__,
-            "description": "The HTTP worker of Loom for Cloud Run (DESIGN §7).",
+            "description": "The HTTP worker of Loom for Cloud Run.",
         },
         "paths": _paths(),
         "components": {

@@ -1,10 +1,10 @@
-"""The HTTP worker (DESIGN §7, ADR 0002): one routing function over ``flask.Request``.
+"""The HTTP worker (ADR 0002): one routing function over ``flask.Request``.
 
 :class:`WorkerHandler` is what the functions-framework ``worker`` target in
 ``functions/main.py`` calls and what ``loom serve`` mounts on a local HTTP server. Per
 request it routes, runs the runtime call on the process's shared event loop
 (:mod:`loom.workers.loop`), and answers JSON: the result, or ``{"code", "message",
-"details"}`` with the status DESIGN §7 gives the error. Bad input is never a 500; an
+"details"}`` with the status the error calls for. Bad input is never a 500; an
 internal error answers 500 with an ``error_id`` that is also in the log line carrying the
 traceback.
 

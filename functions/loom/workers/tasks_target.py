@@ -1,4 +1,4 @@
-"""The Cloud Tasks target (DESIGN §5, §7, §8): ``POST /tasks/{execute,sweep,purge}``.
+"""The Cloud Tasks target: ``POST /tasks/{execute,sweep,purge}``.
 
 ``/tasks/execute`` takes what :class:`~loom_gcp.cloud_tasks.CloudTasksDispatcher` enqueued,
 ``{"executionPackage": {...}, "notBefore": epoch-seconds | null}``, and answers so that Cloud

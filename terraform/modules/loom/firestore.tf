@@ -4,7 +4,7 @@ resource "google_firestore_database" "loom" {
   location_id = local.firestore_location
   type        = "FIRESTORE_NATIVE"
 
-  # Appends are lock-free create() batches, not transactions (DESIGN §8).
+  # Appends are lock-free create() batches, not transactions.
   concurrency_mode            = "OPTIMISTIC"
   app_engine_integration_mode = "DISABLED"
 

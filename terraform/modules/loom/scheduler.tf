@@ -1,5 +1,5 @@
 # The sweeper redispatches executions whose claim expired or whose timer is
-# due, so that no execution is ever stranded (DESIGN §5).
+# due, so that no execution is ever stranded.
 resource "google_cloud_scheduler_job" "sweep" {
   project          = var.project_id
   region           = var.region

@@ -48,7 +48,8 @@ class Retry:
         max_attempts: Attempts in all, the first included (1 = no retry).
         initial_interval: Seconds before the second attempt.
         backoff: Multiplier applied to the interval after each attempt.
-        max_interval: Upper bound of one wait, in seconds.
+        max_interval: Upper bound of one wait, in seconds; by default 100 times
+            ``initial_interval`` (as Temporal does), so a long first interval is honoured.
         jitter: Fraction of each wait drawn at random (0.2 = ±20 %), so retries spread out.
         non_retryable: Exception types that fail the step at once.
     """
@@ -56,13 +57,20 @@ class Retry:
     max_attempts: int = 3
     initial_interval: float = 0.1
     backoff: float = 2.0
-    max_interval: float = 10.0
+    max_interval: float | None = None
     jitter: float = 0.2
     non_retryable: tuple[type[BaseException], ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ConfigurationError(f"Retry.max_attempts must be >= 1, got {self.max_attempts}")
+        if self.initial_interval < 0 or (self.max_interval or 0) < 0:
+            raise ConfigurationError("Retry intervals must not be negative")
+
+    @property
+    def interval_cap(self) -> float:
+        """The longest single wait: ``max_interval``, or 100 times ``initial_interval``."""
+        return self.max_interval if self.max_interval is not None else 100 * self.initial_interval
 
 
 def _seconds(value: float | timedelta | None) -> float | None:

@@ -43,7 +43,7 @@ class Outcome:
 
 def backoff_delay(policy: Retry, attempt: int, rng: random.Random | None = None) -> float:
     """Seconds to wait after failed ``attempt`` (1-based), with jitter."""
-    base = min(policy.initial_interval * policy.backoff ** (attempt - 1), policy.max_interval)
+    base = min(policy.initial_interval * policy.backoff ** (attempt - 1), policy.interval_cap)
     spread = base * policy.jitter
     return max(0.0, base + (rng or random).uniform(-spread, spread))
 

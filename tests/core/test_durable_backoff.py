@@ -61,3 +61,30 @@ async def test_a_short_backoff_stays_inline():
     result = await env.start("call", None, execution_id="e")
     assert (result.status, result.output) == ("completed", "ok at 3")
     assert attempts == [1, 2, 3]
+
+
+async def test_a_long_first_interval_is_not_capped_by_a_default_maximum():
+    """``Retry(initial_interval=60)`` as written: the default cap grows with the interval."""
+    assert Retry(initial_interval=60).interval_cap == 6000
+    assert Retry().interval_cap == 10  # the old default for the default interval
+    app = Loom("plain-retry")
+    attempts: list[int] = []
+
+    @app.effect("flaky", retry=Retry(initial_interval=60, jitter=0.0))
+    async def flaky(ctx: EffectContext, _: None) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt < 2:
+            raise RuntimeError("first attempt fails")
+        return "ok"
+
+    @app.flow("call")
+    async def call(ctx: FlowContext, _: None) -> Any:
+        return await ctx.execute(flaky, None)
+
+    env = LoomTestEnv(app)
+    async with asyncio.timeout(20):
+        first = await env.start("call", None, execution_id="p")
+    assert first.status == "suspended"
+    assert [w.wake_at for w in first.waiting_on] == [env.clock.now + 60]
+    done = (await env.skip(60))[0]
+    assert (done.status, done.output, attempts) == ("completed", "ok", [1, 2])

@@ -198,6 +198,7 @@ def test_the_image_serves_an_order_to_completion_and_stops_cleanly(
             "capabilities": ["payments"],
             "input": order,
         },
+        {"Authorization": f"Bearer {SECRET}"},  # the example's grant policy: secret holders
     )
     assert (status, started["status"]) == (200, "suspended"), started
     gate = started["waiting_on"][0]

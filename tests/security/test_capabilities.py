@@ -24,7 +24,7 @@ import pytest
 
 from loom.commission import ExecutorError, StepInput
 from loom.commission.executors import FlowExecutor
-from loom.errors import NotPermittedError, UnknownExecutionError
+from loom.errors import ConfigurationError, NotPermittedError, UnknownExecutionError
 from loom.events import ExecutionResumed, ExecutionStarted
 from loom.grants import GrantPolicy, rules
 from loom.runtime import Runtime
@@ -245,3 +245,35 @@ async def test_commission_cannot_escalate_a_flows_capabilities() -> None:
     with pytest.raises(ExecutorError):
         await other.step(step_input())
     assert await runtime.list() == []
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("not json", "not valid JSON"),
+        ("[]", "expected"),
+        ('{"grants": [], "extra": 1}', "expected"),
+        ('{"grants": {}}', "a list of rules"),
+        ('{"grants": [1]}', "grants.0: a rule is a JSON object"),
+        ('{"grants": [{"principal": "p", "scope": "x"}]}', "unknown field 'scope'"),
+        ('{"grants": [{"principal": ""}]}', "grants.0.principal"),
+        ('{"grants": [{"principal": "p", "flow": 3}]}', "grants.0.flow"),
+        ('{"grants": [{"principal": "p", "capabilities": "payments"}]}', "capabilities"),
+    ],
+)
+def test_a_malformed_grant_policy_is_a_configuration_error_naming_the_field(
+    text: str, complaint: str
+) -> None:
+    with pytest.raises(ConfigurationError, match="grant policy") as caught:
+        GrantPolicy.from_json(text)
+    assert complaint in caught.value.message
+
+
+def test_a_grant_policy_document_round_trips_its_rules() -> None:
+    policy = GrantPolicy.from_json(
+        '{"grants": [{"principal": "ops@x", "flow": "order.*", "capabilities": ["payments"]},'
+        ' {"principal": "local:*"}]}'
+    )
+    assert policy.grantable("ops@x", "order.fulfil") == {"payments"}
+    assert policy.grantable("local:ann", "order.fulfil") == frozenset()
+    assert policy.grantable("anonymous", "order.fulfil") == frozenset()

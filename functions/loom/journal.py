@@ -97,3 +97,17 @@ class Journal:
             ):
                 raise SupersededSignal()
         self.state = fresh
+
+
+class DryJournal(Journal):
+    """Keeps what a replay would append in :attr:`tail` instead of writing it (for the test
+    toolkit's replays and the pre-deploy replay check)."""
+
+    def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
+        super().__init__(runtime, state, holder)
+        self.tail: list[ev.Event] = []
+
+    async def try_append(self, events: Sequence[ev.Event]) -> bool:
+        self.tail.extend([*self.pending, *events])
+        self.pending = []
+        return True

@@ -31,7 +31,7 @@ from loom.app import EffectDef, FlowDef, Loom
 from loom.context import ParkSignal, SuspendSignal
 from loom.errors import LoomError, NondeterminismError, UnknownFlowError
 from loom.fold import ExecutionState, fold
-from loom.journal import Journal
+from loom.journal import DryJournal
 from loom.runtime import Runtime
 from loom.session import Session
 from loom.store.base import LIVE_STATUSES, EventStore, ExecutionSummary, LoadedLog
@@ -93,23 +93,10 @@ class Checked:
         return self.summary.parked_reason is not None
 
 
-class _DryJournal(Journal):
-    """Keeps what the replay would append; writes nothing."""
-
-    def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
-        super().__init__(runtime, state, holder)
-        self.tail: list[ev.Event] = []
-
-    async def try_append(self, events: Sequence[ev.Event]) -> bool:
-        self.tail.extend([*self.pending, *events])
-        self.pending = []
-        return True
-
-
 class _CheckSession(Session):
     """Serves the log and stops at its end; invokes nothing."""
 
-    journal_class = _DryJournal
+    journal_class = DryJournal
 
     def __init__(self, runtime: Runtime, state: ExecutionState, flow: FlowDef) -> None:
         super().__init__(runtime, state, flow, "replay-check")
@@ -147,7 +134,7 @@ class _CheckSession(Session):
     @property
     def tail(self) -> list[ev.Event]:
         """What the replay would have appended."""
-        assert isinstance(self.journal, _DryJournal)
+        assert isinstance(self.journal, DryJournal)
         return self.journal.tail
 
 

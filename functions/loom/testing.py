@@ -21,7 +21,7 @@ from loom.blobs import BlobStore, InMemoryBlobStore
 from loom.context import ParkSignal, SupersededSignal
 from loom.errors import NondeterminismError
 from loom.fold import ExecutionState, fold
-from loom.journal import Journal
+from loom.journal import DryJournal
 from loom.runtime import Runtime
 from loom.session import Session
 from loom.store.memory import InMemoryEventStore
@@ -48,23 +48,10 @@ class ReplayOutcome:
     waiting_on: list[str] = field(default_factory=list[str])
 
 
-class _ReplayJournal(Journal):
-    """Records what a replay would append instead of writing it."""
-
-    def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
-        super().__init__(runtime, state, holder)
-        self.tail: list[ev.Event] = []
-
-    async def try_append(self, events: Sequence[ev.Event]) -> bool:
-        self.tail.extend([*self.pending, *events])
-        self.pending = []
-        return True
-
-
 class _ReplaySession(Session):
     """A session that may not do anything new: every step must come from the log."""
 
-    journal_class = _ReplayJournal
+    journal_class = DryJournal
 
     def __init__(self, runtime: Runtime, state: ExecutionState, app: Loom) -> None:
         super().__init__(runtime, state, app.get_flow(state.flow, state.flow_version), "replay")
@@ -84,7 +71,7 @@ class _ReplaySession(Session):
     @property
     def tail(self) -> list[ev.Event]:
         """What the replay would have appended."""
-        assert isinstance(self.journal, _ReplayJournal)
+        assert isinstance(self.journal, DryJournal)
         return self.journal.tail
 
 

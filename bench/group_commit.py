@@ -105,22 +105,11 @@ async def _measure() -> dict[str, float]:
 
 
 def _commit_ms(commits: int = 300) -> float:
-    import sqlite3
+    # The child runs this file as a script, so bench/ is on its path; the floor is measured
+    # exactly as bench/run.py measures it.
+    from core import fsync_baseline  # pyright: ignore[reportMissingImports]
 
-    con = sqlite3.connect(
-        Path(tempfile.mkdtemp(prefix="loom-bench-")) / "c.db", isolation_level=None
-    )
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=FULL")
-    con.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
-    times: list[float] = []
-    for i in range(commits):
-        t = time.perf_counter()
-        con.execute("BEGIN IMMEDIATE")
-        con.execute("INSERT INTO t VALUES (?, ?)", (i, '{"type":"EffectCompleted"}'))
-        con.execute("COMMIT")
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1000
+    return float(fsync_baseline(commits)["sqlite_commit_ms"])
 
 
 def _run_child(root: Path) -> dict[str, float]:

@@ -314,11 +314,13 @@ def serve(settings: Settings, host: str, port: int) -> None:
 
 register_deploy_commands(main)
 
+from loom.cli_fork import fork as _fork  # noqa: E402 - registers after the group exists
 from loom.cli_purge import purge as _purge  # noqa: E402 - registers after the group exists
 from loom.cli_retry import retry as _retry  # noqa: E402 - registers after the group exists
 
 main.add_command(_purge)
 main.add_command(_retry)
+main.add_command(_fork)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -71,6 +71,11 @@ def _detail(event: Event) -> str:
 def render_timeline(result: ExecutionResult, events: Sequence[Event]) -> None:
     """Print the state line, the metering counters, and one row per event."""
     console.print(status_text(result))
+    origin = getattr(events[0], "forked_from", None) if events else None
+    if origin is not None:
+        console.print(
+            f"  forked from {origin.execution_id} at step {origin.step_id} (#{origin.seq})"
+        )
     meter = result.meter
     console.print(
         f"  effect calls {meter.get('effect_calls', 0)}, attempts {meter.get('attempts', 0)}, "

@@ -16,6 +16,7 @@ The tree::
     │   │   └── StaleVerdictError      verdict for an episode already settled
     │   ├── NotPermittedError          a principal asked for what policy does not grant
     │   ├── NotParkedError             retry of an execution that is not parked
+    │   ├── NotForkableError           fork from a step that cannot be reused (loom.fork)
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
     │   └── MissingExtraError          a backend's library is not installed (names the extra)
@@ -152,6 +153,12 @@ class NotParkedError(InputError):
     """A retry was asked for an execution that is not parked (poison or nondeterminism)."""
 
     code = "not_parked"
+
+
+class NotForkableError(InputError):
+    """A fork was asked from a step that does not exist or whose prefix cannot be reused."""
+
+    code = "not_forkable"
 
 
 class ExecutionFinishedError(InputError):

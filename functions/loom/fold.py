@@ -397,7 +397,10 @@ def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
     return state
 
 
-_KEEPS_PARK = frozenset({"ExecutionParked", "ExecutionResumed", "ExecutionClaimed"})
+# A start keeps the park a fork's start sets until its prefix is copied (loom.fork).
+_KEEPS_PARK = frozenset(
+    {"ExecutionParked", "ExecutionResumed", "ExecutionClaimed", "ExecutionStarted"}
+)
 
 
 def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> ExecutionState:
@@ -410,4 +413,5 @@ def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> Exe
 
 # Primitives in modules of their own register their handlers into ``_HEAD``/``_STEP``; they
 # are imported here so no fold ever runs without them.
+from loom import fork as _fork  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

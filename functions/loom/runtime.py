@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from loom import crash, poison
+from loom import crash, fork, poison
 from loom import events as ev
 from loom.app import FlowDef, Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
@@ -25,7 +25,6 @@ from loom.claims import ACTIVE_HOLDERS, HOST, claim_is_live
 from loom.context import SupersededSignal
 from loom.errors import (
     AppendConflictError,
-    ExecutionConflictError,
     ExecutionFinishedError,
     ExecutionSupersededError,
     UnknownExecutionError,
@@ -36,6 +35,7 @@ from loom.ids import check_execution_id
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
 from loom.session import Session
+from loom.starts import check_same_start
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
 from loom.verdicts import current_episode, verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
@@ -176,21 +176,10 @@ class Runtime:
         )
         created, first = await self.store.create(started)
         if not created:
-            self._check_same_start(first, started)
+            check_same_start(first, started)
             return await self.result(eid)
         ran = await self._dispatch(eid, flow, "start", f"{eid}:1") if run else None
         return ran or await self.report(fold([first]), include_state=False)
-
-    @staticmethod
-    def _check_same_start(first: ev.ExecutionStarted, started: ev.ExecutionStarted) -> None:
-        mine = (started.flow, started.input, started.capabilities, started.budgets)
-        theirs = (first.flow, first.input, first.capabilities, first.budgets)
-        if mine != theirs:
-            raise ExecutionConflictError(
-                f"execution {started.execution_id!r} exists with flow {first.flow!r} and "
-                "another input; use a new execution id",
-                details={"execution_id": started.execution_id, "flow": first.flow},
-            )
 
     async def _dispatch(
         self, eid: str, flow: str, reason: Reason, dispatch_id: str, not_before: float | None = None
@@ -426,6 +415,12 @@ class Runtime:
     async def retry(self, execution_id: str, by: str = "operator") -> ExecutionResult:
         """Run a parked (poison or nondeterministic) execution again; see ``loom.poison``."""
         return await poison.retry(self, execution_id, by)
+
+    async def fork(
+        self, execution_id: str, from_step: str | None = None, **options: Any
+    ) -> ExecutionResult:
+        """A new execution reusing ``execution_id``'s steps before ``from_step``: ``loom.fork``."""
+        return await fork.fork(self, execution_id, from_step=from_step, **options)
 
     async def cancel(
         self, execution_id: str, reason: str = "", *, by: str | None = None

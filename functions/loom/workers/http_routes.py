@@ -439,3 +439,7 @@ def route_action(route: Route) -> str:
 from loom.workers.retry_route import retry as _retry  # noqa: E402  (it imports this module)
 
 ROUTES.append(("POST", ("executions", "*", "retry"), _retry))
+
+from loom.workers.fork_route import fork as _fork  # noqa: E402  (it imports this module)
+
+ROUTES.append(("POST", ("executions", "*", "fork"), _fork))

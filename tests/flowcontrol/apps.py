@@ -47,9 +47,21 @@ def pipeline_app(calls: Calls) -> Loom:
         saved = await ctx.execute(store, [changed, approval])
         return {"when": when, "saved": saved}
 
+    @app.flow("boom")
+    async def boom(ctx: FlowContext, value: int) -> Any:
+        fetched = await ctx.execute(fetch, value)
+        if calls.bug:
+            raise RuntimeError("the flow's own code has a bug")
+        return fetched
+
     @app.flow("nap")
     async def nap(ctx: FlowContext, value: int) -> Any:
         await ctx.sleep(60)
         return await ctx.execute(fetch, value)
 
     return app
+
+
+CALLS = Calls()
+app = pipeline_app(CALLS)
+"""The app the CLI and HTTP tests load by reference (they toggle ``CALLS.bug`` in-process)."""

@@ -443,3 +443,9 @@ ROUTES.append(("POST", ("executions", "*", "retry"), _retry))
 from loom.workers.fork_route import fork as _fork  # noqa: E402  (it imports this module)
 
 ROUTES.append(("POST", ("executions", "*", "fork"), _fork))
+
+from loom.workers import deadletters_route as _dead  # noqa: E402  (it imports this module)
+
+ROUTES.append(("GET", ("dead-letters",), _dead.list_dead_letters))
+ROUTES.append(("POST", ("dead-letters", "retry"), _dead.redrive_dead_letters))
+_ACTIONS.update(list_dead_letters="list", redrive_dead_letters="retry")

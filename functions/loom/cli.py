@@ -317,10 +317,12 @@ register_deploy_commands(main)
 from loom.cli_fork import fork as _fork  # noqa: E402 - registers after the group exists
 from loom.cli_purge import purge as _purge  # noqa: E402 - registers after the group exists
 from loom.cli_retry import retry as _retry  # noqa: E402 - registers after the group exists
+from loom.cli_schedules import schedules as _schedules  # noqa: E402 - registers after the group
 
 main.add_command(_purge)
 main.add_command(_retry)
 main.add_command(_fork)
+main.add_command(_schedules)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

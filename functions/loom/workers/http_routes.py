@@ -449,3 +449,8 @@ from loom.workers import deadletters_route as _dead  # noqa: E402  (it imports t
 ROUTES.append(("GET", ("dead-letters",), _dead.list_dead_letters))
 ROUTES.append(("POST", ("dead-letters", "retry"), _dead.redrive_dead_letters))
 _ACTIONS.update(list_dead_letters="list", redrive_dead_letters="retry")
+
+from loom.workers.schedule_routes import list_schedules as _schedules  # noqa: E402
+
+ROUTES.append(("GET", ("schedules",), _schedules))
+_ACTIONS.update(list_schedules="list")

@@ -75,6 +75,7 @@ from loom.workers.http_routes import (
 from loom.workers.local import LocalWorkerRuntime
 from loom.workers.logs import bind, configure_logging, log_context, trace_fields
 from loom.workers.loop import PROCESS_LOOP
+from loom.workers.schedule_routes import fire_schedules_forever
 
 log = logging.getLogger("loom.worker")
 
@@ -446,6 +447,7 @@ def serve_forever(
     # Listening first: the backlog (executions left running, timers armed before this
     # process started or by `loom start`) is caught up in the background.
     PROCESS_LOOP.submit(_catch_up(handler)).add_done_callback(_recovered)
+    PROCESS_LOOP.submit(fire_schedules_forever(lambda: handler.services().runtime))
     print(
         f"loom worker listening on http://{host}:{server.port} "
         f"(store {store_url or os.environ.get('LOOM_STORE') or 'default'})",

@@ -40,6 +40,8 @@ def retry(
     or with --status, every dead letter of that kind (failed ones are re-run as forks)."""
     if (execution_id is None) == (status is None):
         raise click.UsageError("give an EXECUTION_ID, or --status for a bulk re-drive")
+    if status is None and (flow or since or dry_run or as_json):
+        raise click.UsageError("--flow, --since, --dry-run and --json go with --status")
     if status is None:
         _print_result(_with(settings, lambda env: env.runtime.retry(execution_id or "", by=by)))
         return

@@ -73,7 +73,11 @@ _STEP_TYPES: Final = frozenset(
     }
 )
 _COPIED: Final = _STEP_TYPES | {"PatchRecorded", "ExecutionResumed"}
-_DROPPED: Final = frozenset({"ExecutionClaimed", "ExecutionParked", "ExecutionRetried"})
+# The original's operations, not facts of the flow (a fork's own marker included: a fork
+# of a fork copies its copied events like any others).
+_DROPPED: Final = frozenset(
+    {"ExecutionClaimed", "ExecutionParked", "ExecutionRetried", "ExecutionForked"}
+)
 _UNSETTLED: Final = frozenset({"started", "retrying", "backoff"})
 
 

@@ -55,5 +55,7 @@ def test_retry_needs_an_id_or_a_status(tmp_path: Path) -> None:
     assert code == 2 and "--status" in out
     code, out = invoke(tmp_path, "retry", "x", "--status", "poison")
     assert code == 2
+    code, out = invoke(tmp_path, "retry", "x", "--dry-run")
+    assert code == 2 and "go with --status" in out
     code, out = invoke(tmp_path, "retry", "--status", "failed", "--since", "someday")
     assert code == 2 and "--since" in out

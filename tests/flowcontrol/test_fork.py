@@ -73,6 +73,17 @@ async def test_a_gate_before_the_cut_is_reused_with_its_payload(store: EventStor
     assert calls.ran == ["fetch", "transform", "store", "store"]
 
 
+async def test_a_fork_of_a_fork_reuses_both_copies(store: EventStore):
+    calls = Calls()
+    runtime = _runtime(store, calls)
+    await _failed_original(runtime, calls)
+    await runtime.fork("orig", "3", new_id="f1")
+    await runtime.resume("f1", "approval", "order-4", "ok")
+    second = await runtime.fork("f1", "5", new_id="f2")
+    assert (second.status, second.output["saved"]) == ("completed", {"stored": [41, "ok"]})
+    assert calls.ran == ["fetch", "transform", "transform", "store", "store"]
+
+
 async def test_a_timer_before_the_cut_is_not_slept_again(store: EventStore):
     calls = Calls()
     runtime = _runtime(store, calls)

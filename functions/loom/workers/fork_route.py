@@ -52,4 +52,4 @@ def fork(s: Services, request: Request, args: Sequence[str]) -> Reply:
         )
     )
     _bind_result(result)
-    return 201, result
+    return 200, result

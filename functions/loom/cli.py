@@ -22,6 +22,7 @@ from loom.cli_deploy import register as register_deploy_commands
 from loom.cli_types import EXECUTION_ID
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
 from loom.errors import InputError, LoomError, StoreError
+from loom.queues import queue_ref
 from loom.store.base import STATUSES
 
 T = TypeVar("T")
@@ -133,6 +134,8 @@ def _print_result(result: Any) -> None:
 )
 @click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
 @click.option("--version", default=None, help="Flow version to start (default: the latest).")
+@click.option("--queue", default=None, help="A declared queue to run on.")
+@click.option("--partition-key", default=None, help="With --queue: run one per key at a time.")
 @click.pass_obj
 def start(
     settings: Settings,
@@ -142,6 +145,8 @@ def start(
     capabilities: tuple[str, ...],
     wait: float,
     version: str | None,
+    queue: str | None,
+    partition_key: str | None,
 ) -> None:
     """Start FLOW (idempotent by --id) and run it until it blocks."""
     value = _json_arg(input_json, "--input")
@@ -154,6 +159,7 @@ def start(
             capabilities=set(capabilities),
             by=local_principal(),
             version=version,
+            queue=queue_ref(queue, partition_key),
         )
         return await _settle(env, result.execution_id, wait)
 
@@ -316,6 +322,7 @@ register_deploy_commands(main)
 
 from loom.cli_fork import fork as _fork  # noqa: E402 - registers after the group exists
 from loom.cli_purge import purge as _purge  # noqa: E402 - registers after the group exists
+from loom.cli_queues import queues as _queues  # noqa: E402 - registers after the group exists
 from loom.cli_retry import retry as _retry  # noqa: E402 - registers after the group exists
 from loom.cli_schedules import schedules as _schedules  # noqa: E402 - registers after the group
 
@@ -323,6 +330,7 @@ main.add_command(_purge)
 main.add_command(_retry)
 main.add_command(_fork)
 main.add_command(_schedules)
+main.add_command(_queues)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

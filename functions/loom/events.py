@@ -59,6 +59,8 @@ class ExecutionStarted(_Event):
     budgets: dict[str, float] = Field(default_factory=dict[str, float])
     by: str | None = None
     forked_from: ForkOrigin | None = None
+    queue: str | None = None  # started on a queue (loom.queues)
+    partition_key: str | None = None
 
 
 class ExecutionClaimed(_Event):

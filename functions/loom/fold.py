@@ -91,6 +91,8 @@ class ExecutionState:
     gates: dict[str, GateRecord] = field(default_factory=dict[str, GateRecord])
     resumes: dict[str, ResumeRecord] = field(default_factory=dict[str, ResumeRecord])
     patches: list[str] = field(default_factory=list[str])  # change ids (loom.patches)
+    queue: str | None = None  # the queue it runs on, and its partition key (loom.queues)
+    partition_key: str | None = None
     claim: dict[str, Any] | None = None
     in_doubt: list[str] = field(default_factory=list[str])
     parked_reason: str | None = None
@@ -415,3 +417,4 @@ def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> Exe
 # are imported here so no fold ever runs without them.
 from loom import fork as _fork  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
+from loom import queues as _queues  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

@@ -42,6 +42,7 @@ from loom.store.base import (
 )
 from loom.store.sqlite_faults import busy_timeout_from_env, guard, rollback, translate
 from loom.store.sqlite_group import GroupCommitter
+from loom.store.sqlite_leases import SqliteLeaseSet
 
 T = TypeVar("T")
 
@@ -122,6 +123,13 @@ class SqliteEventStore(EventStore):
     def _init(self) -> None:
         self._con().executescript(_SCHEMA)
         _migrate(self._con())
+
+    def leases(self) -> SqliteLeaseSet:
+        """Queue leases in this database file, shared by every process that opens it."""
+        found = self.__dict__.get("_leases")
+        if found is None:
+            found = self.__dict__["_leases"] = SqliteLeaseSet(self.path, self.busy_timeout)
+        return found
 
     def serve_off_loop(self) -> None:
         """Run writes on one writer thread and reads on a small pool from now on."""

@@ -1,0 +1,42 @@
+"""An app with queues, for the queue tests (loaded by reference by worker processes).
+
+``work`` runs one effect that takes a little while, so executions overlap when allowed to;
+``RUNNING`` counts, in this process, how many run at once (per queue and per partition key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+from loom import EffectContext, FlowContext, Loom
+
+app = Loom("queued")
+app.queue("five", concurrency=5)
+app.queue("two", concurrency=2)
+app.queue("serial", concurrency=10)
+app.queue("slow", rate_per_second=2)
+
+RUNNING: Counter[str] = Counter()
+PEAK: Counter[str] = Counter()
+
+
+@app.effect("work.do")
+async def do(ctx: EffectContext, value: Any) -> str:
+    key = str(value.get("key")) if isinstance(value, dict) else "-"
+    RUNNING[key] += 1
+    PEAK[key] = max(PEAK[key], RUNNING[key])
+    RUNNING["all"] += 1
+    PEAK["all"] = max(PEAK["all"], RUNNING["all"])
+    try:
+        await asyncio.sleep(float(value.get("seconds", 0.05)) if isinstance(value, dict) else 0.05)
+    finally:
+        RUNNING[key] -= 1
+        RUNNING["all"] -= 1
+    return "done"
+
+
+@app.flow("work")
+async def work(ctx: FlowContext, value: Any) -> str:
+    return await ctx.execute(do, value)

@@ -122,8 +122,6 @@ def test_200_executions_with_concurrency_5_across_3_workers(
     calls = _drive(three_workers, ids)
     spans = asyncio.run(_intervals(store_url, ids))
     peak = _peak([(a, b) for a, b, _ in spans.values()])
-    if peak > 5:
-        Path("/tmp/qdebug.txt").write_text(asyncio.run(_debug(store_url, ids)))
     assert 2 <= peak <= 5, peak
     assert calls > len(ids)  # some waited and were delivered again
 
@@ -139,12 +137,3 @@ def test_a_partition_key_serializes_across_workers(
         assert _peak([(a, b) for a, b, k in spans.values() if k == key]) == 1
     assert _peak([(a, b) for a, b, _ in spans.values()]) >= 2  # keys ran side by side
 
-
-async def _debug(url: str, ids: list[str]) -> str:
-    store = open_store(url)
-    out = []
-    for eid in ids[:40]:
-        events = await store.read(eid)
-        out.append(eid + " " + " ".join(f"{e.type[:12]}@{e.at:.3f}:{getattr(e, 'holder', '')}" for e in events))
-    await store.aclose()
-    return "\n".join(out)

@@ -152,6 +152,37 @@ class FlowContext:
         sid = next_step_id()
         await self._session.gate(sid, "loom.timer", f"{self.execution_id}:{sid}", seconds)
 
+    async def send(self, execution_id: str, topic: str, payload: Any = None) -> None:
+        """Send a message to ``execution_id``'s mailbox on ``topic``, exactly once (a step;
+        see :mod:`loom.messages`).
+
+        Raises:
+            UnknownExecutionError: No such execution.
+            ExecutionFinishedError: It already ended.
+        """
+        from loom import messages
+
+        await messages.send(self._session, next_step_id(), execution_id, topic, payload)
+
+    async def recv(self, topic: str, timeout: timedelta | float | None = None) -> Any:
+        """Take the next message on ``topic`` (arrival order), waiting for one if none is
+        buffered (see :mod:`loom.messages`).
+
+        Raises:
+            MessageTimeoutError: ``timeout`` passed first.
+        """
+        from loom import messages
+
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        return await messages.recv(self._session, next_step_id(), topic, seconds)
+
+    async def set_event(self, key: str, value: Any) -> None:
+        """Publish ``value`` under ``key`` for callers to read while the flow runs on (a
+        step; the latest value wins; see :mod:`loom.published`)."""
+        from loom import published
+
+        await published.set_event(self._session, next_step_id(), key, value)
+
     def now(self) -> datetime:
         """The current time, recorded on first run and the same on every replay."""
         value = self._session.decide(next_step_id(), "now")

@@ -200,6 +200,41 @@ class ExecutionRetried(_Event):
     by: str = "operator"
 
 
+class MessageReceived(_Event):
+    """A message reached this execution's mailbox on ``topic`` (see :mod:`loom.messages`).
+
+    ``message_id`` deduplicates: a flow's send uses ``"{sender}:{step_id}"``, so a replayed
+    send is recognised; ``sender`` is the sending execution, if a flow sent it.
+    """
+
+    type: Literal["MessageReceived"] = "MessageReceived"
+    topic: str
+    message_id: str
+    payload: Any = None
+    sender: str | None = None
+    by: str | None = None
+
+
+class MessageSent(_Event):
+    """The flow's ``ctx.send`` at ``step_id`` delivered (or failed to deliver, ``error``)."""
+
+    type: Literal["MessageSent"] = "MessageSent"
+    step_id: str
+    to: str
+    topic: str
+    message_id: str
+    error: ErrorInfo | None = None
+
+
+class EventPublished(_Event):
+    """The flow's ``ctx.set_event`` at ``step_id`` published ``value`` under ``key``."""
+
+    type: Literal["EventPublished"] = "EventPublished"
+    step_id: str
+    key: str
+    value: Any = None
+
+
 class ExecutionCompleted(_Event):
     """Terminal: the flow returned ``output``."""
 
@@ -237,6 +272,9 @@ Event = Annotated[
     | EffectVerdict
     | ExecutionParked
     | ExecutionRetried
+    | MessageReceived
+    | MessageSent
+    | EventPublished
     | ExecutionCompleted
     | ExecutionFailed
     | ExecutionCancelled,

@@ -28,8 +28,10 @@ step and raised on every replay).
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 import weakref
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
@@ -243,6 +245,17 @@ async def send_from_outside(
 # -- the flow's side ------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def off_scope() -> Iterator[None]:
+    """Store and dispatch calls made for a step run outside the flow's step scope: a task
+    they create (a store client's, a receiver run inline) must not take a step id."""
+    token = SCOPE.set(None)
+    try:
+        yield
+    finally:
+        SCOPE.reset(token)
+
+
 _COUNTS: weakref.WeakKeyDictionary[Session, dict[str, int]] = weakref.WeakKeyDictionary()
 
 
@@ -271,11 +284,12 @@ async def send(session: Session, step_id: str, to: str, topic: str, payload: Any
     rec = session.state.steps.get(step_id)
     if rec is None:
         session._check_unused(step_id, f"send(to={to!r}, topic={topic!r})")  # pyright: ignore[reportPrivateUsage]
-        error = await _deliver_live(session, step_id, to, topic, payload)
-        sent = ev.MessageSent(
-            step_id=step_id, to=to, topic=topic, message_id=_id(session, step_id), error=error
-        )
-        await session.append([sent])
+        with off_scope():
+            error = await _deliver_live(session, step_id, to, topic, payload)
+            sent = ev.MessageSent(
+                step_id=step_id, to=to, topic=topic, message_id=_id(session, step_id), error=error
+            )
+            await session.append([sent])
         rec = session.state.steps[step_id]
     elif rec.get("effect") != SEND:
         session._park(
@@ -298,7 +312,6 @@ async def _deliver_live(
     """Deliver from inside the flow; an undeliverable message is the flow's error to
     record, a store failure is the call's (it unwinds and the delivery is retried)."""
     session._inflight += 1  # pyright: ignore[reportPrivateUsage]  # the flow is not blocked
-    token = SCOPE.set(None)  # the receiver, run inline, must not take this flow's step ids
     try:
         state, delivered = await deliver(
             session.rt,
@@ -315,7 +328,6 @@ async def _deliver_live(
     except (StoreError, ConfigurationError, ExecutionSupersededError) as exc:
         session._raise(AbortSignal(exc))  # pyright: ignore[reportPrivateUsage]
     finally:
-        SCOPE.reset(token)
         session._inflight -= 1  # pyright: ignore[reportPrivateUsage]
         session._poke()  # pyright: ignore[reportPrivateUsage]
     return None

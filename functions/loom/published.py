@@ -22,6 +22,7 @@ from loom.app import to_json_value
 from loom.errors import EventNotFoundError, InputError
 from loom.fold import _HEAD, _STEP, ExecutionState  # pyright: ignore[reportPrivateUsage]
 from loom.ids import check_execution_id
+from loom.messages import off_scope
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
@@ -68,10 +69,11 @@ async def set_event(session: Session, step_id: str, key: str, value: Any) -> Non
     rec = session.state.steps.get(step_id)
     if rec is None:
         session._check_unused(step_id, f"set_event({key!r})")  # pyright: ignore[reportPrivateUsage]
-        stored, _ = await session._unless_store_fails(  # pyright: ignore[reportPrivateUsage]
-            session.rt.payloads.encode(to_json_value(value), f"{session.execution_id}/event")
-        )
-        await session.append([ev.EventPublished(step_id=step_id, key=key, value=stored)])
+        with off_scope():
+            stored, _ = await session._unless_store_fails(  # pyright: ignore[reportPrivateUsage]
+                session.rt.payloads.encode(to_json_value(value), f"{session.execution_id}/event")
+            )
+            await session.append([ev.EventPublished(step_id=step_id, key=key, value=stored)])
         rec = session.state.steps[step_id]
     elif rec.get("effect") != PUBLISH:
         session._park(  # pyright: ignore[reportPrivateUsage]

@@ -14,9 +14,10 @@ cannot swallow a suspension, a park or a supersession.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import uuid as _uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -109,6 +110,17 @@ def root_scope(session: Session) -> contextvars.Context:
     ctx = contextvars.copy_context()
     ctx.run(SCOPE.set, _Scope("", session))
     return ctx
+
+
+@contextlib.contextmanager
+def off_scope() -> Iterator[None]:
+    """Run store and dispatch calls made for a step outside the flow's step scope: a task
+    they create (a store client's, a receiver run inline) must not take a step id."""
+    token = SCOPE.set(None)
+    try:
+        yield
+    finally:
+        SCOPE.reset(token)
 
 
 def next_step_id() -> str:

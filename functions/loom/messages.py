@@ -28,15 +28,13 @@ step and raised on every replay).
 
 from __future__ import annotations
 
-import contextlib
 import uuid
 import weakref
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
 from loom.app import to_json_value
-from loom.context import SCOPE, AbortSignal
+from loom.context import AbortSignal, off_scope
 from loom.errors import (
     AppendConflictError,
     ConfigurationError,
@@ -243,17 +241,6 @@ async def send_from_outside(
 
 
 # -- the flow's side ------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def off_scope() -> Iterator[None]:
-    """Store and dispatch calls made for a step run outside the flow's step scope: a task
-    they create (a store client's, a receiver run inline) must not take a step id."""
-    token = SCOPE.set(None)
-    try:
-        yield
-    finally:
-        SCOPE.reset(token)
 
 
 _COUNTS: weakref.WeakKeyDictionary[Session, dict[str, int]] = weakref.WeakKeyDictionary()

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
 from loom.app import to_json_value
+from loom.context import off_scope
 from loom.errors import EventNotFoundError, InputError
 from loom.fold import _HEAD, _STEP, ExecutionState  # pyright: ignore[reportPrivateUsage]
 from loom.ids import check_execution_id
-from loom.messages import off_scope
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime

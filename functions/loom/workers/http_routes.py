@@ -439,3 +439,10 @@ def route_action(route: Route) -> str:
 from loom.workers.retry_route import retry as _retry  # noqa: E402  (it imports this module)
 
 ROUTES.append(("POST", ("executions", "*", "retry"), _retry))
+
+from loom.workers.http_messages import get_event as _get_event  # noqa: E402
+from loom.workers.http_messages import send_message as _send_message  # noqa: E402
+
+ROUTES.append(("POST", ("executions", "*", "messages"), _send_message))
+ROUTES.append(("GET", ("executions", "*", "events", "*"), _get_event))
+_ACTIONS.update(send_message="resume", get_event="read")

@@ -20,7 +20,7 @@ import uuid as _uuid
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loom.errors import ConfigurationError
 
@@ -194,6 +194,13 @@ class FlowContext:
         from loom import published
 
         await published.set_event(self._session, next_step_id(), key, value)
+
+    async def continue_as_new(self, input: Any = None) -> NoReturn:
+        """End this run and start the next run of this execution with ``input`` and a fresh
+        history; never returns (see :mod:`loom.continuation`)."""
+        from loom import continuation
+
+        await continuation.continue_as_new(self._session, input)
 
     def now(self) -> datetime:
         """The current time, recorded on first run and the same on every replay."""

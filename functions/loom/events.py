@@ -235,6 +235,20 @@ class EventPublished(_Event):
     value: Any = None
 
 
+class ExecutionContinued(_Event):
+    """The run ended by ``ctx.continue_as_new``: run ``run`` of the same execution starts
+    here with ``input`` and a fresh history (see :mod:`loom.continuation`).
+
+    ``consumed`` is how many ``ctx.recv`` calls the ended run made per topic: messages past
+    them were not taken and are carried into the new run, in order.
+    """
+
+    type: Literal["ExecutionContinued"] = "ExecutionContinued"
+    run: int
+    input: Any = None
+    consumed: dict[str, int] = Field(default_factory=dict[str, int])
+
+
 class ExecutionCompleted(_Event):
     """Terminal: the flow returned ``output``."""
 
@@ -275,6 +289,7 @@ Event = Annotated[
     | MessageReceived
     | MessageSent
     | EventPublished
+    | ExecutionContinued
     | ExecutionCompleted
     | ExecutionFailed
     | ExecutionCancelled,

@@ -94,6 +94,8 @@ class ExecutionState:
     mailbox: dict[str, int] = field(default_factory=dict[str, int])  # loom.messages
     message_ids: dict[str, str] = field(default_factory=dict[str, str])  # loom.messages
     published: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    run: int = 1  # loom.continuation: which run of the execution this state is
+    run_started_seq: int = 1
     claim: dict[str, Any] | None = None
     in_doubt: list[str] = field(default_factory=list[str])
     parked_reason: str | None = None
@@ -415,6 +417,7 @@ def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> Exe
 
 # Primitives in modules of their own register their handlers into ``_HEAD``/``_STEP``; they
 # are imported here so no fold ever runs without them.
+from loom import continuation as _continuation  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import messages as _messages  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import published as _published  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

@@ -73,6 +73,8 @@ async def set_event(session: Session, step_id: str, key: str, value: Any) -> Non
             stored, _ = await session._unless_store_fails(  # pyright: ignore[reportPrivateUsage]
                 session.rt.payloads.encode(to_json_value(value), f"{session.execution_id}/event")
             )
+            if session.signal is not None:  # the run ended meanwhile (continue_as_new)
+                raise session.signal
             await session.append([ev.EventPublished(step_id=step_id, key=key, value=stored)])
         rec = session.state.steps[step_id]
     elif rec.get("effect") != PUBLISH:

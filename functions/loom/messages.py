@@ -32,6 +32,7 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING, Any, Final
 
+from loom import crash
 from loom import events as ev
 from loom.app import to_json_value
 from loom.context import AbortSignal, off_scope
@@ -272,11 +273,14 @@ async def send(session: Session, step_id: str, to: str, topic: str, payload: Any
     if rec is None:
         session._check_unused(step_id, f"send(to={to!r}, topic={topic!r})")  # pyright: ignore[reportPrivateUsage]
         with off_scope():
+            crash.point("before_send", step_id)
             error = await _deliver_live(session, step_id, to, topic, payload)
+            crash.point("after_send", step_id)  # delivered, not yet recorded: replay resends
             sent = ev.MessageSent(
                 step_id=step_id, to=to, topic=topic, message_id=_id(session, step_id), error=error
             )
             await session.append([sent])
+            crash.point("after_sent", step_id)
         rec = session.state.steps[step_id]
     elif rec.get("effect") != SEND:
         session._park(

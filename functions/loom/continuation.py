@@ -145,7 +145,8 @@ async def continue_as_new(session: Session, value: Any) -> NoReturn:
         await session.append([event])
         # From here on this call appends nothing: the log belongs to the next run.
         session.signal = _ContinueSignal()
-        await _start_next_run(session, event.seq)
+        if not msgs.dry(session):
+            await _start_next_run(session, event.seq)
     raise session.signal
 
 

@@ -272,6 +272,8 @@ async def send(session: Session, step_id: str, to: str, topic: str, payload: Any
     rec = session.state.steps.get(step_id)
     if rec is None:
         session._check_unused(step_id, f"send(to={to!r}, topic={topic!r})")  # pyright: ignore[reportPrivateUsage]
+        if dry(session):  # a replay check must not deliver anything
+            session._park(step_id, f"replay reached send() at step {step_id}, not in the history")  # pyright: ignore[reportPrivateUsage]
         with off_scope():
             crash.point("before_send", step_id)
             error = await _deliver_live(session, step_id, to, topic, payload)
@@ -291,6 +293,14 @@ async def send(session: Session, step_id: str, to: str, topic: str, payload: Any
         info = rec.get("error") or {}
         kind = _RECORDED.get(info.get("code", ""), LoomError)
         raise kind(info.get("message", "message not delivered"), details={"step_id": step_id})
+
+
+def dry(session: Session) -> bool:
+    """Whether ``session`` is a replay that writes nothing (the test toolkit, the replay
+    check): what it would do live must not reach other executions."""
+    from loom.journal import DryJournal
+
+    return isinstance(session.journal, DryJournal)
 
 
 def _id(session: Session, step_id: str) -> str:

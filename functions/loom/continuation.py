@@ -33,6 +33,7 @@ step's outcome must never land in the next run's history.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from loom import events as ev
@@ -45,7 +46,7 @@ from loom.fold import _HEAD, ExecutionState, ResumeRecord, resume_key  # pyright
 if TYPE_CHECKING:
     from loom.session import Session
 
-__all__ = ["continue_as_new", "run_id"]
+__all__ = ["continue_as_new", "run_chain", "run_id"]
 
 log = logging.getLogger("loom")
 
@@ -57,6 +58,20 @@ class _ContinueSignal(SuspendSignal):
 def run_id(execution_id: str, run: int) -> str:
     """The id of run ``run`` of an execution (the first run is run 1)."""
     return f"{execution_id}#run{run}"
+
+
+def run_chain(execution_id: str, events: Sequence[ev.Event]) -> list[dict[str, Any]]:
+    """The runs in ``events`` (a whole log, in order): each run's id and its first and last
+    seq, oldest first."""
+    if not events:
+        return []
+    runs: list[dict[str, Any]] = [{"run": 1, "first_seq": events[0].seq}]
+    for event in events:
+        if isinstance(event, ev.ExecutionContinued):
+            runs[-1]["last_seq"] = event.seq - 1
+            runs.append({"run": event.run, "first_seq": event.seq})
+    runs[-1]["last_seq"] = events[-1].seq
+    return [{"run_id": run_id(execution_id, r["run"]), **r} for r in runs]
 
 
 # -- the fold -------------------------------------------------------------------------------

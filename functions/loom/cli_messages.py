@@ -6,14 +6,11 @@ from typing import Any
 
 import click
 
-from loom.cli import (  # pyright: ignore[reportPrivateUsage]
-    Embedded,
-    Settings,
-    _json_arg,
-    _print_result,
-    _settle,
-    _with,
-)
+from loom.cli import Embedded, Settings
+from loom.cli import _json_arg as json_arg  # pyright: ignore[reportPrivateUsage]
+from loom.cli import _print_result as print_result  # pyright: ignore[reportPrivateUsage]
+from loom.cli import _settle as settle  # pyright: ignore[reportPrivateUsage]
+from loom.cli import _with as with_env  # pyright: ignore[reportPrivateUsage]
 from loom.cli_authority import local_principal
 from loom.cli_types import EXECUTION_ID
 
@@ -34,15 +31,15 @@ def send(
     wait: float,
 ) -> None:
     """Send PAYLOAD (JSON) to EXECUTION_ID's mailbox on TOPIC, and run it until it blocks."""
-    value = _json_arg(payload, "PAYLOAD")
+    value = json_arg(payload, "PAYLOAD")
 
     async def body(env: Embedded) -> Any:
         await env.runtime.send(
             execution_id, topic, value, message_id=message_id, by=local_principal()
         )
-        return await _settle(env, execution_id, wait)
+        return await settle(env, execution_id, wait)
 
-    _print_result(_with(settings, body))
+    print_result(with_env(settings, body))
 
 
 @click.command(name="get-event")
@@ -57,4 +54,4 @@ def get_event(settings: Settings, execution_id: str, key: str, timeout: float) -
     async def body(env: Embedded) -> Any:
         return await env.runtime.get_event(execution_id, key, timeout)
 
-    click.echo(json.dumps(_with(settings, body, need_app=False), ensure_ascii=False))
+    click.echo(json.dumps(with_env(settings, body, need_app=False), ensure_ascii=False))

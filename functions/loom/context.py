@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import contextvars
 import uuid as _uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -113,7 +113,7 @@ def root_scope(session: Session) -> contextvars.Context:
 
 
 @contextlib.contextmanager
-def off_scope() -> Iterator[None]:
+def off_scope() -> Generator[None]:
     """Run store and dispatch calls made for a step outside the flow's step scope: a task
     they create (a store client's, a receiver run inline) must not take a step id."""
     token = SCOPE.set(None)

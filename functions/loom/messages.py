@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import uuid
 import weakref
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from loom import crash
 from loom import events as ev
@@ -50,14 +50,9 @@ from loom.errors import (
     StoreError,
     UnknownExecutionError,
 )
-from loom.fold import (  # pyright: ignore[reportPrivateUsage]
-    _HEAD,
-    _STEP,
-    ExecutionState,
-    GateRecord,
-    evolve,
-    resume_key,
-)
+from loom.fold import _HEAD as HEAD  # pyright: ignore[reportPrivateUsage]
+from loom.fold import _STEP as STEP  # pyright: ignore[reportPrivateUsage]
+from loom.fold import ExecutionState, GateRecord, evolve, resume_key
 from loom.ids import check_execution_id
 from loom.store.base import AppendRequest, StatusChange
 
@@ -155,8 +150,8 @@ def _sent(s: ExecutionState, e: ev.MessageSent) -> None:
     s.steps[e.step_id] = rec  # type: ignore[assignment]
 
 
-_HEAD["MessageReceived"] = _received
-_STEP["MessageSent"] = _sent
+HEAD["MessageReceived"] = _received
+STEP["MessageSent"] = _sent
 
 
 # -- delivery (the receiver's side) ---------------------------------------------------------
@@ -273,7 +268,7 @@ async def send(session: Session, step_id: str, to: str, topic: str, payload: Any
     if rec is None:
         session._check_unused(step_id, f"send(to={to!r}, topic={topic!r})")  # pyright: ignore[reportPrivateUsage]
         if dry(session):  # a replay check must not deliver anything
-            session._park(step_id, f"replay reached send() at step {step_id}, not in the history")  # pyright: ignore[reportPrivateUsage]
+            _diverged(session, step_id, "replay reached send(), not in the history")
         with off_scope():
             crash.point("before_send", step_id)
             error = await _deliver_live(session, step_id, to, topic, payload)
@@ -285,14 +280,16 @@ async def send(session: Session, step_id: str, to: str, topic: str, payload: Any
             crash.point("after_sent", step_id)
         rec = session.state.steps[step_id]
     elif rec.get("effect") != SEND:
-        session._park(
-            step_id, f"step {step_id}: log has effect {rec.get('effect')!r}, flow called send()"
-        )  # pyright: ignore[reportPrivateUsage]
+        _diverged(session, step_id, f"log has effect {rec.get('effect')!r}, flow called send()")
     await session._turn(rec.get("seq", 0))  # pyright: ignore[reportPrivateUsage]
     if rec.get("status") == "failed":
         info = rec.get("error") or {}
         kind = _RECORDED.get(info.get("code", ""), LoomError)
         raise kind(info.get("message", "message not delivered"), details={"step_id": step_id})
+
+
+def _diverged(session: Session, step_id: str, what: str) -> NoReturn:
+    session._park(step_id, f"step {step_id}: {what}")  # pyright: ignore[reportPrivateUsage]
 
 
 def dry(session: Session) -> bool:

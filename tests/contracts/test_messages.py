@@ -6,6 +6,7 @@ blocks: what a message does to its receiver is visible when the call returns.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -21,6 +22,7 @@ from loom.errors import (
 from loom.fold import fold
 from loom.runtime import Runtime
 from loom.store.base import EventStore
+from loom.wire import ExecutionPackage
 
 
 class Clock:
@@ -172,3 +174,44 @@ async def test_messages_and_gates_do_not_mix(rt: Runtime) -> None:
     assert waiting.status == "suspended"
     done = await rt.resume("g", "approval", "k", "yes")
     assert done.output == "yes"
+
+
+def make_more_app() -> Loom:
+    app = make_app()
+
+    @app.flow("self_mail")
+    async def self_mail(ctx: FlowContext, _: None) -> Any:
+        await ctx.send(ctx.execution_id, "note", "to myself")
+        return await ctx.recv("note")
+
+    @app.flow("two_readers")
+    async def two_readers(ctx: FlowContext, _: None) -> list[Any]:
+        return list(await asyncio.gather(ctx.recv("cmd"), ctx.recv("cmd")))
+
+    return app
+
+
+async def test_a_recv_times_out_when_its_timer_fires(store: EventStore, clock: Clock) -> None:
+    rt = Runtime(make_app(), store, clock=clock)
+    waiting = await rt.start("patient", execution_id="tp")
+    assert waiting.wake_at is not None
+    clock.now = waiting.wake_at + 1
+    fired = await rt.execute(ExecutionPackage(execution_id="tp", reason="timer"))
+    assert fired.status == "suspended"  # the first recv timed out, the second waits
+    done = await rt.send("tp", "cmd", "x")
+    assert (done.status, done.output) == ("completed", ["timeout", "x"])
+
+
+async def test_a_flow_can_message_itself(store: EventStore, clock: Clock) -> None:
+    rt = Runtime(make_more_app(), store, clock=clock)
+    done = await rt.start("self_mail", execution_id="me")
+    assert (done.status, done.output) == ("completed", "to myself")
+
+
+async def test_concurrent_recvs_take_one_message_each(store: EventStore, clock: Clock) -> None:
+    rt = Runtime(make_more_app(), store, clock=clock)
+    await rt.start("two_readers", execution_id="tr")
+    await rt.send("tr", "cmd", "a")
+    done = await rt.send("tr", "cmd", "b")
+    assert done.status == "completed"
+    assert sorted(done.output) == ["a", "b"]

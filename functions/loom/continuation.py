@@ -36,6 +36,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from loom import crash
 from loom import events as ev
 from loom import messages as msgs  # its names are read at call time (import cycle)
 from loom.app import to_json_value
@@ -158,6 +159,7 @@ async def continue_as_new(session: Session, value: Any) -> NoReturn:
             consumed=dict(msgs._COUNTS.get(session, {})),  # pyright: ignore[reportPrivateUsage]
         )
         await session.append([event])
+        crash.point("after_continue")  # the next run is in the log, not yet dispatched
         # From here on this call appends nothing: the log belongs to the next run.
         session.signal = _ContinueSignal()
         if not msgs.dry(session):

@@ -35,3 +35,14 @@ async def sender(ctx: FlowContext, to: str) -> str:
     for n in (1, 2, 3):
         await ctx.send(to, "cmd", n)
     return "sent"
+
+
+@app.flow("msg.counter")
+async def counter(ctx: FlowContext, total: int) -> int:
+    """Adds two messages on ``add`` per run; ``stop`` ends it."""
+    for _ in range(2):
+        got = await ctx.recv("add")
+        if got == "stop":
+            return total
+        total += int(await ctx.execute(note, got))
+    await ctx.continue_as_new(total)

@@ -19,6 +19,7 @@ import pytest
 from loom.config import open_store
 from loom.crash import MESSAGE_POINTS
 from loom.events import Event
+from loom.messages import deliver
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
 from tests.delivery import message_app
@@ -104,3 +105,27 @@ async def test_a_receiver_killed_after_taking_a_message_takes_it_again_not_the_n
     assert (result.status, result.output) == ("completed", [1, 2, 3])
     assert _received(await runtime.history(to)) == ["m1", "m2", "m3"]
     assert _notes(side) == [f"{to}:2 1", f"{to}:4 2", f"{to}:4 2", f"{to}:6 3"]
+
+
+async def test_a_worker_killed_right_after_continuing_leaves_one_next_run(
+    db: str, tmp_path: Path
+) -> None:
+    side, eid = tmp_path / "side.txt", "counter-killed"
+    os.environ["LOOM_TEST_SIDE_FILE"] = str(side)
+    runtime = Runtime(message_app.app, open_store(db))
+    await runtime.start("msg.counter", 0, execution_id=eid, run=False)
+    for n in (1, 2, 3):  # delivered without running it: the child process will
+        await deliver(runtime, eid, "add", n, message_id=f"a{n}")
+    assert _loom(db, side, "after_continue", "execute", eid) == -signal.SIGKILL
+    state = await runtime.load_state(eid)
+    assert (state.run, state.status, state.input) == (2, "running", 3)
+    again = await runtime.execute(ExecutionPackage(execution_id=eid))  # the redelivery
+    assert again.status == "suspended"  # run 2 took the carried message 3, waits for more
+    await runtime.execute(ExecutionPackage(execution_id=eid))  # a duplicate: nothing to do
+    await runtime.send(eid, "add", "stop")
+    result = await runtime.result(eid)
+    assert (result.status, result.output) == ("completed", 6)
+    events = await runtime.history(eid)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert [e.run for e in events if e.type == "ExecutionContinued"] == [2]
+    assert sorted(n.split()[1] for n in _notes(side)) == ["1", "2", "3"]

@@ -133,6 +133,12 @@ class ExecutionState:
         for event in deferred:
             _STEP[event.type](self, event)
 
+    def step_key(self, step_id: str) -> str:
+        """A step's key, unique across runs (an effect's idempotency key, a message's id):
+        ``"{execution_id}:{step_id}"``, with ``#run{n}`` after the id from run 2 on."""
+        owner = self.execution_id if self.run == 1 else f"{self.execution_id}#run{self.run}"
+        return f"{owner}:{step_id}"
+
     @property
     def finished(self) -> bool:
         """Whether the execution reached a terminal status."""

@@ -301,7 +301,7 @@ def dry(session: Session) -> bool:
 
 
 def _id(session: Session, step_id: str) -> str:
-    return f"{session.execution_id}:{step_id}"
+    return session.state.step_key(step_id)
 
 
 async def _deliver_live(

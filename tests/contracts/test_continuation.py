@@ -56,6 +56,23 @@ def make_app() -> Loom:
         await asyncio.sleep(0.05)
         return "done"
 
+    @app.flow("ticker")
+    async def ticker(ctx: FlowContext, args: dict[str, Any]) -> list[str]:
+        """Sends and keys one step per run, at the same step id every run."""
+        keys = [*args["keys"], await ctx.execute("key_of", None)]
+        await ctx.send(args["to"], "tick", len(keys))
+        if len(keys) < 3:
+            await ctx.continue_as_new({**args, "keys": keys})
+        return keys
+
+    @app.effect("key_of")
+    async def key_of(ctx: Any, _: None) -> str:
+        return ctx.idempotency_key
+
+    @app.flow("ticks")
+    async def ticks(ctx: FlowContext, _: None) -> list[Any]:
+        return [await ctx.recv("tick") for _ in range(3)]
+
     return app
 
 
@@ -120,3 +137,13 @@ async def test_a_bad_next_input_or_a_step_in_flight_fails_the_run_clearly(rt: Ru
     assert failed.status == "failed" and failed.error is not None
     assert "in flight" in failed.error["message"]
     assert (await rt.load_state("f")).run == 1
+
+
+async def test_step_keys_differ_from_run_to_run(rt: Runtime) -> None:
+    """Step ids restart every run; idempotency keys and message ids must not."""
+    await rt.start("ticks", None, execution_id="rx")
+    await rt.start("ticker", {"to": "rx", "keys": []}, execution_id="tk")
+    assert (await rt.result("tk")).output == ["tk:1", "tk#run2:1", "tk#run3:1"]
+    received = [e.message_id for e in await rt.history("rx") if e.type == "MessageReceived"]
+    assert received == ["tk:2", "tk#run2:2", "tk#run3:2"]
+    assert (await rt.result("rx")).output == [1, 2, 3]

@@ -17,7 +17,7 @@ How it maps onto the log:
   the deadline is due, or the fold when a message arrives after the recorded deadline), and
   the message goes to the next slot: nothing is lost to a timed-out receiver.
 * ``message_id`` deduplicates. ``ctx.send`` at step ``s`` of execution ``e`` sends with id
-  ``"e:s"`` and records :class:`~loom.events.MessageSent` in the sender's log after the
+  ``"e:s"`` (its step key: ``"e#run2:s"`` in a second run) and records :class:`~loom.events.MessageSent` in the sender's log after the
   delivery: a crash in between replays the send, and the receiver drops the second copy.
   Callers from outside may pass their own id for the same guarantee.
 

@@ -40,7 +40,7 @@ from loom import crash
 from loom import events as ev
 from loom import messages as msgs  # its names are read at call time (import cycle)
 from loom.app import to_json_value
-from loom.context import AbortSignal, SuspendSignal, off_scope
+from loom.context import AbortSignal, SupersededSignal, SuspendSignal, off_scope
 from loom.errors import LoomError, StoreError
 from loom.fold import _HEAD, ExecutionState, ResumeRecord, resume_key  # pyright: ignore[reportPrivateUsage]
 
@@ -139,6 +139,26 @@ async def continue_as_new(session: Session, value: Any) -> NoReturn:
         InvalidPayloadError: ``value`` does not fit the flow's input model.
         LoomError: A step is still in flight in another task (``continue_in_flight``).
     """
+    _check_alone(session)
+    parsed = to_json_value(session.flow.typed.parse_input(value))
+    with off_scope():
+        stored, _ = await session._unless_store_fails(  # pyright: ignore[reportPrivateUsage]
+            session.rt.payloads.encode(parsed, f"{session.execution_id}/input")
+        )
+    _check_alone(session)  # nothing may have started while the input was stored
+    # From here on no other step starts (each ctx call raises this signal), and after the
+    # append this call appends nothing more: the log belongs to the next run.
+    session.signal = _ContinueSignal()
+    session._inflight += 1  # pyright: ignore[reportPrivateUsage]  # no suspension meanwhile
+    try:
+        with off_scope():
+            await _append_continued(session, stored)
+    finally:
+        session._inflight -= 1  # pyright: ignore[reportPrivateUsage]
+    raise session.signal
+
+
+def _check_alone(session: Session) -> None:
     if session.signal is not None:
         raise session.signal
     in_flight = session._inflight  # pyright: ignore[reportPrivateUsage]
@@ -147,24 +167,19 @@ async def continue_as_new(session: Session, value: Any) -> NoReturn:
             f"continue_as_new with {in_flight} step(s) still in flight; await them first",
             code="continue_in_flight",
         )
-    parsed = to_json_value(session.flow.typed.parse_input(value))
-    state = session.state
-    with off_scope():
-        stored, _ = await session._unless_store_fails(  # pyright: ignore[reportPrivateUsage]
-            session.rt.payloads.encode(parsed, f"{session.execution_id}/input")
-        )
-        event = ev.ExecutionContinued(
-            run=state.run + 1,
-            input=stored,
-            consumed=dict(msgs._COUNTS.get(session, {})),  # pyright: ignore[reportPrivateUsage]
-        )
+
+
+async def _append_continued(session: Session, stored: Any) -> None:
+    consumed = dict(msgs._COUNTS.get(session, {}))  # pyright: ignore[reportPrivateUsage]
+    event = ev.ExecutionContinued(run=session.state.run + 1, input=stored, consumed=consumed)
+    try:
         await session.append([event])
-        crash.point("after_continue")  # the next run is in the log, not yet dispatched
-        # From here on this call appends nothing: the log belongs to the next run.
-        session.signal = _ContinueSignal()
-        if not msgs.dry(session):
-            await _start_next_run(session, event.seq)
-    raise session.signal
+    except (AbortSignal, SupersededSignal) as signal:  # the store failed, or we were overtaken
+        session.signal = signal
+        raise
+    crash.point("after_continue")  # the next run is in the log, not yet dispatched
+    if not msgs.dry(session):
+        await _start_next_run(session, event.seq)
 
 
 async def _start_next_run(session: Session, seq: int) -> None:
@@ -174,10 +189,7 @@ async def _start_next_run(session: Session, seq: int) -> None:
         await rt.save_snapshot(session.state)
     except StoreError:  # only a shortcut: the next load folds through the ended run instead
         log.warning("snapshot after continue_as_new of %s failed", eid, exc_info=True)
-    session._inflight += 1  # pyright: ignore[reportPrivateUsage]  # no suspension meanwhile
     try:
         await rt._dispatch(eid, session.flow.name, "manual", f"{eid}:{seq}:continued")  # pyright: ignore[reportPrivateUsage]
     except (StoreError, LoomError) as exc:  # the call fails; its redelivery runs the next run
         session.signal = AbortSignal(exc)
-    finally:
-        session._inflight -= 1  # pyright: ignore[reportPrivateUsage]

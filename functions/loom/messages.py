@@ -28,6 +28,7 @@ step and raised on every replay).
 
 from __future__ import annotations
 
+import logging
 import uuid
 import weakref
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
     from loom.wire import ExecutionResult
 
 __all__ = ["RECV", "SEND", "deliver", "recv", "send", "send_from_outside"]
+
+log = logging.getLogger("loom")
 
 RECV: Final = "loom.recv"
 """What a ``ctx.recv`` gate waits on; its correlation key is ``"{topic}#{n}"``."""
@@ -195,7 +198,7 @@ async def deliver(
             topic=topic, message_id=message_id, payload=stored, sender=sender, by=by
         )
         ev.number([event], state.last_seq, rt.clock())
-        woke = _place(state, topic, event.at)[2]
+        woke = _place(state, topic, event.at)[2] and state.parked_reason is None
         change = StatusChange("running") if woke and state.status == "suspended" else None
         try:
             await rt.store.append(AppendRequest(eid, state.last_seq, [event], change))
@@ -212,6 +215,17 @@ async def _wake(rt: Runtime, state: ExecutionState) -> ExecutionResult | None:
         return None
     dispatch_id = f"{state.execution_id}:{state.last_seq}"
     return await rt._dispatch(state.execution_id, state.flow, "resume", dispatch_id)  # pyright: ignore[reportPrivateUsage]
+
+
+async def _wake_quietly(rt: Runtime, state: ExecutionState) -> None:
+    """Wake the receiver of a flow's message; what its run raises is not the sender's
+    failure (the message is delivered, and a sweep or the next message runs it again)."""
+    try:
+        await _wake(rt, state)
+    except StoreError:
+        raise
+    except LoomError as exc:
+        log.warning("waking %s after a message failed: %s", state.execution_id, exc)
 
 
 async def send_from_outside(
@@ -320,7 +334,7 @@ async def _deliver_live(
             sender=session.execution_id,
         )
         if delivered and state.execution_id != session.execution_id:
-            await _wake(session.rt, state)
+            await _wake_quietly(session.rt, state)
     except tuple(_RECORDED.values()) as exc:
         return ev.ErrorInfo(code=exc.code, type=type(exc).__name__, message=exc.message)
     except (StoreError, ConfigurationError, ExecutionSupersededError) as exc:

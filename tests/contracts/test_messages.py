@@ -215,3 +215,22 @@ async def test_concurrent_recvs_take_one_message_each(store: EventStore, clock: 
     done = await rt.send("tr", "cmd", "b")
     assert done.status == "completed"
     assert sorted(done.output) == ["a", "b"]
+
+
+async def test_a_receiver_this_worker_cannot_run_does_not_fail_the_sender(
+    store: EventStore, clock: Clock
+) -> None:
+    """Another service's execution on the same store: the message is delivered, and the
+    sender's worker, which lacks the receiver's flow, does not fail the sender for it."""
+    other = Loom("other")
+
+    @other.flow("elsewhere")
+    async def elsewhere(ctx: FlowContext, _: None) -> Any:
+        return await ctx.recv("cmd")
+
+    await Runtime(other, store, clock=clock).start("elsewhere", execution_id="far")
+    rt = Runtime(make_app(), store, clock=clock)
+    sent = await rt.start("pinger", {"to": "far", "payloads": ["x"]}, execution_id="near")
+    assert (sent.status, sent.output) == ("completed", "sent")
+    done = await Runtime(other, store, clock=clock).execute(ExecutionPackage(execution_id="far"))
+    assert (done.status, done.output) == ("completed", "x")

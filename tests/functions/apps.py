@@ -128,3 +128,11 @@ async def mailbox(ctx: FlowContext, n: int) -> list[Any]:
         got.append(await ctx.recv("cmd"))
         await ctx.set_event("count", len(got))
     return got
+
+
+@app.flow("twice")
+async def twice(ctx: FlowContext, n: int) -> int:
+    """Continues as new once, then returns the run's input."""
+    if n == 0:
+        await ctx.continue_as_new(1)
+    return n

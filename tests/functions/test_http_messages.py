@@ -83,3 +83,13 @@ async def test_a_reader_long_polls_a_real_worker_until_a_message_moves_the_flow(
         assert json.loads(sent.content)["output"] == ["hi"]
         got = await asyncio.wait_for(reader, 20)
         assert (got.status_code, got.json()["value"]) == (200, 1)
+
+
+def test_the_run_chain_is_in_the_execution_view(client: FlaskClient) -> None:
+    reply = client.post("/executions", json={"flow": "twice", "input": 0, "execution_id": "tw"})
+    assert reply.status_code == 200, reply.data
+    view = json.loads(client.get("/executions/tw").data)
+    assert (view["execution"]["status"], view["execution"]["output"]) == ("completed", 1)
+    assert [r["run_id"] for r in view["runs"]] == ["tw#run1", "tw#run2"]
+    assert view["runs"][1]["first_seq"] == view["runs"][0]["last_seq"] + 1
+    assert view["execution"]["state"]["run"] == 2

@@ -31,6 +31,7 @@ from flask import Flask, Request, Response, request
 from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
+from loom import console
 from loom.config import load_app, open_blob_store, open_store, refuse_inprocess_on_cloud_run
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import (
@@ -188,6 +189,10 @@ class WorkerHandler:
         """Answer one request (see the module docstring)."""
         started = time.perf_counter()
         with log_context(**trace_fields(req.headers)):
+            if console.is_console_path(req.path):  # HTML pages, behind the same checks
+                page = console.serve(self.services, req)
+                _access_log(req, page.status_code, time.perf_counter() - started)
+                return page
             try:
                 status, body = self._route(req)
                 headers: dict[str, str] = {}

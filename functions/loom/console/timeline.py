@@ -11,12 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loom.console.fmt import fmt_duration, fmt_time
 from loom.events import Event
 from loom.payloads import ESCAPE_KEY, REF_KEY
 
 PAYLOAD_FIELDS = ("input", "output", "payload", "value", "error")
 """Event fields shown as expandable values (and fetched on demand when a blob holds them)."""
 _HIDDEN = frozenset({"type", "seq", "at", "schema_version", *PAYLOAD_FIELDS})
+_TIMES = frozenset({"until", "wake_at", "not_before", "started_at"})  # epoch seconds
 _BAR_SCALE = 1000  # bars are drawn in an SVG 1000 units wide
 _OUTCOMES = {
     "EffectCompleted": "completed",
@@ -93,13 +95,20 @@ def _value(name: str, raw: Any) -> Value:
     return Value(name, pretty(raw))
 
 
+def _shown(key: str, value: Any) -> Any:
+    if key in _TIMES and isinstance(value, int | float):
+        return fmt_time(float(value))
+    if key == "duration_s" and isinstance(value, int | float):
+        return fmt_duration(float(value))
+    return value if isinstance(value, str | int | float | bool) else pretty(value)
+
+
 def _summary(data: dict[str, Any]) -> str:
     parts: list[str] = []
     for key, value in data.items():
         if key in _HIDDEN or key == "step_id" or value in (None, "", [], {}):
             continue
-        shown = value if isinstance(value, str | int | float | bool) else pretty(value)
-        parts.append(f"{key}={shown}")
+        parts.append(f"{key}={_shown(key, value)}")
     return " ".join(parts)
 
 

@@ -129,6 +129,44 @@ def measure(path: Path, repeat: int) -> list[tuple[str, float, float, int]]:
     return results
 
 
+STORE_CALLS: list[tuple[str, str, dict[str, Any]]] = [
+    ("count_by_status()", "count", {}),
+    ("count_by_status(flow='refund')", "count", {"flow": "refund"}),
+    ("browse(limit=50)", "browse", {}),
+    ("browse(status='in_doubt')", "browse", {"status": "in_doubt"}),
+    ("browse(flow='refund')", "browse", {"flow": "refund"}),
+    (
+        "browse(flow, status, created_from)",
+        "browse",
+        {"flow": "signup", "status": "failed", "created_from": 0.0},
+    ),
+    ("browse(id_prefix='report-00999')", "browse", {"id_prefix": "report-00999"}),
+]
+
+
+def measure_store(path: Path, repeat: int) -> list[tuple[str, float]]:
+    """``(call, median ms)`` of the store calls the pages make, without HTTP or rendering."""
+    from loom.store.browse import BrowseQuery
+
+    async def run() -> list[tuple[str, float]]:
+        store = SqliteEventStore(path)
+        results: list[tuple[str, float]] = []
+        for name, kind, kwargs in STORE_CALLS:
+            times: list[float] = []
+            for _ in range(repeat):
+                started = time.perf_counter()
+                if kind == "count":
+                    await store.count_by_status(**kwargs)
+                else:
+                    await store.browse(BrowseQuery(**kwargs))
+                times.append((time.perf_counter() - started) * 1000)
+            results.append((name, statistics.median(times)))
+        await store.aclose()
+        return results
+
+    return asyncio.run(run())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--executions", type=int, default=100_000)
@@ -144,6 +182,9 @@ def main() -> None:
     print("| page | median | p95 | rows shown |\n|---|---:|---:|---:|")
     for name, median, p95, rows in measure(path, args.repeat):
         print(f"| {name} | {median:.1f} ms | {p95:.1f} ms | {rows} |")
+    print("\n| store call | median |\n|---|---:|")
+    for name, median in measure_store(path, args.repeat):
+        print(f"| `{name}` | {median:.2f} ms |")
 
 
 if __name__ == "__main__":

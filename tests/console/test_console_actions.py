@@ -88,6 +88,8 @@ def test_refused_verdicts_append_nothing(console: FlaskClient, shop: Runtime) ->
     assert post(console, url, {**good, "csrf": "x" * 43}).status_code == 403
     foreign = {"Origin": "https://evil.example"}
     assert post(console, url, good, headers=foreign).status_code == 403
+    same_site = {"Origin": "https://evil.example", "Sec-Fetch-Site": "same-site"}
+    assert post(console, url, good, headers=same_site).status_code == 403
     assert post(console, url, good, headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
     stale = verdict_form(token, episode + 1, verdict="not_performed")
     answer = post(console, url, stale)

@@ -54,7 +54,9 @@ def test_every_filter_combination_reads_through_an_index(
     browse_rows(Spy(), _SUMMARY_COLUMNS, query)  # type: ignore[arg-type]
     [(sql, args)] = captured
     plan = plan_of(store, sql, args)
-    assert plan and all("USING" in step for step in plan if step.startswith(("SCAN", "SEARCH"))), plan
+    assert plan and all("USING" in step for step in plan if step.startswith(("SCAN", "SEARCH"))), (
+        plan
+    )
     assert "USE TEMP B-TREE FOR ORDER BY" not in plan or query.id_prefix, plan
     asyncio.run(store.aclose())
 

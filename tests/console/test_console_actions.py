@@ -57,7 +57,7 @@ def test_a_verdict_through_the_form_moves_the_execution_on(
     form = verdict_form(csrf(console), episode, verdict="performed", output=output, by="ana")
     answer = post(console, "/console/executions/order-1/verdict", form)
     assert answer.status_code == 303
-    assert answer.headers["Location"].startswith("/console/executions/order-1?notice=")
+    assert answer.headers["Location"] == "/console/executions/order-1"
     state = api_state(console, "order-1")
     assert state["execution"]["status"] == "suspended"  # charged, reserved, awaiting approval
     [given] = [e for e in state["history"] if e["type"] == "EffectVerdict"]
@@ -68,6 +68,12 @@ def test_a_verdict_through_the_form_moves_the_execution_on(
     )
     shown = console.get(answer.headers["Location"]).get_data(as_text=True)
     assert "verdict performed recorded on step 1" in text_of(shown, "p", id="notice")
+    reload = console.get(answer.headers["Location"]).get_data(as_text=True)
+    assert not select(reload, "p", id="notice")  # said once
+    forged = console.get("/console/executions/order-1?notice=pay+evil.example").get_data(
+        as_text=True
+    )
+    assert not select(forged, "p", id="notice")
     again = post(console, "/console/executions/order-1/verdict", form)
     assert again.status_code == 400  # the step is no longer in doubt: nothing to settle
     assert "not in doubt" in again.get_data(as_text=True)

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from flask import Request, Response
 
@@ -34,6 +34,7 @@ from loom.workers.http_routes import HttpError, Services, path_segments
 
 log = logging.getLogger("loom.console")
 
+NOTICE_COOKIE = "loom_console_notice"
 _STATIC = {"console.css": "text/css", "console.js": "text/javascript"}
 _SESSION_SECONDS = 8 * 3600
 
@@ -90,8 +91,11 @@ def _execution(s: Services, req: Request, token: str, method: str, rest: list[st
     if len(rest) == 1 and method == "GET":
         who = reader(s, req, "read", execution_id)
         context = pages.execution_page(s, req, execution_id)
-        context["notice"] = req.args.get("notice", "")
-        return page("execution.html", _ctx(req, token, who, context))
+        context["notice"] = unquote(req.cookies.get(NOTICE_COOKIE, ""))[:512]
+        response = page("execution.html", _ctx(req, token, who, context))
+        if NOTICE_COOKIE in req.cookies:
+            response.delete_cookie(NOTICE_COOKIE, path=COOKIE_PATH)
+        return response
     if rest[1:] == ["payload"] and method == "GET":
         reader(s, req, "read", execution_id)
         args = req.args
@@ -101,7 +105,14 @@ def _execution(s: Services, req: Request, token: str, method: str, rest: list[st
     if len(rest) == 2 and rest[1] in actions.ACTIONS and method == "POST":
         who = reader(s, req, rest[1], execution_id)
         notice = actions.perform(s, req, execution_id, rest[1], who)
-        return _redirect(execution_url(execution_id, notice=notice))
+        response = _redirect(execution_url(execution_id))
+        # A flash in a cookie, not the URL: a link from elsewhere cannot make the page say
+        # something the console did not do.
+        response.set_cookie(
+            NOTICE_COOKIE, quote(notice), max_age=60, path=COOKIE_PATH, httponly=True,
+            samesite="Strict", secure=secure(req),
+        )  # fmt: skip
+        return response
     raise HttpError(404, "not_found", f"the console has no page {req.method} {req.path}")
 
 

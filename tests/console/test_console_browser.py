@@ -276,4 +276,7 @@ def test_a_refused_request_shows_why(site: Site) -> None:
     assert "400" in one(site, "#error h1").text
     assert "status must be one of" in one(site, "#error .message").text
     site.open("/console/sign-in")
+    token = one(site, "#sign-in-form input[name=token]")
+    assert token.get_attribute("type") == "password"
+    assert one(site, "#sign-in-form input[name=csrf]").get_attribute("value")
     site.shot("sign-in")

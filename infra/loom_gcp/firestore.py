@@ -82,7 +82,8 @@ from loom.store.base import (
     check_numbering,
     page_after,
 )
-from loom_gcp._firestore_browse import count_by_status
+from loom.store.browse import BrowseQuery
+from loom_gcp._firestore_browse import browse, count_by_status
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
     MAX_COMMIT_WRITES,
@@ -386,6 +387,12 @@ class FirestoreEventStore(EventStore):
             docs = await self._io.query(query.limit(limit))
         rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
         return page_after(rows, after, oldest_first, limit)
+
+    async def browse(self, query: BrowseQuery) -> list[ExecutionSummary]:
+        """One indexed query; an id prefix walks ``list`` (see ``loom_gcp._firestore_browse``)."""
+        if query.id_prefix:
+            return await super().browse(query)
+        return await browse(self._io, self._executions, query)
 
     async def count_by_status(self, *, flow: str | None = None) -> dict[str, int]:
         """One ``COUNT`` aggregation per status (see ``loom_gcp._firestore_browse``)."""

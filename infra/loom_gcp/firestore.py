@@ -83,7 +83,7 @@ from loom.store.base import (
     page_after,
 )
 from loom.store.browse import BrowseQuery
-from loom_gcp._firestore_browse import browse, count_by_status
+from loom_gcp._firestore_browse import browse, browse_prefix, count_by_status
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
     MAX_COMMIT_WRITES,
@@ -389,9 +389,9 @@ class FirestoreEventStore(EventStore):
         return page_after(rows, after, oldest_first, limit)
 
     async def browse(self, query: BrowseQuery) -> list[ExecutionSummary]:
-        """One indexed query; an id prefix walks ``list`` (see ``loom_gcp._firestore_browse``)."""
+        """One indexed query, or the ids from the prefix on (``loom_gcp._firestore_browse``)."""
         if query.id_prefix:
-            return await super().browse(query)
+            return await browse_prefix(self._io, self._executions, query)
         return await browse(self._io, self._executions, query)
 
     async def count_by_status(self, *, flow: str | None = None) -> dict[str, int]:

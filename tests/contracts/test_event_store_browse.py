@@ -71,6 +71,10 @@ async def test_browse_by_id_prefix_is_exact_about_starts_with(store: EventStore)
     exact = await store.browse(BrowseQuery(id_prefix="abc"))
     assert [r.execution_id for r in exact] == ["abc"]
     assert await store.browse(BrowseQuery(id_prefix="abx")) == []
+    assert await store.browse(BrowseQuery(id_prefix="ab/")) == []  # no id holds a slash
+    assert await store.browse(BrowseQuery(id_prefix="ab.")) == []
+    both = await store.browse(BrowseQuery(id_prefix="ab", status="completed", flow="pay"))
+    assert [r.execution_id for r in both] == ["abc"]
     accented = await store.browse(BrowseQuery(id_prefix="ab\u00e9"))
     assert [r.execution_id for r in accented] == ["ab\u00e9"]
 

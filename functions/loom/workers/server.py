@@ -8,6 +8,9 @@ request it routes, runs the runtime call on the process's shared event loop
 internal error answers 500 with an ``error_id`` that is also in the log line carrying the
 traceback.
 
+Paths under ``/console`` are the operator's web console (:mod:`loom.console`): HTML pages
+behind the same checks.
+
 The worker keeps no execution state between requests: the runtime (app + store) is built
 once per process by :func:`build_runtime` and every call rebuilds the execution from the
 store.
@@ -451,7 +454,8 @@ def serve_forever(
     PROCESS_LOOP.submit(_catch_up(handler)).add_done_callback(_recovered)
     print(
         f"loom worker listening on http://{host}:{server.port} "
-        f"(store {store_url or os.environ.get('LOOM_STORE') or 'default'})",
+        f"(store {store_url or os.environ.get('LOOM_STORE') or 'default'}); "
+        f"console at http://{host}:{server.port}/console",
         file=sys.stderr,
         flush=True,
     )

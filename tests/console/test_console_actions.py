@@ -142,6 +142,14 @@ def test_the_session_cookie_is_http_only_and_same_site(console: FlaskClient) -> 
     answer = sign_in(console)
     cookie = answer.headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/console" in cookie
+    assert "Secure" not in cookie  # plain HTTP on loopback: a Secure cookie would be dropped
+    token = csrf(console)
+    behind_tls = console.post(
+        "/console/sign-in",
+        data={"csrf": token, "token": SECRET},
+        headers={"X-Forwarded-Proto": "https"},
+    )
+    assert "Secure" in behind_tls.headers["Set-Cookie"]  # Cloud Run terminates TLS in front
 
 
 def test_anonymous_readers_must_be_on_loopback(console: FlaskClient) -> None:

@@ -275,6 +275,7 @@ def test_a_refused_request_shows_why(site: Site) -> None:
     site.open("/console/executions?status=nope")
     assert "400" in one(site, "#error h1").text
     assert "status must be one of" in one(site, "#error .message").text
+    site.shot("error")
     site.open("/console/sign-in")
     token = one(site, "#sign-in-form input[name=token]")
     assert token.get_attribute("type") == "password"

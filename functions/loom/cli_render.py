@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from loom.continuation import run_chain
 from loom.events import Event
 from loom.store.base import ExecutionSummary
 from loom.wire import ExecutionResult
@@ -77,6 +78,9 @@ def render_timeline(result: ExecutionResult, events: Sequence[Event]) -> None:
         f"effect time {meter.get('effect_seconds', 0.0):.3f}s, "
         f"bytes stored {meter.get('bytes_stored', 0)}"
     )
+    runs = run_chain(result.execution_id, events)
+    if len(runs) > 1:  # continued as new: the chain of runs, the current one last
+        console.print("  runs: " + " → ".join(f"{r['run_id']} (#{r['first_seq']})" for r in runs))
     table = Table(box=None, pad_edge=False)
     for col in ("seq", "time", "event", "step", "detail"):
         table.add_column(col)
@@ -101,6 +105,7 @@ def show_json(result: ExecutionResult, events: Sequence[Event]) -> dict[str, Any
         "parked_reason": result.parked_reason,
         "meter": result.meter,
         "in_doubt": [d.model_dump() for d in result.in_doubt],
+        "runs": run_chain(result.execution_id, events),
         "events": [e.model_dump(mode="json") for e in events],
     }
 

@@ -7,6 +7,8 @@
    non-idempotent charge returned (recovery parks it in doubt; an operator verdict resolves
    it; the charge is never silently run again).
 3. Both histories replayed from their logs: same results, nothing invoked.
+4. Two account entities (``examples/entity.py``) messaging each other, publishing their
+   balances and continuing as new.
 """
 
 from __future__ import annotations
@@ -66,8 +68,11 @@ async def run_demo(store_url: str | None = None) -> None:
         first = await _gate_and_timer(env, f"demo-fulfil-{tag}")
         second = await _crash_and_verdict(env, url, f"demo-express-{tag}")
         await _replay(env, [first, second])
+    from loom.demo_entity import entity_section
+
+    await entity_section(url, tag)
     console.print(
-        f"[green]demo flows completed: 2 of 2[/green] — try `loom --store {url} show {second}`"
+        f"[green]demo flows completed: 4 of 4[/green] — try `loom --store {url} show {second}`"
     )
 
 

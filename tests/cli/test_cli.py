@@ -174,5 +174,6 @@ def test_loom_demo_runs_end_to_end_in_a_fresh_process(tmp_path: Path):
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "demo flows completed: 2 of 2" in proc.stdout
+    assert "demo flows completed: 4 of 4" in proc.stdout
+    assert "balances published: [115, 50]" in proc.stdout  # the entity section
     assert "in_doubt" in proc.stdout and "EffectVerdict" in proc.stdout

@@ -39,6 +39,7 @@ from loom.config import load_app, open_blob_store, open_store, refuse_inprocess_
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import (
     ConfigurationError,
+    EventNotFoundError,
     ExecutionConflictError,
     ExecutionFinishedError,
     ExecutionSupersededError,
@@ -262,6 +263,7 @@ _INPUT_STATUS: list[tuple[type[InputError], int]] = [
     (UnknownExecutionError, 404),
     (ExecutionConflictError, 409),
     (ExecutionFinishedError, 409),
+    (EventNotFoundError, 404),
     (StaleVerdictError, 409),
     (NotPermittedError, 403),
     (PayloadTooLargeError, 413),

@@ -50,6 +50,7 @@ from loom.errors import (
 )
 from loom.grants import GrantPolicy
 from loom.runtime import Runtime
+from loom.telemetry import incoming
 from loom.workers.auth import (
     Authenticator,
     AuthError,
@@ -187,7 +188,7 @@ class WorkerHandler:
     def __call__(self, req: Request) -> Response:
         """Answer one request (see the module docstring)."""
         started = time.perf_counter()
-        with log_context(**trace_fields(req.headers)):
+        with log_context(**trace_fields(req.headers)), incoming(req.headers):
             try:
                 status, body = self._route(req)
                 headers: dict[str, str] = {}

@@ -16,6 +16,7 @@ The tree::
     │   │   └── StaleVerdictError      verdict for an episode already settled
     │   ├── NotPermittedError          a principal asked for what policy does not grant
     │   ├── NotParkedError             retry of an execution that is not parked
+    │   ├── NoOpenGateError            a strict resume that no open gate waits for
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
     │   └── MissingExtraError          a backend's library is not installed (names the extra)
@@ -152,6 +153,12 @@ class NotParkedError(InputError):
     """A retry was asked for an execution that is not parked (poison or nondeterminism)."""
 
     code = "not_parked"
+
+
+class NoOpenGateError(InputError):
+    """A strict resume (``loom resume --strict``) that no open gate waits for."""
+
+    code = "no_open_gate"
 
 
 class ExecutionFinishedError(InputError):

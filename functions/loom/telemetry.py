@@ -125,24 +125,31 @@ def execute_attributes(execution_id: str, flow: str | None) -> dict[str, Any]:
 def traced_execute(
     fn: Callable[[Any, Any], Awaitable[T]],
 ) -> Callable[[Any, Any], Awaitable[T]]:
-    """Wrap ``Runtime.execute``: one ``loom.execute`` span per call, with its outcome."""
+    """Wrap ``Runtime.execute``: one ``loom.execute`` span per call, with its outcome.
+
+    Untraced, the wrapper hands back ``fn``'s own coroutine: no extra frame per call.
+    """
 
     @functools.wraps(fn)
-    async def execute(self: Any, package: Any) -> T:
+    def execute(self: Any, package: Any) -> Awaitable[T]:
         if _tracing() is None:
-            return await fn(self, package)
-        with span("loom.execute", execute_attributes(package.execution_id, package.flow)) as sp:
-            sp.set_attribute("loom.reason", package.reason)
-            result = await fn(self, package)
-            status = getattr(result, "status", None)
-            if status is not None:
-                sp.set_attribute("loom.status", str(status))
-            flow = getattr(result, "flow", None)
-            if flow:
-                sp.set_attribute("loom.flow", flow)
-            return result
+            return fn(self, package)
+        return _traced_execute(fn, self, package)
 
     return execute
+
+
+async def _traced_execute(fn: Callable[[Any, Any], Awaitable[T]], self: Any, package: Any) -> T:
+    with span("loom.execute", execute_attributes(package.execution_id, package.flow)) as sp:
+        sp.set_attribute("loom.reason", package.reason)
+        result = await fn(self, package)
+        status = getattr(result, "status", None)
+        if status is not None:
+            sp.set_attribute("loom.status", str(status))
+        flow = _FLOW.get()  # set by the claim, in this task, when the package named none
+        if flow is not None and package.flow is None:
+            sp.set_attribute("loom.flow", flow)
+        return result
 
 
 def flow_scope(flow: str) -> None:
@@ -179,22 +186,32 @@ def _traced_store_op(op: str, fn: Callable[..., Awaitable[Any]]) -> Callable[...
     name = f"loom.store.{op}"
 
     @functools.wraps(fn)
-    async def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _api is None and "opentelemetry.trace" not in sys.modules:
-            return await fn(self, *args, **kwargs)
-        if _IN_STORE.get():
-            return await fn(self, *args, **kwargs)
-        token = _IN_STORE.set(True)
-        try:
-            with span(name, _store_attributes(op, self, args)):
-                result = await fn(self, *args, **kwargs)
-        finally:
-            _IN_STORE.reset(token)
-        if op == "append" and args:
-            count_events(getattr(args[0], "events", ()))
-        return result
+    def traced(self: Any, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        # Untraced (or inside another store's span), ``fn``'s own coroutine: no extra frame.
+        if (_api is None and "opentelemetry.trace" not in sys.modules) or _IN_STORE.get():
+            return fn(self, *args, **kwargs)
+        return _traced_store_call(op, name, fn, self, args, kwargs)
 
     return traced
+
+
+async def _traced_store_call(
+    op: str,
+    name: str,
+    fn: Callable[..., Awaitable[Any]],
+    store: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    token = _IN_STORE.set(True)
+    try:
+        with span(name, _store_attributes(op, store, args)):
+            result = await fn(store, *args, **kwargs)
+    finally:
+        _IN_STORE.reset(token)
+    if op == "append" and args:
+        count_events(getattr(args[0], "events", ()))
+    return result
 
 
 def _store_attributes(op: str, store: Any, args: Sequence[Any]) -> dict[str, Any]:

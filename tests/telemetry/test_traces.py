@@ -8,6 +8,7 @@ this process through the worker's HTTP handler.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -62,7 +63,8 @@ async def _crash_in_served_worker(tmp_path: Path, store: str, eid: str) -> list[
         runtime = Runtime(crash_app.app, open_store(store))
         await runtime.start("crash.idempotent", None, execution_id=eid, run=False)
         with pytest.raises(httpx.TransportError):
-            httpx.post(
+            await asyncio.to_thread(
+                httpx.post,
                 f"http://{server.host}/execute",
                 json={"executionPackage": {"execution_id": eid}},
                 headers={"traceparent": TRACEPARENT},
@@ -144,9 +146,8 @@ def test_cloud_run_trace_header_is_continued(tmp_path: Path, otel: Otel) -> None
 def test_a_cloud_tasks_hop_carries_the_trace(otel: Otel) -> None:
     """The task a dispatch creates (built, not sent: Cloud Tasks is the emulator's job
     elsewhere) carries the dispatching span's context."""
-    from loom_gcp.cloud_tasks import CloudTasksDispatcher
-
     from loom.wire import ExecutionPackage
+    from loom_gcp.cloud_tasks import CloudTasksDispatcher
 
     dispatcher = CloudTasksDispatcher(
         "projects/p/locations/l/queues/q", target_url="http://127.0.0.1:9/"

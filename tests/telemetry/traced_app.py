@@ -45,5 +45,7 @@ class FileSpanExporter(SpanExporter):
 
 
 _provider = TracerProvider()
-_provider.add_span_processor(SimpleSpanProcessor(FileSpanExporter(os.environ["LOOM_TEST_SPANS_FILE"])))
+_provider.add_span_processor(
+    SimpleSpanProcessor(FileSpanExporter(os.environ["LOOM_TEST_SPANS_FILE"]))
+)
 trace.set_tracer_provider(_provider)

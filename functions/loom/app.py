@@ -119,7 +119,7 @@ class _Typed:
 
 def one_line(exc: ValidationError) -> str:
     """A validation error as one line: ``field: what is wrong; other.field: …``."""
-    parts = []
+    parts: list[str] = []
     for error in exc.errors(include_url=False):
         where = ".".join(str(part) for part in error["loc"])
         parts.append(f"{where}: {error['msg']}" if where else error["msg"])

@@ -25,8 +25,11 @@ import contextvars
 import functools
 import re
 import sys
-from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from werkzeug.datastructures import Headers
 
 T = TypeVar("T")
 
@@ -106,7 +109,7 @@ def _tracing() -> _Api | None:
 
 
 @contextlib.contextmanager
-def span(name: str, attributes: Mapping[str, Any]) -> Iterator[Any]:
+def span(name: str, attributes: Mapping[str, Any]) -> Generator[Any, None, None]:
     """A span named ``name`` under the current one, or nothing when nobody traces."""
     found = _tracing()
     if found is None:
@@ -254,7 +257,7 @@ def count_events(events: Sequence[Any]) -> None:
 
 
 @contextlib.contextmanager
-def incoming(headers: Mapping[str, str]) -> Generator[None, None, None]:
+def incoming(headers: Headers | Mapping[str, str]) -> Generator[None, None, None]:
     """Continue the trace an HTTP request carries (``traceparent``, else Cloud Run's
     ``X-Cloud-Trace-Context``) for the block; a request without one changes nothing."""
     carrier = _carrier(headers)
@@ -271,7 +274,7 @@ def incoming(headers: Mapping[str, str]) -> Generator[None, None, None]:
         context.detach(token)
 
 
-def _carrier(headers: Mapping[str, str]) -> dict[str, str]:
+def _carrier(headers: Headers | Mapping[str, str]) -> dict[str, str]:
     parent = headers.get("traceparent")
     if parent:
         carrier = {"traceparent": parent}

@@ -1,8 +1,9 @@
 """``loom``: the command line. Embedded by default (``sqlite:///.loom/loom.db``).
 
 A command that appends an event runs the execution in this process until it blocks.
-Errors are one line naming what was wrong, and a non-zero exit: 2 for bad input, 75
-(``EX_TEMPFAIL``) when the store failed and the same command may succeed later, 1 otherwise.
+Errors are one line naming what was wrong, and a non-zero exit: 2 for bad input or
+configuration, 75 (``EX_TEMPFAIL``) when the store failed and the same command may succeed
+later, 1 otherwise (and when the execution a command ran has failed; see ``loom.cli_hints``).
 """
 
 from __future__ import annotations

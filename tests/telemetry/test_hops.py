@@ -11,9 +11,11 @@ import pytest
 from opentelemetry import trace
 
 from loom import FlowContext, Loom
+from loom.errors import RemoteWorkerError
 from loom.runtime import Runtime
 from loom.store.sqlite import SqliteEventStore
 from loom.wire import ExecutionPackage
+from loom.workers.remote import RemoteWorkerRuntime
 from loom_gcp.cloud_tasks import CloudTasksDispatcher
 from tests.gcp.test_cloud_tasks_emulator import Receiver, receiver
 from tests.gcp_emulators import TasksEmulator
@@ -52,3 +54,15 @@ async def test_the_timer_task_continues_the_execute_calls_trace(
     expected = f"00-{call.trace_id:032x}-{call.span_id:016x}-"
     assert [d.headers["traceparent"][: len(expected)] for d in got] == [expected, expected]
     assert [d.body["executionPackage"]["reason"] for d in got] == ["timer", "timer"]
+
+
+async def test_a_remote_worker_call_carries_the_trace(receiver: Receiver, otel: Otel) -> None:
+    """The receiver answers 200 with no result, so the call fails after it was sent."""
+    worker = RemoteWorkerRuntime(receiver.url)
+    tracer = trace.get_tracer("test")
+    with tracer.start_as_current_span("caller") as caller, pytest.raises(RemoteWorkerError):
+        await worker.execute(receiver.url, ExecutionPackage(execution_id="r-1"))
+    await worker.aclose()
+    ctx = caller.get_span_context()
+    (got,) = receiver.wait_for(1)
+    assert got.headers["traceparent"].startswith(f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-")

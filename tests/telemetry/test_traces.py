@@ -192,3 +192,28 @@ async def test_counters_count_steps_retries_in_doubt_parks_and_verdicts(
     assert grew("loom.in_doubt", effect="side.once") == 1
     assert grew("loom.verdicts", verdict="performed") == 1
     assert grew("loom.steps", effect="tail", outcome="completed") == 1
+
+
+def test_the_tasks_target_continues_the_task_trace(tmp_path: Path, otel: Otel) -> None:
+    """A Cloud Tasks delivery (the request the emulator would send) through the real handler."""
+    from werkzeug.test import EnvironBuilder
+    from werkzeug.wrappers import Request
+
+    from loom.workers.tasks_target import TasksHandler
+
+    os.environ["LOOM_TEST_SIDE_FILE"] = str(tmp_path / "side.txt")
+    runtime = Runtime(crash_app.app, open_store(f"sqlite:///{tmp_path}/loom.db"))
+    asyncio.run(runtime.start("crash.idempotent", None, execution_id="task-1", run=False))
+    otel.spans.clear()
+    package = {"execution_id": "task-1", "flow": "crash.idempotent", "reason": "start"}
+    environ = EnvironBuilder(
+        method="POST",
+        path="/tasks/execute",
+        json={"executionPackage": package},
+        headers={"traceparent": TRACEPARENT, "X-CloudTasks-TaskName": "t1"},
+    ).get_environ()
+    reply = TasksHandler(runtime)(Request(environ))
+    assert reply.status_code == 200, reply.get_data(as_text=True)
+    (execute,) = [s for s in otel.spans.get_finished_spans() if s.name == "loom.execute"]
+    assert _hex(execute)[0] == TRACE_ID and _hex(execute)[2] == CLIENT_SPAN
+    assert (execute.attributes or {}).get("loom.reason") == "start"

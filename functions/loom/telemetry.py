@@ -14,8 +14,9 @@ Cloud Tasks hops and crashes land in one trace.
 
 Cost when nobody traces: ``import loom`` never imports OpenTelemetry. It is imported when
 an HTTP request carries a trace header, or when the process has imported it already (an
-app that configures the SDK). Until a tracer provider is set, no span is started; a span
-call is a dictionary lookup and an ``isinstance``.
+app that configures the SDK). Whether a tracer or meter provider is set is looked up at
+each execute call and traced request; until one is, no span is started and a step or store
+call pays one global lookup (the wrappers hand back the wrapped coroutine itself).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ _STORE_OPS = (
     "purge",
     "scan",
 )
+_UNTRACED = contextlib.nullcontext()  # reusable: it holds nothing
 # The operations whose first argument names one execution (an id, a request, a start).
 _ONE_EXECUTION = frozenset(
     ("create", "append", "load", "read", "save_snapshot", "summary", "delete_execution")
@@ -66,6 +68,7 @@ class _Api:
         from loom import __version__
 
         self.trace = trace
+        self.metrics = metrics
         self.propagate = propagate
         self.tracer = trace.get_tracer("loom", __version__)
         meter = metrics.get_meter("loom", __version__)
@@ -78,8 +81,16 @@ class _Api:
         """Whether a tracer provider (an SDK) is set: spans are worth starting."""
         return not isinstance(self.trace.get_tracer_provider(), self.trace.ProxyTracerProvider)
 
+    def metering(self) -> bool:
+        """Whether a meter provider is set (the API's stand-in is a private proxy class)."""
+        return "Proxy" not in type(self.metrics.get_meter_provider()).__name__
+
 
 _api: _Api | None = None
+# Cached answers, refreshed by every execute call and traced request (a provider, once set,
+# stays set): the per-step and per-store-call checks are one global lookup each.
+_TRACING = False
+_ACTIVE = False  # tracing or metering
 
 
 def _load() -> _Api | None:
@@ -100,9 +111,18 @@ def api() -> _Api | None:
     return _load() if "opentelemetry.trace" in sys.modules else None
 
 
-def _tracing() -> _Api | None:
+def refresh() -> bool:
+    """Look again whether the process set a tracer or meter provider; True if tracing."""
+    global _TRACING, _ACTIVE
     found = api()
-    return found if found is not None and found.tracing() else None
+    if found is not None and not (_TRACING and _ACTIVE):
+        _TRACING = _TRACING or found.tracing()
+        _ACTIVE = _TRACING or found.metering()
+    return _TRACING
+
+
+def _tracing() -> _Api | None:
+    return _api if _TRACING else None
 
 
 # -- spans -------------------------------------------------------------------------------
@@ -135,7 +155,7 @@ def traced_execute(
 
     @functools.wraps(fn)
     def execute(self: Any, package: Any) -> Awaitable[T]:
-        if _tracing() is None:
+        if not refresh():
             return fn(self, package)
         return _traced_execute(fn, self, package)
 
@@ -162,8 +182,8 @@ def flow_scope(flow: str) -> None:
 
 def step_span(ectx: Any) -> contextlib.AbstractContextManager[Any]:
     """The span of one attempt of a step (``ectx`` is its :class:`EffectContext`)."""
-    if _tracing() is None:
-        return contextlib.nullcontext()
+    if not _TRACING:
+        return _UNTRACED
     return span(
         "loom.step",
         {
@@ -191,7 +211,7 @@ def _traced_store_op(op: str, fn: Callable[..., Awaitable[Any]]) -> Callable[...
     @functools.wraps(fn)
     def traced(self: Any, *args: Any, **kwargs: Any) -> Awaitable[Any]:
         # Untraced (or inside another store's span), ``fn``'s own coroutine: no extra frame.
-        if (_api is None and "opentelemetry.trace" not in sys.modules) or _IN_STORE.get():
+        if not _ACTIVE or _IN_STORE.get():
             return fn(self, *args, **kwargs)
         return _traced_store_call(op, name, fn, self, args, kwargs)
 
@@ -234,8 +254,8 @@ def _store_attributes(op: str, store: Any, args: Sequence[Any]) -> dict[str, Any
 
 def count_events(events: Sequence[Any]) -> None:
     """Count the steps, retries, in-doubt parks and verdicts a durable append recorded."""
-    found = api()
-    if found is None:
+    found = _api
+    if found is None or not _ACTIVE:
         return
     for event in events:
         kind = type(event).__name__
@@ -265,6 +285,7 @@ def incoming(headers: Headers | Mapping[str, str]) -> Generator[None, None, None
     if found is None:
         yield
         return
+    refresh()
     from opentelemetry import context
 
     token = context.attach(found.propagate.extract(carrier))

@@ -89,8 +89,8 @@ class _Api:
 _api: _Api | None = None
 # Cached answers, refreshed by every execute call and traced request (a provider, once set,
 # stays set): the per-step and per-store-call checks are one global lookup each.
-_TRACING = False
-_ACTIVE = False  # tracing or metering
+_tracing_on = False
+_active = False  # tracing or metering
 
 
 def _load() -> _Api | None:
@@ -113,16 +113,16 @@ def api() -> _Api | None:
 
 def refresh() -> bool:
     """Look again whether the process set a tracer or meter provider; True if tracing."""
-    global _TRACING, _ACTIVE
+    global _tracing_on, _active
     found = api()
-    if found is not None and not (_TRACING and _ACTIVE):
-        _TRACING = _TRACING or found.tracing()
-        _ACTIVE = _TRACING or found.metering()
-    return _TRACING
+    if found is not None and not (_tracing_on and _active):
+        _tracing_on = _tracing_on or found.tracing()
+        _active = _tracing_on or found.metering()
+    return _tracing_on
 
 
 def _tracing() -> _Api | None:
-    return _api if _TRACING else None
+    return _api if _tracing_on else None
 
 
 # -- spans -------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ def flow_scope(flow: str) -> None:
 
 def step_span(ectx: Any) -> contextlib.AbstractContextManager[Any]:
     """The span of one attempt of a step (``ectx`` is its :class:`EffectContext`)."""
-    if not _TRACING:
+    if not _tracing_on:
         return _UNTRACED
     return span(
         "loom.step",
@@ -211,7 +211,7 @@ def _traced_store_op(op: str, fn: Callable[..., Awaitable[Any]]) -> Callable[...
     @functools.wraps(fn)
     def traced(self: Any, *args: Any, **kwargs: Any) -> Awaitable[Any]:
         # Untraced (or inside another store's span), ``fn``'s own coroutine: no extra frame.
-        if not _ACTIVE or _IN_STORE.get():
+        if not _active or _IN_STORE.get():
             return fn(self, *args, **kwargs)
         return _traced_store_call(op, name, fn, self, args, kwargs)
 
@@ -255,7 +255,7 @@ def _store_attributes(op: str, store: Any, args: Sequence[Any]) -> dict[str, Any
 def count_events(events: Sequence[Any]) -> None:
     """Count the steps, retries, in-doubt parks and verdicts a durable append recorded."""
     found = _api
-    if found is None or not _ACTIVE:
+    if found is None or not _active:
         return
     for event in events:
         kind = type(event).__name__

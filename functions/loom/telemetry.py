@@ -47,6 +47,8 @@ _STORE_OPS = (
     "delete_execution",
     "purge",
     "scan",
+    "browse",
+    "count_by_status",
 )
 _UNTRACED = contextlib.nullcontext()  # reusable: it holds nothing
 # The operations whose first argument names one execution (an id, a request, a start).

@@ -17,6 +17,7 @@ The tree::
     │   ├── NotPermittedError          a principal asked for what policy does not grant
     │   ├── NotParkedError             retry of an execution that is not parked
     │   ├── EventNotFoundError         no value published under that key (in time)
+    │   ├── NoOpenGateError            a strict resume that no open gate waits for
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
     │   └── MissingExtraError          a backend's library is not installed (names the extra)
@@ -154,6 +155,12 @@ class NotParkedError(InputError):
     """A retry was asked for an execution that is not parked (poison or nondeterminism)."""
 
     code = "not_parked"
+
+
+class NoOpenGateError(InputError):
+    """A strict resume (``loom resume --strict``) that no open gate waits for."""
+
+    code = "no_open_gate"
 
 
 class ExecutionFinishedError(InputError):

@@ -136,10 +136,10 @@ ExecutionId = Annotated[
 
 
 def check_same_start(first: ExecutionStarted, started: ExecutionStarted) -> None:
-    """Refuse a start that reuses an execution id with another flow or input.
+    """Refuse a start that reuses an execution id with another flow, input or grant.
 
     Raises:
-        ExecutionConflictError: ``started`` differs from the stored ``first`` event.
+        ExecutionConflictError: ``started`` differs from the ``first`` start of that id.
     """
     mine = (started.flow, started.input, started.capabilities, started.budgets)
     theirs = (first.flow, first.input, first.capabilities, first.budgets)

@@ -36,6 +36,7 @@ from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
 from loom.session import Session
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
+from loom.telemetry import flow_scope, traced_execute
 from loom.verdicts import current_episode, verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
 
@@ -200,6 +201,7 @@ class Runtime:
 
     # -- execute ------------------------------------------------------------------------
 
+    @traced_execute
     async def execute(self, package: ExecutionPackage) -> ExecutionResult:
         """One worker call: rebuild, claim, run until blocked, and report where it stands.
 
@@ -283,6 +285,7 @@ class Runtime:
                 f"execution {state.execution_id!r} changed while claiming it"
             ) from exc
         fold(batch, state)
+        flow_scope(flow.name)  # names the flow on the step spans of this call
         return Session(self, state, flow, holder)
 
     async def _follow_up(self, state: ExecutionState) -> None:

@@ -55,6 +55,7 @@ from loom.errors import (
 )
 from loom.grants import GrantPolicy
 from loom.runtime import Runtime
+from loom.telemetry import incoming
 from loom.workers.auth import (
     Authenticator,
     AuthError,
@@ -192,7 +193,7 @@ class WorkerHandler:
     def __call__(self, req: Request) -> Response:
         """Answer one request (see the module docstring)."""
         started = time.perf_counter()
-        with log_context(**trace_fields(req.headers)):
+        with log_context(**trace_fields(req.headers)), incoming(req.headers):
             if console.is_console_path(req.path):  # HTML pages, behind the same checks
                 page = console.serve(self.services, req)
                 _access_log(req, page.status_code, time.perf_counter() - started)

@@ -17,6 +17,8 @@ The tree::
     │   ├── NotPermittedError          a principal asked for what policy does not grant
     │   ├── NotParkedError             retry of an execution that is not parked
     │   ├── NotForkableError           fork from a step that cannot be reused (loom.fork)
+    │   ├── EventNotFoundError         no value published under that key (in time)
+    │   ├── NoOpenGateError            a strict resume that no open gate waits for
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
     │   └── MissingExtraError          a backend's library is not installed (names the extra)
@@ -30,6 +32,7 @@ The tree::
     ├── EffectFailedError              an effect failed for good (raised into the flow)
     ├── EffectOutcomeUnknownError      an effect cannot tell whether its side effect happened
     ├── GateTimeoutError               a gate's timeout passed before its resume
+    │   └── MessageTimeoutError        ctx.recv's timeout passed before a message came
     ├── BudgetExceededError            an execution went over one of its budgets
     ├── FlowFailedError                the flow itself raised (recorded, terminal)
     └── WorkerError                    a worker answered with an error
@@ -161,6 +164,12 @@ class NotForkableError(InputError):
     code = "not_forkable"
 
 
+class NoOpenGateError(InputError):
+    """A strict resume (``loom resume --strict``) that no open gate waits for."""
+
+    code = "no_open_gate"
+
+
 class ExecutionFinishedError(InputError):
     """The execution already ended; the request cannot apply to it."""
 
@@ -287,6 +296,18 @@ class GateTimeoutError(LoomError):
     """A gate's timeout passed before a matching resume arrived."""
 
     code = "gate_timeout"
+
+
+class MessageTimeoutError(GateTimeoutError):
+    """``ctx.recv``'s timeout passed before a message on its topic arrived."""
+
+    code = "recv_timeout"
+
+
+class EventNotFoundError(InputError):
+    """No value is published under the key asked for (not before the wait ended)."""
+
+    code = "event_not_found"
 
 
 class BudgetExceededError(LoomError):

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from loom import crash, fork, poison
+from loom import crash, messages, poison, published
 from loom import events as ev
 from loom.app import FlowDef, Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
@@ -30,13 +30,14 @@ from loom.errors import (
     UnknownExecutionError,
 )
 from loom.fold import ExecutionState, fold, resume_key
+from loom.fork import fork as fork_from
 from loom.grants import GrantPolicy
-from loom.ids import check_execution_id
+from loom.ids import check_execution_id, check_same_start
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
 from loom.session import Session
-from loom.starts import check_same_start
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
+from loom.telemetry import flow_scope, traced_execute
 from loom.verdicts import current_episode, verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
 
@@ -201,6 +202,7 @@ class Runtime:
 
     # -- execute ------------------------------------------------------------------------
 
+    @traced_execute
     async def execute(self, package: ExecutionPackage) -> ExecutionResult:
         """One worker call: rebuild, claim, run until blocked, and report where it stands.
 
@@ -284,6 +286,7 @@ class Runtime:
                 f"execution {state.execution_id!r} changed while claiming it"
             ) from exc
         fold(batch, state)
+        flow_scope(flow.name)  # names the flow on the step spans of this call
         return Session(self, state, flow, holder)
 
     async def _follow_up(self, state: ExecutionState) -> None:
@@ -368,6 +371,17 @@ class Runtime:
         )
         return ran or await self.report(state, include_state=False)
 
+    async def send(
+        self, execution_id: str, topic: str, payload: Any = None, **kw: Any
+    ) -> ExecutionResult:
+        """Deliver a message on ``topic`` and run the receiver (``message_id``, ``by``: see
+        :func:`loom.messages.send_from_outside`)."""
+        return await messages.send_from_outside(self, execution_id, topic, payload, **kw)
+
+    async def get_event(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
+        """The value published under ``key``, waiting up to ``timeout`` s (loom.published)."""
+        return await published.get_event(self, execution_id, key, timeout=timeout)
+
     async def verdict(
         self,
         execution_id: str,
@@ -412,15 +426,8 @@ class Runtime:
             )
         return ran or await self.report(state, include_state=False)
 
-    async def retry(self, execution_id: str, by: str = "operator") -> ExecutionResult:
-        """Run a parked (poison or nondeterministic) execution again; see ``loom.poison``."""
-        return await poison.retry(self, execution_id, by)
-
-    async def fork(
-        self, execution_id: str, from_step: str | None = None, **options: Any
-    ) -> ExecutionResult:
-        """A new execution reusing ``execution_id``'s steps before ``from_step``: ``loom.fork``."""
-        return await fork.fork(self, execution_id, from_step=from_step, **options)
+    retry = poison.retry  # run a parked (poison, nondeterministic) execution again
+    fork = fork_from  # a new execution reusing a recorded prefix (loom.fork)
 
     async def cancel(
         self, execution_id: str, reason: str = "", *, by: str | None = None

@@ -25,7 +25,6 @@ from loom.claims import ACTIVE_HOLDERS, HOST, claim_is_live
 from loom.context import SupersededSignal
 from loom.errors import (
     AppendConflictError,
-    ExecutionConflictError,
     ExecutionFinishedError,
     ExecutionSupersededError,
     UnknownExecutionError,
@@ -36,6 +35,7 @@ from loom.ids import check_execution_id
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
 from loom.session import Session
+from loom.starts import check_same_start, never_ran
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
 from loom.verdicts import current_episode, verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
@@ -145,6 +145,9 @@ class Runtime:
     ) -> ExecutionResult:
         """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
 
+        A repeat with the same id, flow and input dispatches an execution that was created
+        but never run (at-least-once start, see :mod:`loom.starts`), else reports it.
+
         ``by`` is who asks (recorded). Every entry point outside the process (HTTP, Pub/Sub,
         Commission, the CLI) names it, and ``capabilities`` must then be grantable by it
         under ``self.grants``; ``None`` is the trusted path of the process's own code.
@@ -175,22 +178,14 @@ class Runtime:
             by=by,
         )
         created, first = await self.store.create(started)
-        if not created:
-            self._check_same_start(first, started)
-            return await self.result(eid)
+        crash.point("after_start")
+        if not created:  # a repeat: run it if it never ran (see ``loom.starts``)
+            check_same_start(first, started)
+            state = await self.load_state(eid)
+            if not (run and never_ran(state)):
+                return await self.report(state)
         ran = await self._dispatch(eid, flow, "start", f"{eid}:1") if run else None
         return ran or await self.report(fold([first]), include_state=False)
-
-    @staticmethod
-    def _check_same_start(first: ev.ExecutionStarted, started: ev.ExecutionStarted) -> None:
-        mine = (started.flow, started.input, started.capabilities, started.budgets)
-        theirs = (first.flow, first.input, first.capabilities, first.budgets)
-        if mine != theirs:
-            raise ExecutionConflictError(
-                f"execution {started.execution_id!r} exists with flow {first.flow!r} and "
-                "another input; use a new execution id",
-                details={"execution_id": started.execution_id, "flow": first.flow},
-            )
 
     async def _dispatch(
         self, eid: str, flow: str, reason: Reason, dispatch_id: str, not_before: float | None = None

@@ -21,7 +21,7 @@ from loom.cli_authority import apply_env_grants, local_principal, open_episode
 from loom.cli_deploy import register as register_deploy_commands
 from loom.cli_types import EXECUTION_ID
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
-from loom.errors import InputError, LoomError, StoreError
+from loom.errors import InputError, LoomError, StoreError, StoreLimitError
 from loom.store.base import STATUSES
 
 T = TypeVar("T")
@@ -44,7 +44,7 @@ def _fail(message: str, code: int) -> None:
 def _run(coro: Awaitable[T]) -> T:
     try:
         return asyncio.run(coro)  # type: ignore[arg-type]
-    except InputError as exc:
+    except (InputError, StoreLimitError) as exc:  # a retry fails the same way
         _fail(exc.message, 2)
     except StoreError as exc:
         _fail(

@@ -132,6 +132,8 @@ class FirestoreEventStore(EventStore):
     snapshot_min_tail = 8
     # Bytes a snapshot writes per commit: Firestore's limit, with a margin.
     snapshot_commit_bytes = MAX_COMMIT_BYTES
+    # One commit: the events, and the execution document when the status changes.
+    max_append_events = MAX_COMMIT_WRITES - 1
 
     def __init__(
         self,

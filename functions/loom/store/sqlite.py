@@ -40,7 +40,14 @@ from loom.store.base import (
     Snapshot,
     check_numbering,
 )
-from loom.store.sqlite_faults import busy_timeout_from_env, guard, rollback, translate
+from loom.store.sqlite_faults import (
+    busy_timeout_from_env,
+    check_sizes,
+    guard,
+    max_event_bytes_from_env,
+    rollback,
+    translate,
+)
 from loom.store.sqlite_group import GroupCommitter
 
 T = TypeVar("T")
@@ -98,14 +105,24 @@ class SqliteEventStore(EventStore):
         busy_timeout: Seconds a write waits for another connection's lock before it fails
             with :class:`~loom.errors.StoreUnavailableError` (default
             ``LOOM_SQLITE_BUSY_TIMEOUT`` or 30).
+        max_event_bytes: The largest event (its JSON) an append or create takes; a larger
+            one is refused with :class:`~loom.errors.StoreLimitError`, nothing written
+            (default ``LOOM_SQLITE_MAX_EVENT_BYTES`` or SQLite's own 1 GB).
 
     Raises:
         StoreUnavailableError: The file cannot be created, opened or initialised.
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float | None = None,
+        max_event_bytes: int | None = None,
+    ) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout_from_env() if busy_timeout is None else busy_timeout
+        self.max_event_bytes = max_event_bytes or max_event_bytes_from_env()
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -198,6 +215,8 @@ class SqliteEventStore(EventStore):
         self, started: ExecutionStarted
     ) -> Callable[[sqlite3.Connection], tuple[bool, ExecutionStarted]]:
         first = started.model_copy(update={"seq": 1})
+        body_json = first.model_dump_json()
+        check_sizes(f"create {started.execution_id!r}", [body_json], self.max_event_bytes)
         now = time.time()
 
         def body(con: sqlite3.Connection) -> tuple[bool, ExecutionStarted]:
@@ -214,7 +233,7 @@ class SqliteEventStore(EventStore):
             )
             con.execute(
                 "INSERT INTO events VALUES (?,?,?)",
-                (started.execution_id, 1, first.model_dump_json()),
+                (started.execution_id, 1, body_json),
             )
             return True, first
 
@@ -225,6 +244,9 @@ class SqliteEventStore(EventStore):
         check_execution_id(request.execution_id)
         check_numbering(request)
         rows = [(request.execution_id, e.seq, e.model_dump_json()) for e in request.events]
+        check_sizes(
+            f"append to {request.execution_id!r}", (r[2] for r in rows), self.max_event_bytes
+        )
         size = sum(len(body) for _, _, body in rows)
         return await self._group.submit(
             self._append_body(request, rows), size, "append", self._writer

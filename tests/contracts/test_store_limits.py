@@ -7,6 +7,7 @@ Memory has no limits and is not run here.
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from loom.errors import StoreLimitError
 from loom.events import DecisionRecorded
 from loom.runtime import Runtime
 from loom.store import EventStore, SqliteEventStore
+from tests.contracts.test_entry_points import pubsub, target, written
 
 app = Loom("limits")
 OVER = 1_200_000  # characters: over 1 MiB in one event
@@ -96,3 +98,32 @@ async def test_any_number_of_decisions_before_an_append(store: EventStore) -> No
     history = await rt.history("d-1")
     made = [e.value for e in history if isinstance(e, DecisionRecorded)]
     assert len(made) == 1200 and done.output == [made[0], made[-1]]
+
+
+@pytest.fixture
+def limited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The functions-framework targets on a SQLite file taking events of 20 kB at most."""
+    url = f"sqlite:///{tmp_path / 'loom.db'}"
+    for key, value in {
+        "LOOM_APP": "tests.functions.apps:app",
+        "LOOM_STORE": url,
+        "LOOM_SQLITE_MAX_EVENT_BYTES": "20000",
+        "LOOM_DISPATCH": "inline://",
+        "LOOM_TEST_DIR": str(tmp_path),
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("LOOM_BLOBS", raising=False)
+    return url
+
+
+def test_every_target_refuses_a_payload_over_the_limit_for_good(limited: str) -> None:
+    big = {"pad": "z" * 30_000}
+    worker = target("worker").post("/executions", json={"flow": "echo", "input": big})
+    assert worker.status_code == 413, worker.data
+    assert "Retry-After" not in worker.headers
+    assert json.loads(worker.data)["code"] == "store_limit"
+    # Pub/Sub: acknowledged (a redelivery would be refused the same way), nothing written.
+    start = {"action": "start", "flow": "echo", "input": big, "execution_id": "p-1"}
+    events = target("events").post("/", json=pubsub(start, "m-1"))
+    assert events.status_code == 200, events.data
+    assert written(limited) == []

@@ -49,52 +49,13 @@ from loom.store.sqlite_faults import (
     translate,
 )
 from loom.store.sqlite_group import GroupCommitter
+from loom.store.sqlite_schema import SCHEMA, SUMMARY_COLUMNS, migrate
 
 T = TypeVar("T")
 
 _READ_THREADS = 4
 _REOPEN = frozenset({"read_only", "cannot_open", "io"})
 _PING_BUSY_MS = 1000  # a readiness check waits this long for the write lock, not 30 s
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS executions (
-    id TEXT PRIMARY KEY,
-    flow TEXT NOT NULL,
-    status TEXT NOT NULL,
-    last_seq INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    wake_at REAL,
-    parked_reason TEXT,
-    flow_version TEXT NOT NULL DEFAULT '1'
-);
-CREATE INDEX IF NOT EXISTS executions_status ON executions(status, created_at);
-CREATE INDEX IF NOT EXISTS executions_wake ON executions(wake_at) WHERE wake_at IS NOT NULL;
-CREATE TABLE IF NOT EXISTS events (
-    execution_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (execution_id, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS snapshots (
-    execution_id TEXT PRIMARY KEY,
-    seq INTEGER NOT NULL,
-    state TEXT NOT NULL
-);
-"""
-
-_SUMMARY_COLUMNS = (
-    "id, flow, status, last_seq, created_at, updated_at, wake_at, parked_reason, flow_version"
-)
-
-
-def _migrate(con: sqlite3.Connection) -> None:
-    """Bring a database created by an older release up to the current schema."""
-    columns = {row[1] for row in con.execute("PRAGMA table_info(executions)")}
-    if "flow_version" not in columns:
-        # Executions created before versions were recorded all started on version "1".
-        with contextlib.suppress(sqlite3.OperationalError):  # another process just added it
-            con.execute("ALTER TABLE executions ADD COLUMN flow_version TEXT NOT NULL DEFAULT '1'")
 
 
 class SqliteEventStore(EventStore):
@@ -137,8 +98,8 @@ class SqliteEventStore(EventStore):
 
     @guard("opening the database")
     def _init(self) -> None:
-        self._con().executescript(_SCHEMA)
-        _migrate(self._con())
+        self._con().executescript(SCHEMA)
+        migrate(self._con())
 
     def serve_off_loop(self) -> None:
         """Run writes on one writer thread and reads on a small pool from now on."""
@@ -228,7 +189,7 @@ class SqliteEventStore(EventStore):
                 assert isinstance(stored, ExecutionStarted)
                 return False, stored
             con.execute(
-                f"INSERT INTO executions ({_SUMMARY_COLUMNS}) VALUES (?,?,?,?,?,?,NULL,NULL,?)",
+                f"INSERT INTO executions ({SUMMARY_COLUMNS}) VALUES (?,?,?,?,?,?,NULL,NULL,?)",
                 (started.execution_id, started.flow, "running", 1, now, now, started.flow_version),
             )
             con.execute(
@@ -369,7 +330,7 @@ class SqliteEventStore(EventStore):
     def _summary(self, execution_id: str) -> ExecutionSummary:
         row = (
             self._con()
-            .execute(f"SELECT {_SUMMARY_COLUMNS} FROM executions WHERE id=?", (execution_id,))
+            .execute(f"SELECT {SUMMARY_COLUMNS} FROM executions WHERE id=?", (execution_id,))
             .fetchone()
         )
         if row is None:
@@ -410,7 +371,7 @@ class SqliteEventStore(EventStore):
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         order = "ASC" if oldest_first else "DESC"
         cur = self._con().execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM executions {where}"
+            f"SELECT {SUMMARY_COLUMNS} FROM executions {where}"
             f" ORDER BY created_at {order}, id {order} LIMIT ?",
             (*args, limit),
         )
@@ -457,7 +418,7 @@ class SqliteEventStore(EventStore):
     ) -> list[ExecutionSummary]:
         marks = ",".join("?" * len(statuses)) or "NULL"
         cur = self._con().execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM executions WHERE status IN ({marks}) AND id > ?"
+            f"SELECT {SUMMARY_COLUMNS} FROM executions WHERE status IN ({marks}) AND id > ?"
             " ORDER BY id LIMIT ?",
             (*statuses, after if after is not None else "", limit),
         )

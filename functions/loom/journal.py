@@ -4,7 +4,9 @@ A ``Journal`` owns the folded state of one ``execute`` call. It evolves the stat
 batch before writing it (the status summary travels in the same write), extends the claim
 when the lease is half spent, and takes a snapshot every ``snapshot_every`` events. On an
 append conflict it reloads: another holder's claim or a cancel means this call was
-overtaken; anything else (a resume, a verdict) is folded in and the caller retries.
+overtaken; anything else (a resume, a verdict) is folded in and the caller retries. A batch
+over the store's limits is replaced by the record of what it was about failing
+(:mod:`loom.limits`); long runs of decisions are written ahead within them.
 """
 
 from __future__ import annotations

@@ -23,15 +23,12 @@ from __future__ import annotations
 
 import unicodedata
 from functools import lru_cache
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 from loom.errors import InvalidExecutionIdError
-
-if TYPE_CHECKING:
-    pass
 
 MAX_ID_BYTES = 255
 #: Case ids leave room for ``commission.case:`` and ``:{revision}:{step}`` in execution ids.

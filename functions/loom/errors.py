@@ -17,11 +17,14 @@ The tree::
     │   ├── NotPermittedError          a principal asked for what policy does not grant
     │   ├── NotParkedError             retry of an execution that is not parked
     │   ├── NotForkableError           fork from a step that cannot be reused (loom.fork)
+    │   ├── EventNotFoundError         no value published under that key (in time)
+    │   ├── NoOpenGateError            a strict resume that no open gate waits for
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
     │   └── MissingExtraError          a backend's library is not installed (names the extra)
     ├── StoreError                     the event store failed (HTTP 503, retry later)
     │   ├── StoreUnavailableError      busy, locked, disk full, read-only, cannot open
+    │   ├── StoreLimitError            a write over a store limit (not retryable, HTTP 413)
     │   ├── AppendConflictError        the log did not end at expected_seq
     │   └── BlobNotFoundError          a claim-checked payload is missing
     ├── BlobRefError                   a logged blob reference outside its execution's blobs
@@ -30,6 +33,7 @@ The tree::
     ├── EffectFailedError              an effect failed for good (raised into the flow)
     ├── EffectOutcomeUnknownError      an effect cannot tell whether its side effect happened
     ├── GateTimeoutError               a gate's timeout passed before its resume
+    │   └── MessageTimeoutError        ctx.recv's timeout passed before a message came
     ├── BudgetExceededError            an execution went over one of its budgets
     ├── FlowFailedError                the flow itself raised (recorded, terminal)
     └── WorkerError                    a worker answered with an error
@@ -161,6 +165,12 @@ class NotForkableError(InputError):
     code = "not_forkable"
 
 
+class NoOpenGateError(InputError):
+    """A strict resume (``loom resume --strict``) that no open gate waits for."""
+
+    code = "no_open_gate"
+
+
 class ExecutionFinishedError(InputError):
     """The execution already ended; the request cannot apply to it."""
 
@@ -197,6 +207,19 @@ class StoreUnavailableError(StoreError):
     """
 
     code = "store_unavailable"
+
+
+class StoreLimitError(StoreError):
+    """A write over one of the store's limits (Firestore: 500 writes or about 10 MiB per
+    commit, 1 MiB per document; SQLite: the configured largest event). Refused before
+    anything was written, and not retryable: the same write fails the same way.
+
+    A worker records the step the write was about as failed with this code (or the
+    execution, for a result); a caller's own payload over the limit gets HTTP 413.
+    ``details`` names the ``limit``, its ``max`` and the ``size`` asked for.
+    """
+
+    code = "store_limit"
 
 
 class AppendConflictError(StoreError):
@@ -287,6 +310,18 @@ class GateTimeoutError(LoomError):
     """A gate's timeout passed before a matching resume arrived."""
 
     code = "gate_timeout"
+
+
+class MessageTimeoutError(GateTimeoutError):
+    """``ctx.recv``'s timeout passed before a message on its topic arrived."""
+
+    code = "recv_timeout"
+
+
+class EventNotFoundError(InputError):
+    """No value is published under the key asked for (not before the wait ended)."""
+
+    code = "event_not_found"
 
 
 class BudgetExceededError(LoomError):

@@ -147,8 +147,8 @@ def _is_patch(event: ev.Event) -> bool:
 async def fork(
     runtime: Runtime,
     execution_id: str,
-    *,
     from_step: str | None = None,
+    *,
     from_seq: int | None = None,
     new_id: str | None = None,
     by: str | None = None,

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from loom import crash, fork, poison, queues
+from loom import crash, messages, poison, published, queues
 from loom import events as ev
 from loom.app import FlowDef, Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
@@ -30,13 +30,15 @@ from loom.errors import (
     UnknownExecutionError,
 )
 from loom.fold import ExecutionState, fold, resume_key
+from loom.fork import fork as fork_from
 from loom.grants import GrantPolicy
 from loom.ids import check_execution_id
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
 from loom.session import Session
-from loom.starts import check_same_start
+from loom.starts import check_same_start, never_ran
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
+from loom.telemetry import flow_scope, traced_execute
 from loom.verdicts import current_episode, park_in_doubt, verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
 
@@ -147,6 +149,9 @@ class Runtime:
     ) -> ExecutionResult:
         """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
 
+        A repeat with the same id, flow and input dispatches an execution that was created
+        but never run (at-least-once start, see :mod:`loom.starts`), else reports it.
+
         ``by`` is who asks (recorded). Every entry point outside the process (HTTP, Pub/Sub,
         Commission, the CLI) names it, and ``capabilities`` must then be grantable by it
         under ``self.grants``; ``None`` is the trusted path of the process's own code.
@@ -178,9 +183,12 @@ class Runtime:
             **queues.started_fields(self.app, queue),
         )
         created, first = await self.store.create(started)
-        if not created:
+        crash.point("after_start")
+        if not created:  # a repeat: run it if it never ran (see ``loom.starts``)
             check_same_start(first, started)
-            return await self.result(eid)
+            state = await self.load_state(eid)
+            if not (run and never_ran(state)):
+                return await self.report(state)
         ran = await self._dispatch(eid, flow, "start", f"{eid}:1") if run else None
         return ran or await self.report(fold([first]), include_state=False)
 
@@ -204,6 +212,7 @@ class Runtime:
 
     # -- execute ------------------------------------------------------------------------
 
+    @traced_execute
     async def execute(self, package: ExecutionPackage) -> ExecutionResult:
         """One worker call: rebuild, claim, run until blocked, and report where it stands.
 
@@ -278,6 +287,7 @@ class Runtime:
                 f"execution {state.execution_id!r} changed while claiming it"
             ) from exc
         fold(batch, state)
+        flow_scope(flow.name)  # names the flow on the step spans of this call
         return Session(self, state, flow, holder)
 
     async def _follow_up(self, state: ExecutionState) -> None:
@@ -362,6 +372,17 @@ class Runtime:
         )
         return ran or await self.report(state, include_state=False)
 
+    async def send(
+        self, execution_id: str, topic: str, payload: Any = None, **kw: Any
+    ) -> ExecutionResult:
+        """Deliver a message on ``topic`` and run the receiver (``message_id``, ``by``: see
+        :func:`loom.messages.send_from_outside`)."""
+        return await messages.send_from_outside(self, execution_id, topic, payload, **kw)
+
+    async def get_event(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
+        """The value published under ``key``, waiting up to ``timeout`` s (loom.published)."""
+        return await published.get_event(self, execution_id, key, timeout=timeout)
+
     async def verdict(
         self,
         execution_id: str,
@@ -406,15 +427,8 @@ class Runtime:
             )
         return ran or await self.report(state, include_state=False)
 
-    async def retry(self, execution_id: str, by: str = "operator") -> ExecutionResult:
-        """Run a parked (poison or nondeterministic) execution again; see ``loom.poison``."""
-        return await poison.retry(self, execution_id, by)
-
-    async def fork(
-        self, execution_id: str, from_step: str | None = None, **options: Any
-    ) -> ExecutionResult:
-        """A new execution reusing ``execution_id``'s steps before ``from_step``: ``loom.fork``."""
-        return await fork.fork(self, execution_id, from_step=from_step, **options)
+    retry = poison.retry  # run a parked (poison, nondeterministic) execution again
+    fork = fork_from  # a new execution reusing a recorded prefix (loom.fork)
 
     async def cancel(
         self, execution_id: str, reason: str = "", *, by: str | None = None

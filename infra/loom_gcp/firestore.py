@@ -72,6 +72,7 @@ from loom.errors import AppendConflictError, ConfigurationError, StoreError, Unk
 from loom.events import Event, ExecutionStarted
 from loom.ids import check_execution_id
 from loom.store.base import (
+    STATUSES,
     AppendRequest,
     EventStore,
     ExecutionSummary,
@@ -81,6 +82,8 @@ from loom.store.base import (
     check_numbering,
     page_after,
 )
+from loom.store.browse import BrowseQuery
+from loom_gcp._firestore_browse import browse, browse_prefix, count_by_status
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
     MAX_COMMIT_WRITES,
@@ -133,6 +136,8 @@ class FirestoreEventStore(EventStore):
     snapshot_min_tail = 8
     # Bytes a snapshot writes per commit: Firestore's limit, with a margin.
     snapshot_commit_bytes = MAX_COMMIT_BYTES
+    # One commit: the events, and the execution document when the status changes.
+    max_append_events = MAX_COMMIT_WRITES - 1
 
     def __init__(
         self,
@@ -267,8 +272,10 @@ class FirestoreEventStore(EventStore):
                     if state is None:
                         continue
                     snapshot = Snapshot(pointer.seq, state)
-                    self._note(execution_id, pointer.seq)
                 events = await self._events_after(execution_id, snapshot.seq if snapshot else 0)
+                if snapshot is not None and not events:  # exact: see ``_events_after``
+                    self._known[execution_id] = snapshot.seq
+                    self._note(execution_id, snapshot.seq)
                 return LoadedLog(snapshot, events)
         raise StoreError(f"snapshot of {execution_id!r} kept changing while loading")
 
@@ -386,6 +393,16 @@ class FirestoreEventStore(EventStore):
         rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
         return page_after(rows, after, oldest_first, limit)
 
+    async def browse(self, query: BrowseQuery) -> list[ExecutionSummary]:
+        """One indexed query, or the ids from the prefix on (``loom_gcp._firestore_browse``)."""
+        if query.id_prefix:
+            return await browse_prefix(self._io, self._executions, query)
+        return await browse(self._io, self._executions, query)
+
+    async def count_by_status(self, *, flow: str | None = None) -> dict[str, int]:
+        """One ``COUNT`` aggregation per status (see ``loom_gcp._firestore_browse``)."""
+        return await count_by_status(self._io, self._executions, STATUSES, flow)
+
     async def scan(
         self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
     ) -> list[ExecutionSummary]:
@@ -487,10 +504,18 @@ class FirestoreEventStore(EventStore):
         return doc.to_dict() or {}
 
     async def _require_log_end(self, execution_id: str, expected: int) -> None:
-        """Refuse unless event ``expected`` exists and, as far as we know, is the last."""
+        """Refuse unless event ``expected`` exists and, as far as we know, is the last.
+
+        A remembered seq past ``expected`` is checked before it refuses: an id purged and
+        started again elsewhere has a shorter log than this object saw, and refusing on
+        memory alone would refuse every append to it (a conflict loop) until restart.
+        """
         known = self._known_seq(execution_id)
         if known > expected:
-            raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
+            if (await self._io.get(self._event_ref(execution_id, expected + 1))).exists:
+                raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
+            self._known.pop(execution_id, None)  # stale: the log is shorter than we saw
+            known = 0
         if expected < 1:  # seq 1 is written by ``create`` only
             await self._exec_doc(execution_id)
             raise AppendConflictError(f"log of {execution_id!r} already has its first event")

@@ -31,7 +31,7 @@ def clean_calls() -> Iterator[None]:
 def test_bulk_retry_of_failed_executions_with_a_dry_run_first(tmp_path: Path) -> None:
     CALLS.bug = True
     for eid, flow in (("a", "pipeline"), ("b", "pipeline"), ("c", "boom")):
-        assert invoke(tmp_path, "start", flow, "--input", "3", "--id", eid)[0] == 0
+        assert invoke(tmp_path, "start", flow, "--input", "3", "--id", eid)[0] == 1  # failed
     CALLS.bug = False
     code, out = invoke(tmp_path, "retry", "--status", "failed", "--flow", "pipeline", "--dry-run")
     assert code == 0, out

@@ -136,4 +136,3 @@ def test_a_partition_key_serializes_across_workers(
     for key in ("k0", "k1", "k2"):
         assert _peak([(a, b) for a, b, k in spans.values() if k == key]) == 1
     assert _peak([(a, b) for a, b, _ in spans.values()]) >= 2  # keys ran side by side
-

@@ -11,8 +11,9 @@ store's :class:`~loom.store.leases.LeaseSet`, shared by every worker instance ov
 store: at most ``concurrency`` leases live at once, at most ``rate_per_second`` new ones per
 second, and at most one per partition key, so the executions of one key run one at a time
 while other keys go on. The lease is held for the execute call (a suspended execution frees
-its slot) and released when it ends; a worker that dies holds it until ``lease_ttl``
-(default 300 s) passes.
+its slot) and released when it ends. While the call runs, the lease is renewed every third
+of ``lease_ttl`` (default 60 s), so a long call keeps its slot, and a worker that dies
+without releasing holds it only until ``lease_ttl`` passes after its last renewal.
 
 An execute call that finds no room claims nothing and runs nothing: it records the wait and
 re-dispatches the execution a second or so later (a Cloud Tasks task locally a timer), then
@@ -22,12 +23,14 @@ leases in flight and executions waiting.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
-from loom.errors import ConfigurationError, InputError
+from loom.errors import ConfigurationError, InputError, StoreError
 from loom.fold import _HEAD, ExecutionState  # pyright: ignore[reportPrivateUsage]
 from loom.store.leases import LeaseRequest, QueueDepth
 
@@ -36,7 +39,8 @@ if TYPE_CHECKING:
     from loom.runtime import Runtime
     from loom.wire import ExecutionResult
 
-DEFAULT_LEASE_TTL: Final = 300.0
+log = logging.getLogger("loom")
+DEFAULT_LEASE_TTL: Final = 60.0
 RETRY_AFTER: Final = (0.5, 1.5)  # seconds before a waiting execution asks again (jittered)
 
 
@@ -142,18 +146,67 @@ def _queue(runtime: Runtime, state: ExecutionState) -> QueueDef | None:
     return runtime.app.queues.get(state.queue) or QueueDef(state.queue)
 
 
+# The renewal of each lease this process holds, by execution id (see ``_renew``).
+_HEARTBEATS: dict[str, tuple[asyncio.Event, asyncio.Task[None]]] = {}
+
+
 async def admit(runtime: Runtime, state: ExecutionState) -> bool:
-    """Take (or renew) the execution's lease; True when it may run now (or has no queue)."""
+    """Take (or renew) the execution's lease, renewed until released; True when it may run
+    now (or has no queue)."""
     q = _queue(runtime, state)
     if q is None:
         return True
-    return await runtime.store.leases().acquire(_request(runtime, state, q))
+    if not await runtime.store.leases().acquire(_request(runtime, state, q)):
+        return False
+    await _stop_heartbeat(state.execution_id)
+    stop = asyncio.Event()
+    beat = asyncio.ensure_future(_renew(runtime, state, q, stop))
+    _HEARTBEATS[state.execution_id] = (stop, beat)
+    return True
+
+
+async def _renew(runtime: Runtime, state: ExecutionState, q: QueueDef, stop: asyncio.Event) -> None:
+    """Renew the lease every third of its ttl, so it outlives the call but not a dead worker."""
+    while True:
+        try:
+            await asyncio.wait_for(stop.wait(), q.lease_ttl / 3)
+            return
+        except TimeoutError:
+            pass
+        try:
+            if not await runtime.store.leases().acquire(_request(runtime, state, q)):
+                log.warning("queue lease of %s on %r lapsed", state.execution_id, q.name)
+        except StoreError as exc:  # the next beat tries again, before the lease lapses
+            log.warning("queue lease of %s not renewed: %s", state.execution_id, exc)
+
+
+async def _stop_heartbeat(execution_id: str) -> None:
+    """Stop the renewals, waiting out one in flight (never cancelled: a renewal landing
+    after the release would take the slot again)."""
+    found = _HEARTBEATS.pop(execution_id, None)
+    if found is not None:
+        found[0].set()
+        await found[1]
 
 
 async def release(runtime: Runtime, state: ExecutionState) -> None:
-    """Give the execution's lease back at the end of an execute call."""
-    if state.queue is not None:
+    """Give the execution's lease back at the end of an execute call.
+
+    A release that fails (the store unavailable past its retries) is logged, not raised: the
+    execution's outcome is already written, and the lease frees itself when it expires.
+    """
+    if state.queue is None:
+        return
+    await _stop_heartbeat(state.execution_id)
+    try:
         await runtime.store.leases().release(state.queue, state.execution_id)
+    except StoreError as exc:
+        log.warning(
+            "queue lease of %s on %r not released (it expires by itself): %s",
+            state.execution_id,
+            state.queue,
+            exc,
+        )
 
 
 async def defer(runtime: Runtime, state: ExecutionState) -> ExecutionResult:

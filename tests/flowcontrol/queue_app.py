@@ -17,20 +17,21 @@ app.queue("five", concurrency=5)
 app.queue("two", concurrency=2)
 app.queue("serial", concurrency=10)
 app.queue("slow", rate_per_second=2)
+app.queue("brief", concurrency=1, lease_ttl=0.6)  # renewed every 0.2 s while it runs
 
 RUNNING: Counter[str] = Counter()
 PEAK: Counter[str] = Counter()
 
 
 @app.effect("work.do")
-async def do(ctx: EffectContext, value: Any) -> str:
-    key = str(value.get("key")) if isinstance(value, dict) else "-"
+async def do(ctx: EffectContext, value: dict[str, Any]) -> str:
+    key = str(value.get("key", "-"))
     RUNNING[key] += 1
     PEAK[key] = max(PEAK[key], RUNNING[key])
     RUNNING["all"] += 1
     PEAK["all"] = max(PEAK["all"], RUNNING["all"])
     try:
-        await asyncio.sleep(float(value.get("seconds", 0.05)) if isinstance(value, dict) else 0.05)
+        await asyncio.sleep(float(value.get("seconds", 0.05)))
     finally:
         RUNNING[key] -= 1
         RUNNING["all"] -= 1

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from threading import Lock
+from threading import Event, Lock
 
 import httpx
 import pytest
@@ -32,6 +33,7 @@ from tests.functions.conftest import start_worker
 
 pytestmark = pytest.mark.slow
 APP = "tests.flowcontrol.queue_app:app"
+ANSWER = 45.0  # s a worker may take to answer (a lease change retries for up to 30 s)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("firestore", marks=pytest.mark.slow)])
@@ -55,7 +57,7 @@ def three_workers(store_url: str, tmp_path: Path) -> Iterator[list[str]]:
             procs.stop(server)
 
 
-async def _seed(url: str, plan: list[tuple[str, str, str | None]]) -> None:
+async def _seed(url: str, plan: Sequence[tuple[str, str, str | None]]) -> None:
     runtime = Runtime(queue_app.app, open_store(url))
     for eid, queue, key in plan:
         value = {"key": key or "-", "seconds": 0.05}
@@ -63,23 +65,41 @@ async def _seed(url: str, plan: list[tuple[str, str, str | None]]) -> None:
     await runtime.store.aclose()
 
 
-def _drive(bases: list[str], ids: list[str], threads: int = 12) -> int:
-    """Play the dispatcher: POST /execute until every execution completed; the calls made."""
+def _drive(bases: list[str], ids: list[str], threads: int = 12, budget: float = 420.0) -> int:
+    """Play the dispatcher: POST /execute until every execution completed; the calls made.
+
+    Fails fast, naming what was stuck, when a worker does not answer within ``ANSWER`` s or
+    the executions are not all completed within ``budget`` s (never hangs the suite).
+    """
     todo = deque(ids)
     lock = Lock()
     calls = itertools.count()
     hosts = itertools.cycle(bases)
+    deadline = time.monotonic() + budget
+    failed = Event()  # one thread's failure stops the others at once
 
     def worker() -> None:
-        with httpx.Client(timeout=60) as http:
+        try:
+            drive()
+        except BaseException:
+            failed.set()
+            raise
+
+    def drive() -> None:
+        with httpx.Client(timeout=ANSWER) as http:
             while True:
                 with lock:
-                    if not todo:
+                    if not todo or failed.is_set():
                         return
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"{len(todo)} not completed in {budget} s")
                     eid, base = todo.popleft(), next(hosts)
                 next(calls)
                 body = {"executionPackage": {"execution_id": eid}}
-                answer = http.post(f"{base}/execute", json=body)
+                try:
+                    answer = http.post(f"{base}/execute", json=body)
+                except httpx.TimeoutException as exc:
+                    raise AssertionError(f"{base} did not answer for {eid} in {ANSWER} s") from exc
                 done = answer.status_code == 200 and answer.json()["status"] == "completed"
                 if not done:
                     with lock:
@@ -87,7 +107,7 @@ def _drive(bases: list[str], ids: list[str], threads: int = 12) -> int:
 
     with ThreadPoolExecutor(threads) as pool:
         for future in [pool.submit(worker) for _ in range(threads)]:
-            future.result(timeout=600)
+            future.result()
     return next(calls)
 
 
@@ -122,6 +142,7 @@ def test_200_executions_with_concurrency_5_across_3_workers(
     calls = _drive(three_workers, ids)
     spans = asyncio.run(_intervals(store_url, ids))
     peak = _peak([(a, b) for a, b, _ in spans.values()])
+    print(f"queue five: peak {peak} in flight over {len(ids)} executions, {calls} calls")
     assert 2 <= peak <= 5, peak
     assert calls > len(ids)  # some waited and were delivered again
 

@@ -88,6 +88,22 @@ async def test_a_rate_limit_spaces_the_starts(store: EventStore):
     assert sum(r.status == "completed" for r in second) == 2
 
 
+async def test_a_lease_is_renewed_while_its_call_runs(store: EventStore):
+    """A call running past ``lease_ttl`` keeps its slot (heartbeat); after its release the
+    next one runs. Without renewals the second call would run beside the first."""
+    runtime = _runtime(store)
+    ids = await _start(runtime, 2, "brief", [None])
+    long = {"key": "-", "seconds": 1.5}
+    await runtime.start("work", long, execution_id="brief-long", run=False, queue=QueueRef("brief"))
+    running = asyncio.ensure_future(runtime.execute(ExecutionPackage(execution_id="brief-long")))
+    await asyncio.sleep(1.0)  # past the ttl of 0.6 s: only renewals keep the lease live
+    refused = await runtime.execute(ExecutionPackage(execution_id=ids[0]))
+    assert refused.status == "running"
+    assert (await running).status == "completed"
+    await _until_done(runtime, ids)
+    assert queue_app.PEAK["all"] == 1
+
+
 async def test_bad_queue_options_are_refused(store: EventStore):
     runtime = _runtime(store)
     with pytest.raises(InputError, match="unknown queue 'nope'"):

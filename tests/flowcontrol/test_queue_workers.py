@@ -157,3 +157,6 @@ def test_a_partition_key_serializes_across_workers(
     for key in ("k0", "k1", "k2"):
         assert _peak([(a, b) for a, b, k in spans.values() if k == key]) == 1
     assert _peak([(a, b) for a, b, _ in spans.values()]) >= 2  # keys ran side by side
+    listed = httpx.get(f"{three_workers[0]}/queues", timeout=ANSWER).json()["queues"]
+    serial = next(q for q in listed if q["name"] == "serial")
+    assert (serial["in_flight"], serial["waiting"]) == (0, 0)  # all released, none waiting

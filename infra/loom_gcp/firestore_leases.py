@@ -36,7 +36,14 @@ from google.cloud.firestore_v1.async_document import AsyncDocumentReference
 from google.cloud.firestore_v1.async_transaction import AsyncTransaction, async_transactional
 
 from loom.errors import StoreUnavailableError
-from loom.store.leases import LeaseRequest, LeaseSet, QueueDepth, admits, is_new_grant
+from loom.store.leases import (
+    LeaseRequest,
+    LeaseSet,
+    QueueDepth,
+    admits,
+    is_new_grant,
+    rate_window,
+)
 from loom_gcp._firestore_io import translate
 
 COLLECTION: Final = "loom_queues"
@@ -116,7 +123,8 @@ class FirestoreLeaseSet(LeaseSet):
 
         def change(data: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
             leases = {h: v for h, v in data.get("leases", {}).items() if v["e"] > request.now}
-            grants = [t for t in data.get("grants", []) if t > request.now - 1.0]
+            keep = request.now - rate_window(request.rate)
+            grants = [t for t in data.get("grants", []) if t > keep]
             live = {h: v.get("p") for h, v in leases.items()}
             if not admits(request, live, grants):
                 return False, None

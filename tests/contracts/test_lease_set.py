@@ -52,6 +52,13 @@ async def test_a_rate_bounds_new_grants_per_second(store: EventStore):
     assert await leases.acquire(req("c", T + 1.0, rate=2))
 
 
+async def test_a_rate_below_one_per_second_spaces_grants_further(store: EventStore):
+    leases = store.leases()
+    assert await leases.acquire(req("a", rate=0.5))
+    assert not await leases.acquire(req("b", T + 1.5, rate=0.5))  # one in any 2 s
+    assert await leases.acquire(req("b", T + 2.0, rate=0.5))
+
+
 async def test_depth_counts_live_leases_and_waiting_holders(store: EventStore):
     leases = store.leases()
     await leases.acquire(req("a", limit=1))

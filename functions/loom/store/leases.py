@@ -6,7 +6,8 @@ Contract (every backend passes ``tests/contracts/test_lease_set.py`` unchanged):
   ``now + ttl`` and returns True only if, atomically with the grant, all of these hold among
   the queue's *live* leases (``expires`` after ``now``), the holder's own excluded: fewer
   than ``limit`` (when given); none with the same ``partition`` (when given); and, for a new
-  grant, fewer than ``rate`` grants in the second before ``now`` (when given). Otherwise it
+  grant, fewer than ``rate`` grants in the second before ``now`` (when given; a rate below
+  one counts over ``1 / rate`` seconds, see :func:`rate_window`). Otherwise it
   grants nothing and returns False. Processes calling it at once over one store never
   exceed a limit.
 * Acquiring again while holding a live lease renews it (its own lease not counted, and not
@@ -65,7 +66,15 @@ def admits(request: LeaseRequest, live: dict[str, str | None], recent: list[floa
         return False
     if request.rate is None or request.holder in live:
         return True  # a renewal is not a new grant
-    return sum(1 for t in recent if request.now - 1.0 < t <= request.now) < request.rate
+    window = rate_window(request.rate)
+    within = sum(1 for t in recent if request.now - window < t <= request.now)
+    return within < request.rate * window
+
+
+def rate_window(rate: float | None) -> float:
+    """Seconds over which ``rate`` counts grants: one second, or ``1 / rate`` below one per
+    second (0.5 is one grant in any two seconds, not one a second)."""
+    return 1.0 if rate is None or rate >= 1.0 else 1.0 / rate
 
 
 def is_new_grant(request: LeaseRequest, live: dict[str, str | None]) -> bool:
@@ -120,7 +129,8 @@ class InMemoryLeaseSet(LeaseSet):
         if not admits(request, live, q.grants):
             return False
         if is_new_grant(request, live):
-            q.grants = [t for t in q.grants if t > request.now - 1.0] + [request.now]
+            keep = request.now - rate_window(request.rate)
+            q.grants = [t for t in q.grants if t > keep] + [request.now]
         q.leases[request.holder] = _Lease(request.partition, request.now + request.ttl)
         q.waiting.discard(request.holder)
         return True

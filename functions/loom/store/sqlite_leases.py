@@ -9,7 +9,14 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from loom.store.leases import LeaseRequest, LeaseSet, QueueDepth, admits, is_new_grant
+from loom.store.leases import (
+    LeaseRequest,
+    LeaseSet,
+    QueueDepth,
+    admits,
+    is_new_grant,
+    rate_window,
+)
 from loom.store.sqlite_faults import translate
 
 _SCHEMA = """
@@ -76,7 +83,10 @@ class SqliteLeaseSet(LeaseSet):
 
 def _acquire(con: sqlite3.Connection, r: LeaseRequest) -> bool:
     con.execute("DELETE FROM queue_leases WHERE queue = ? AND expires <= ?", (r.queue, r.now))
-    con.execute("DELETE FROM queue_grants WHERE queue = ? AND at <= ?", (r.queue, r.now - 1.0))
+    con.execute(
+        "DELETE FROM queue_grants WHERE queue = ? AND at <= ?",
+        (r.queue, r.now - rate_window(r.rate)),
+    )
     rows = con.execute(
         "SELECT holder, partition_key FROM queue_leases WHERE queue = ?", (r.queue,)
     ).fetchall()

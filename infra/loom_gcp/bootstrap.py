@@ -131,9 +131,9 @@ class PinnedEventStore(EventStore):
 
     def leases(self) -> LeaseSet:
         """The inner store's queue leases, their calls on the same loop."""
-        found = self.__dict__.get("_leases")
+        found: LeaseSet | None = getattr(self, "_lease_set", None)
         if found is None:
-            found = self.__dict__["_leases"] = PinnedLeaseSet(self.inner.leases(), self)
+            found = self._lease_set = PinnedLeaseSet(self.inner.leases(), self)
         return found
 
 

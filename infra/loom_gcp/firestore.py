@@ -442,9 +442,9 @@ class FirestoreEventStore(EventStore):
 
     def leases(self) -> FirestoreLeaseSet:
         """Queue leases in this database, shared by every instance (``loom_queues``)."""
-        found = self.__dict__.get("_leases")
+        found: FirestoreLeaseSet | None = getattr(self, "_lease_set", None)
         if found is None:
-            found = self.__dict__["_leases"] = FirestoreLeaseSet(self._client)
+            found = self._lease_set = FirestoreLeaseSet(self._client)
         return found
 
     async def ping(self) -> None:

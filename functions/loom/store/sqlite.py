@@ -107,9 +107,9 @@ class SqliteEventStore(EventStore):
 
     def leases(self) -> SqliteLeaseSet:
         """Queue leases in this database file, shared by every process that opens it."""
-        found = self.__dict__.get("_leases")
+        found: SqliteLeaseSet | None = getattr(self, "_lease_set", None)
         if found is None:
-            found = self.__dict__["_leases"] = SqliteLeaseSet(self.path, self.busy_timeout)
+            found = self._lease_set = SqliteLeaseSet(self.path, self.busy_timeout)
         return found
 
     def serve_off_loop(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from loom.store.leases import (
@@ -46,13 +47,13 @@ class SqliteLeaseSet(LeaseSet):
             self._ready = True
         return con
 
-    async def _run(self, what: str, body: object, *args: object) -> object:
+    async def _run(self, what: str, body: Callable[..., object], *args: object) -> object:
         def call() -> object:
             try:
                 con = self._connect()
                 try:
                     con.execute("BEGIN IMMEDIATE")
-                    result = body(con, *args)  # type: ignore[operator]
+                    result = body(con, *args)
                     con.execute("COMMIT")
                     return result
                 finally:

@@ -33,7 +33,7 @@ from tests.functions.conftest import start_worker
 
 pytestmark = pytest.mark.slow
 APP = "tests.flowcontrol.queue_app:app"
-ANSWER = 45.0  # s a worker may take to answer (a lease change retries for up to 30 s)
+ANSWER = 75.0  # s a worker may take to answer (a lease change retries for up to 30 s)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("firestore", marks=pytest.mark.slow)])

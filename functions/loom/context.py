@@ -211,3 +211,12 @@ class EffectContext:
     def cancel(self) -> None:
         """Mark the attempt cancelled (the runtime does this on timeout)."""
         self._cancelled = True
+
+
+def task_signal(task: asyncio.Task[Any]) -> BaseException | None:
+    """The signal a finished flow task ended with, if any (cancelled: superseded)."""
+    if task.cancelled():
+        return SupersededSignal()
+    exc = task.exception()
+    signals = (SuspendSignal, ParkSignal, StopSignal, SupersededSignal, AbortSignal, InDoubtSignal)
+    return exc if isinstance(exc, signals) else None

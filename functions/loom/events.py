@@ -42,6 +42,7 @@ class ExecutionStarted(_Event):
     capabilities: list[str] = Field(default_factory=list[str])
     budgets: dict[str, float] = Field(default_factory=dict[str, float])
     by: str | None = None
+    deadline: float | None = None  # the flow timeout: cancelled (with cleanup) past it
 
 
 class ExecutionClaimed(_Event):
@@ -214,6 +215,27 @@ class ExecutionFailed(_Event):
     error: ErrorInfo
 
 
+class CancelRequested(_Event):
+    """Someone asked the execution to stop (``by``), or its ``deadline`` passed (``by`` is
+    ``"loom.timeout"``). Not terminal: the flow sees ``asyncio.CancelledError`` at its next
+    await the log cannot serve, and its ``except``/``finally`` blocks may run effects until
+    ``cleanup_s`` seconds after this event's ``at`` (see :mod:`loom.cancellation`)."""
+
+    type: Literal["CancelRequested"] = "CancelRequested"
+    reason: str = ""
+    by: str | None = None
+    cleanup_s: float = 300.0
+
+
+class CancelDelivered(_Event):
+    """The flow was handed its ``CancelledError``. A replay hands it over at ``place`` among
+    the step outcomes (the request's seq when the flow met it while replaying, else this
+    event's own), so the flow sees exactly the outcomes it saw live before it."""
+
+    type: Literal["CancelDelivered"] = "CancelDelivered"
+    place: int | None = None
+
+
 class ExecutionCancelled(_Event):
     """Terminal: cancelled by a caller."""
 
@@ -239,6 +261,8 @@ Event = Annotated[
     | ExecutionRetried
     | ExecutionCompleted
     | ExecutionFailed
+    | CancelRequested
+    | CancelDelivered
     | ExecutionCancelled,
     Field(discriminator="type"),
 ]

@@ -97,6 +97,8 @@ class ExecutionState:
     idle_claims: int = 0  # execute calls that claimed it in a row with no progress since
     output: Any = None
     error: dict[str, Any] | None = None
+    cancel: dict[str, Any] | None = None  # a pending cancel request (loom.cancellation)
+    deadline: float | None = None  # the recorded flow timeout
     meter: Meter = field(default_factory=Meter)
     _steps: dict[str, StepRecord] | None = field(default=None, repr=False)
     _decisions: dict[str, Any] | None = field(default=None, repr=False)
@@ -144,6 +146,9 @@ class ExecutionState:
     def next_wake_at(self) -> float | None:
         """The earliest ``wake_at`` among open gates, if any."""
         times = [g["wake_at"] for g in self.open_gates().values() if g["wake_at"] is not None]
+        limit = self.cancel["deadline"] if self.cancel else self.deadline  # cleanup, timeout
+        if limit is not None:
+            times.append(limit)
         return min(times) if times else None
 
     def _head(self) -> dict[str, Any]:
@@ -185,7 +190,7 @@ class ExecutionState:
 def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
     s.execution_id, s.flow, s.input = e.execution_id, e.flow, e.input
     s.flow_version, s.capabilities, s.budgets = e.flow_version, list(e.capabilities), e.budgets
-    s.status, s.started_at = "running", e.at
+    s.status, s.started_at, s.deadline = "running", e.at, e.deadline
 
 
 def _claimed(s: ExecutionState, e: ev.ExecutionClaimed) -> None:
@@ -410,4 +415,5 @@ def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> Exe
 
 # Primitives in modules of their own register their handlers into ``_HEAD``/``_STEP``; they
 # are imported here so no fold ever runs without them.
+from loom import cancellation as _cancellation  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

@@ -54,19 +54,23 @@ class Ordering:
     def _next_recorded(self) -> float:
         return self._recorded[self._head] if self._head < len(self._recorded) else float("inf")
 
-    def turn(self, seq: int) -> asyncio.Future[None] | None:
+    def turn(self, seq: int, *, settle: bool = False) -> asyncio.Future[None] | None:
         """Ask to hand over the outcome at ``seq``: None if it may go now, else a future.
 
         An outcome whose place was already passed (a resume that came before its gate
-        opened, or a step nobody awaited at its turn) goes at once.
+        opened, or a step nobody awaited at its turn) goes at once. With ``settle`` it always
+        waits for the loop to settle first: for a hand-over the flow does not ask for (a
+        cancel), which must find the flow where the live run found it.
         """
         self.moves += 1
         head = self._next_recorded()
-        if seq <= head and self.open_tasks <= 1 and not self._waiters:
+        if settle:
+            pass
+        elif seq <= head and self.open_tasks <= 1 and not self._waiters:
             if seq == head:
                 self._head += 1
             return None
-        if seq < head and not any(s < seq for s in self._waiters):
+        elif seq < head and not any(s < seq for s in self._waiters):
             return None  # already passed: nothing ahead of it to wait for
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from loom import crash
+from loom import cancellation, crash
 from loom import events as ev
 from loom.app import EffectDef, FlowDef
 from loom.backoff import BACKOFF, scheduled, wait_for_retry
@@ -30,6 +30,7 @@ from loom.context import (
     SuspendSignal,
     install_task_factory,
     root_scope,
+    task_signal,
 )
 from loom.effects import admit, budget_exceeded, error_info, failed_error, invoke_with_retry
 from loom.errors import (
@@ -82,7 +83,9 @@ class Session:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._flow_task: asyncio.Task[Any] | None = None
-        self.order = Ordering(recorded_outcomes(state), self._poke)
+        self.order = Ordering(
+            [*recorded_outcomes(state), *cancellation.recorded(state)], self._poke
+        )
 
     # -- bookkeeping ------------------------------------------------------------------
 
@@ -93,6 +96,7 @@ class Session:
 
     async def _turn(self, seq: int) -> None:
         """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``)."""
+        await cancellation.served(self, seq)
         wait = self.order.turn(seq)
         if wait is not None:
             self._poke()
@@ -218,6 +222,7 @@ class Session:
         self._park(step_id, f"step {step_id} is {status}; it needs a verdict")
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
+        await cancellation.checkpoint(self)
         result = await self._live_call(step_id, defn, value, attempt)
         if result is BACKOFF:  # the next attempt waits on a durable timer
             return await self.execute(step_id, defn, value)
@@ -348,6 +353,7 @@ class Session:
     async def _wait(
         self, step_id: str, on: str, key: str, timeout: float | None, recorded: GateRecord | None
     ) -> ResumeRecord:
+        await cancellation.checkpoint(self)
         if recorded is not None:
             gate = recorded
         else:
@@ -384,7 +390,7 @@ class Session:
                 if self._progress != mark or self._inflight or flow_task.done():
                     break
             else:
-                await self._block()
+                await (cancellation.deliver(self) if cancellation.due(self) else self._block())
 
     async def _block(self) -> None:
         async with self.journal.lock:
@@ -392,6 +398,8 @@ class Session:
                 self._deliver_resumes()
                 if any(w.fut.done() for w in self._waiting.values()) or not self._waiting:
                     return  # a resume arrived meanwhile: keep running
+                if cancellation.interrupts(self):
+                    return  # a cancel arrived: it is handed over, not suspended on
                 fresh = [(sid, w.gate) for sid, w in self._waiting.items() if w.new]
                 gates = fresh or [(sid, w.gate) for sid, w in self._waiting.items()]
                 batch: list[ev.Event] = [
@@ -434,6 +442,8 @@ class Session:
 
     async def run(self) -> None:
         """Run the flow until it completes, fails, suspends, parks or is superseded."""
+        if await cancellation.before_run(self):
+            return
         value = self.flow.typed.parse_input(
             await self.rt.payloads.decode(self.state.input, self.execution_id)
         )
@@ -468,7 +478,9 @@ class Session:
                 task.exception()
 
     async def _finish(self, flow_task: asyncio.Task[Any]) -> None:
-        signal = self.signal or _task_signal(flow_task)
+        if await cancellation.finish(self, flow_task):
+            return
+        signal = self.signal or task_signal(flow_task)
         if isinstance(signal, AbortSignal):
             raise signal.args[0]
         if isinstance(signal, SupersededSignal):
@@ -495,17 +507,3 @@ class Session:
             return
         end = await completion_event(self.rt.payloads, flow_task.result(), self.execution_id)
         await self.append([end])
-
-
-def _task_signal(task: asyncio.Task[Any]) -> BaseException | None:
-    if task.cancelled():
-        return SupersededSignal()
-    exc = task.exception()
-    return (
-        exc
-        if isinstance(
-            exc,
-            (SuspendSignal, ParkSignal, StopSignal, SupersededSignal, AbortSignal, InDoubtSignal),
-        )
-        else None
-    )

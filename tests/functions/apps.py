@@ -118,3 +118,15 @@ async def versioned_v2(ctx: FlowContext, value: Any) -> str:
     """Version 2: waits on ``go`` too, answers differently."""
     await ctx.suspend(on="go", correlation_key=f"{ctx.execution_id}:go")
     return "v2"
+
+
+@app.flow("refundable")
+async def refundable(ctx: FlowContext, amount: int) -> str:
+    """A charge, then a wait on ``ship``; a cancel refunds the charge (a compensation)."""
+    receipt = await ctx.execute(charge, amount)
+    try:
+        await ctx.suspend(on="ship", correlation_key=ctx.execution_id)
+        return "shipped"
+    except asyncio.CancelledError:
+        await ctx.execute(greet, f"refund {receipt['charge_id']}")
+        raise

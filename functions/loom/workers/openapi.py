@@ -14,6 +14,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from loom import __version__
 from loom.wire import ExecutionResult
+from loom.workers.cancel_route import CancelRequest
 from loom.workers.http_routes import (
     ErrorBody,
     ExecuteRequest,
@@ -32,6 +33,7 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (StartRequest, "validation"),
     (ResumeRequest, "validation"),
     (VerdictRequest, "validation"),
+    (CancelRequest, "validation"),
     (ExecutionResult, "serialization"),
     (ExecutionView, "serialization"),
     (Health, "serialization"),
@@ -219,6 +221,18 @@ def _paths() -> dict[str, Any]:
                 ("ExecutionResult", "Where the execution stands"),
                 [400, 401, 403, 404, 409, 413, 415],
                 body="VerdictRequest",
+                secured=True,
+                params=[_ID],
+            )
+        },
+        "/executions/{execution_id}/cancel": {
+            "post": _operation(
+                "cancel",
+                "Cancel an execution: its flow gets CancelledError at its next await and may "
+                "run compensations before it ends cancelled (a finished one: 409)",
+                ("ExecutionResult", "Where the execution stands"),
+                [400, 401, 403, 404, 409, 413, 415],
+                body="CancelRequest",
                 secured=True,
                 params=[_ID],
             )

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from loom import events as ev
 from loom import timeouts
-from loom.context import AbortSignal, _Signal  # pyright: ignore[reportPrivateUsage]
+from loom.context import SCOPE, AbortSignal, _Signal  # pyright: ignore[reportPrivateUsage]
 from loom.errors import ExecutionFinishedError
 from loom.fold import _HEAD, ExecutionState  # pyright: ignore[reportPrivateUsage]
 from loom.journal import DryJournal
@@ -175,7 +175,7 @@ async def checkpoint(session: Session) -> None:
     if cancel is None:
         if not (_live(session) and timeouts.timed_out(session)):
             return
-        await timeouts.request_timeout(session)
+        await _append(session, timeouts.overdue(session.rt, session.state))
         cancel = session.state.cancel
         assert cancel is not None
     known = _of(session)
@@ -242,8 +242,17 @@ async def deliver(session: Session) -> None:
     # Met while replaying, nothing after the request reached the flow: its place is the
     # request's. Merged into a running session, outcomes before this one may have.
     place = seq if seq <= known.start_seq else None
-    await session.append([ev.CancelDelivered(place=place)])
+    await _append(session, [ev.CancelDelivered(place=place)])
     _cancel_root(session, known)
+
+
+async def _append(session: Session, events: list[ev.Event]) -> None:
+    """Append from a flow task: tasks the store creates must not consume flow step ids."""
+    token = SCOPE.set(None)
+    try:
+        await session.append(events)
+    finally:
+        SCOPE.reset(token)
 
 
 async def _replay_delivery(session: Session, seq: int) -> None:

@@ -72,8 +72,3 @@ def timed_out(session: Session) -> bool:
     """Whether the execution's recorded deadline has passed (a live session only asks)."""
     deadline = session.state.deadline
     return deadline is not None and session.rt.clock() >= deadline
-
-
-async def request_timeout(session: Session) -> None:
-    """Append the cancel the deadline asks for (it passed while the session ran)."""
-    await session.append(overdue(session.rt, session.state))

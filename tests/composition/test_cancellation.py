@@ -152,7 +152,6 @@ async def test_a_second_cancel_while_cleaning_up_changes_nothing():
     assert (await types(env, "d1")).count("CancelRequested") == 1
 
 
-
 async def test_a_cancel_during_a_running_effect_arrives_at_the_next_await():
     log: list[str] = []
     app = Loom("inflight")

@@ -75,7 +75,7 @@ def _of(session: Session) -> _Delivery:
     return known
 
 
-def _live(session: Session) -> bool:
+def is_live(session: Session) -> bool:
     """False in a replay that may not write (the test toolkit, the replay check)."""
     return not isinstance(session.journal, DryJournal)
 
@@ -101,8 +101,11 @@ async def request_cancel(
     if state.cancel is not None:
         return await rt.report(state)
     if state.parked_reason is not None or state.status == "in_doubt":
+        from loom import children  # (it imports this module)
+
         end = ev.ExecutionCancelled(reason=reason, by=by)
         state = await rt._append_control(state, [end], StatusChange("cancelled"), _check_open)  # pyright: ignore[reportPrivateUsage]
+        await children.follow_up(rt, state)
         return await rt.report(state)
     return await _request(rt, state, reason, by)
 
@@ -157,7 +160,7 @@ async def before_run(session: Session) -> bool:
     if cancel is None:
         return False
     try:
-        if _live(session) and session.rt.clock() >= cancel["deadline"]:
+        if is_live(session) and session.rt.clock() >= cancel["deadline"]:
             await _end(session, spent=True)
             return True
     except AbortSignal as signal:
@@ -173,7 +176,7 @@ async def checkpoint(session: Session) -> None:
     """Before an operation the log cannot serve: this is where a pending cancel arrives."""
     cancel = session.state.cancel
     if cancel is None:
-        if not (_live(session) and timeouts.timed_out(session)):
+        if not (is_live(session) and timeouts.timed_out(session)):
             return
         await _append(session, timeouts.overdue(session.rt, session.state))
         cancel = session.state.cancel
@@ -182,7 +185,7 @@ async def checkpoint(session: Session) -> None:
     if known.delivered:
         if asyncio.current_task() in known.doomed:
             await _forever()  # a branch from before the cancel starts nothing new
-        if _live(session) and session.rt.clock() >= cancel["deadline"]:
+        if is_live(session) and session.rt.clock() >= cancel["deadline"]:
             session._raise(CleanupSpentSignal())  # pyright: ignore[reportPrivateUsage]
         return
     await _arrive(session, cancel)
@@ -201,7 +204,7 @@ async def served(session: Session, seq: int) -> None:
 
 
 async def _arrive(session: Session, cancel: dict[str, Any]) -> None:
-    if not _live(session) and not cancel.get("delivered"):
+    if not is_live(session) and not cancel.get("delivered"):
         return  # a replay at the end of its history: the live run has not handed it over
     if not _of(session).delivering and not cancel.get("delivered"):
         await deliver(session)
@@ -212,6 +215,12 @@ async def _forever() -> None:
     await asyncio.get_running_loop().create_future()
 
 
+def handed_over(session: Session) -> bool:
+    """Whether a ``CancelledError`` the flow sees now is this cancel (a live session's, not
+    the unwinding of a suspension or a supersession)."""
+    return is_live(session) and _of(session).delivered and session.signal is None
+
+
 def due(session: Session) -> bool:
     """Whether a cancel waits to be handed over live (the flow is blocked on gates)."""
     cancel = session.state.cancel
@@ -220,7 +229,7 @@ def due(session: Session) -> bool:
         cancel is not None
         and not cancel.get("delivered")
         and not known.delivering
-        and _live(session)
+        and is_live(session)
     )
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import uuid as _uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,6 +25,7 @@ from loom.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from loom.app import EffectDef
+    from loom.children import ChildFlow
     from loom.session import Session
 
 T = TypeVar("T")
@@ -151,6 +152,29 @@ class FlowContext:
         seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
         sid = next_step_id()
         await self._session.gate(sid, "loom.timer", f"{self.execution_id}:{sid}", seconds)
+
+    async def execute_flow(
+        self, flow: str | Callable[..., Any], input: Any = None, *, on_cancel: str = "cancel"
+    ) -> Any:
+        """Run ``flow`` as a child execution and return its output (see :mod:`loom.children`).
+
+        Raises:
+            ChildFlowFailedError: The child failed or was cancelled.
+        """
+        child = await self.start_flow(flow, input, on_cancel=on_cancel)
+        return await child.result()
+
+    async def start_flow(
+        self, flow: str | Callable[..., Any], input: Any = None, *, on_cancel: str = "cancel"
+    ) -> ChildFlow:
+        """Start ``flow`` as a child execution; await the returned handle for its output.
+
+        ``on_cancel``: what this execution's end does to the child if it still runs,
+        ``"cancel"`` it or ``"abandon"`` it.
+        """
+        from loom import children
+
+        return await children.start_flow(self._session, next_step_id(), flow, input, on_cancel)
 
     def now(self) -> datetime:
         """The current time, recorded on first run and the same on every replay."""

@@ -43,6 +43,7 @@ class ExecutionStarted(_Event):
     budgets: dict[str, float] = Field(default_factory=dict[str, float])
     by: str | None = None
     deadline: float | None = None  # the flow timeout: cancelled (with cleanup) past it
+    parent: dict[str, str] | None = None  # a child flow's parent: execution_id, step_id
 
 
 class ExecutionClaimed(_Event):
@@ -215,6 +216,19 @@ class ExecutionFailed(_Event):
     error: ErrorInfo
 
 
+class ChildStarted(_Event):
+    """The flow started a child flow at ``step_id``: the execution ``child_id`` (derived
+    from this execution's id and the step, so a replay never starts a second one). Its end
+    comes back as a resume on ``loom.child`` keyed by ``child_id``. ``on_cancel`` says what
+    this execution's end does to a child still running: ``cancel`` it or ``abandon`` it."""
+
+    type: Literal["ChildStarted"] = "ChildStarted"
+    step_id: str
+    child_id: str
+    flow: str
+    on_cancel: Literal["cancel", "abandon"] = "cancel"
+
+
 class CancelRequested(_Event):
     """Someone asked the execution to stop (``by``), or its ``deadline`` passed (``by`` is
     ``"loom.timeout"``). Not terminal: the flow sees ``asyncio.CancelledError`` at its next
@@ -261,6 +275,7 @@ Event = Annotated[
     | ExecutionRetried
     | ExecutionCompleted
     | ExecutionFailed
+    | ChildStarted
     | CancelRequested
     | CancelDelivered
     | ExecutionCancelled,

@@ -99,6 +99,8 @@ class ExecutionState:
     error: dict[str, Any] | None = None
     cancel: dict[str, Any] | None = None  # a pending cancel request (loom.cancellation)
     deadline: float | None = None  # the recorded flow timeout
+    parent: dict[str, str] | None = None  # a child flow's parent (loom.children)
+    children: dict[str, dict[str, str]] = field(default_factory=dict[str, dict[str, str]])
     meter: Meter = field(default_factory=Meter)
     _steps: dict[str, StepRecord] | None = field(default=None, repr=False)
     _decisions: dict[str, Any] | None = field(default=None, repr=False)
@@ -190,7 +192,7 @@ class ExecutionState:
 def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
     s.execution_id, s.flow, s.input = e.execution_id, e.flow, e.input
     s.flow_version, s.capabilities, s.budgets = e.flow_version, list(e.capabilities), e.budgets
-    s.status, s.started_at, s.deadline = "running", e.at, e.deadline
+    s.status, s.started_at, s.deadline, s.parent = "running", e.at, e.deadline, e.parent
 
 
 def _claimed(s: ExecutionState, e: ev.ExecutionClaimed) -> None:
@@ -416,4 +418,5 @@ def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> Exe
 # Primitives in modules of their own register their handlers into ``_HEAD``/``_STEP``; they
 # are imported here so no fold ever runs without them.
 from loom import cancellation as _cancellation  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
+from loom import children as _children  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

@@ -23,6 +23,7 @@ from loom import events as ev
 from loom.app import FlowDef, Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.cancellation import request_cancel
+from loom.children import follow_up as follow_up_children
 from loom.claims import ACTIVE_HOLDERS, HOST, claim_is_live
 from loom.context import SupersededSignal
 from loom.errors import (
@@ -306,7 +307,8 @@ class Runtime:
         return Session(self, state, flow, holder)
 
     async def _follow_up(self, state: ExecutionState) -> None:
-        """Arrange the next dispatch: a timer when the execution sleeps."""
+        """Arrange the next dispatch: a timer when it sleeps; an end goes to parent/children."""
+        await follow_up_children(self, state)
         if state.status == "suspended" and state.parked_reason is None:
             wake = state.next_wake_at()
             if wake is not None:

@@ -32,7 +32,7 @@ import logging
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal
 
-from loom import cancellation
+from loom import cancellation, crash
 from loom import events as ev
 from loom.app import FlowDef, to_json_value
 from loom.context import SCOPE
@@ -168,7 +168,9 @@ async def _start_live(
     rt = session.rt
     with _outside_the_flow():
         await session._unless_store_fails(_create(session, step_id, cid, defn, value))  # pyright: ignore[reportPrivateUsage]
+        crash.point("child_created", step_id)
         await rt._dispatch(cid, defn.name, "start", f"{cid}:1")  # pyright: ignore[reportPrivateUsage]
+        crash.point("child_dispatched", step_id)
         await session.append(
             [ev.ChildStarted(step_id=step_id, child_id=cid, flow=defn.name, on_cancel=on_cancel)]  # type: ignore[arg-type]
         )

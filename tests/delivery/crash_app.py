@@ -83,3 +83,15 @@ async def flow_saga(ctx: FlowContext, _: None) -> str:
         await ctx.execute(idempotent, None)
         await ctx.execute(once, None)
         raise
+
+
+@app.flow("crash.kid")
+async def flow_kid(ctx: FlowContext, n: int) -> str:
+    """A child flow: one idempotent effect."""
+    return await ctx.execute(idempotent, None)
+
+
+@app.flow("crash.parent")
+async def flow_parent(ctx: FlowContext, _: None) -> list[str]:
+    """Two child flows, one after the other."""
+    return [await ctx.execute_flow(flow_kid, n) for n in (1, 2)]

@@ -68,6 +68,18 @@ def _detail(event: Event) -> str:
     return " ".join(f"{k}={_short(v, 48)}" for k, v in data.items() if v not in (None, [], {}))
 
 
+def _lineage(state: dict[str, Any]) -> list[str]:
+    """Child flows: the parent of this execution and the children it started."""
+    lines: list[str] = []
+    parent = state.get("parent")
+    if parent:
+        lines.append(f"  parent {parent['execution_id']} (step {parent['step_id']})")
+    children = [c["child_id"] for c in (state.get("children") or {}).values()]
+    if children:
+        lines.append(f"  children {', '.join(children)}")
+    return lines
+
+
 def render_timeline(result: ExecutionResult, events: Sequence[Event]) -> None:
     """Print the state line, the metering counters, and one row per event."""
     console.print(status_text(result))
@@ -77,6 +89,8 @@ def render_timeline(result: ExecutionResult, events: Sequence[Event]) -> None:
         f"effect time {meter.get('effect_seconds', 0.0):.3f}s, "
         f"bytes stored {meter.get('bytes_stored', 0)}"
     )
+    for line in _lineage(result.state):
+        console.print(line)
     table = Table(box=None, pad_edge=False)
     for col in ("seq", "time", "event", "step", "detail"):
         table.add_column(col)

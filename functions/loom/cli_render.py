@@ -74,7 +74,8 @@ def _lineage(state: dict[str, Any]) -> list[str]:
     parent = state.get("parent")
     if parent:
         lines.append(f"  parent {parent['execution_id']} (step {parent['step_id']})")
-    children = [c["child_id"] for c in (state.get("children") or {}).values()]
+    recorded: dict[str, dict[str, str]] = state.get("children") or {}
+    children = [c["child_id"] for c in recorded.values()]
     if children:
         lines.append(f"  children {', '.join(children)}")
     return lines

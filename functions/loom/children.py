@@ -149,6 +149,7 @@ async def start_flow(
     if on_cancel not in ("cancel", "abandon"):
         raise ValueError(f"on_cancel must be 'cancel' or 'abandon', got {on_cancel!r}")
     defn = _flow_def(session, flow)
+    _visit(session, step_id)
     recorded = session.state.children.get(step_id)
     cid = child_id(session.execution_id, step_id)
     if recorded is None:
@@ -160,6 +161,13 @@ async def start_flow(
             step_id, f"step {step_id}: log has child flow {recorded['flow']!r}, flow {defn.name!r}"
         )
     return ChildFlow(session, step_id, cid, defn, on_cancel)
+
+
+def _visit(session: Session, step_id: str) -> None:
+    """Count the step as reached for the pre-deploy replay check (its ``visited`` set)."""
+    visited: object = getattr(session, "visited", None)
+    if isinstance(visited, set):
+        visited.add(step_id)  # pyright: ignore[reportUnknownMemberType]
 
 
 async def _start_live(

@@ -228,3 +228,41 @@ async def test_a_deadline_passed_while_running_is_decided_by_the_recorded_time()
     result = await env.runtime.resume("t6", "trip.confirm", "t6", "yes")
     assert result.status == "cancelled"
     assert saga.BOOKED[-2:] == ["flight-F-t6", "hotel-H-t6"]
+
+
+async def test_a_cleanup_replays_from_a_snapshot_taken_in_the_middle_of_it():
+    log: list[str] = []
+    env = LoomTestEnv(cleanup_app(log), snapshot_every=2)
+    await env.start("slow_cleanup", None, execution_id="n1")
+    await env.runtime.cancel("n1")
+    assert log == ["first"]
+    [snapshot] = [await env.store.load("n1")]
+    assert snapshot.snapshot is not None  # the cleanup's state comes from a snapshot
+    result = await env.runtime.resume("n1", "refund.done", "k", None)
+    assert result.status == "cancelled" and log == ["first", "never"]
+
+
+async def test_a_deadline_that_passes_during_a_step_cancels_at_the_next_one():
+    log: list[str] = []
+    app = Loom("slow")
+    env = LoomTestEnv(app)
+
+    @app.effect("step")
+    def step(ctx: EffectContext, name: str) -> str:
+        log.append(name)
+        env.clock.now += 50  # a slow step: the deadline passes while it runs
+        return name
+
+    @app.flow("two", timeout=60)
+    async def two(ctx: FlowContext, _: None) -> None:
+        try:
+            await ctx.execute(step, "a")
+            await ctx.execute(step, "b")
+            await ctx.execute(step, "c")
+        except asyncio.CancelledError:
+            await ctx.execute(step, "undo")
+            raise
+
+    result = await env.start("two", None, execution_id="m1")
+    assert result.status == "cancelled"
+    assert log == ["a", "b", "undo"]  # "c" would have started past the deadline

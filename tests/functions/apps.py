@@ -130,3 +130,9 @@ async def refundable(ctx: FlowContext, amount: int) -> str:
     except asyncio.CancelledError:
         await ctx.execute(greet, f"refund {receipt['charge_id']}")
         raise
+
+
+@app.flow("family")
+async def family(ctx: FlowContext, value: dict[str, Any]) -> dict[str, Any]:
+    """A parent: ``echo`` as a child flow."""
+    return {"child": await ctx.execute_flow(echo, value)}

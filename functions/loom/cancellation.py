@@ -134,6 +134,8 @@ async def _request(
     except _AlreadyRequestedError:
         return await rt.result(state.execution_id)
     eid = state.execution_id
+    if state.flow not in rt.app.versions:  # this process lacks the code: a worker runs it
+        return await rt.report(state)  # (the sweep dispatches a running execution left alone)
     ran = await rt._dispatch(eid, state.flow, "manual", f"{eid}:{state.last_seq}:cancel")  # pyright: ignore[reportPrivateUsage]
     return ran or await rt.report(state)
 

@@ -66,3 +66,15 @@ def test_the_fanout_gathers_its_children_and_shows_their_lineage(run):
     assert code == 0 and "parent r-1 (step 1)" in out, out
     code, out = run(app, "show", "r-1")
     assert "children r-1.child.1, r-1.child.2" in out, out
+
+
+def test_a_cancel_without_the_app_is_recorded_and_a_worker_with_it_cleans_up(run):
+    saga.BOOKED.clear()
+    app = "examples.saga:app"
+    run(app, "start", "trip.book", "--input", '{"trip_id": "t-9"}', "--id", "t-9")
+    code, out = run(None, "cancel", "t-9", "--reason", "ops")
+    assert code == 0 and "running" in out, out  # recorded; nothing here can run the flow
+    assert saga.BOOKED == ["hotel+t-9", "flight+t-9"]
+    code, out = run(app, "execute", "t-9")  # what the sweep's dispatch makes a worker do
+    assert code == 0 and "cancelled" in out, out
+    assert saga.BOOKED[2:] == ["flight-F-t-9", "hotel-H-t-9"]

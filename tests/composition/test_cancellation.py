@@ -266,3 +266,27 @@ async def test_a_deadline_that_passes_during_a_step_cancels_at_the_next_one():
     result = await env.start("two", None, execution_id="m1")
     assert result.status == "cancelled"
     assert log == ["a", "b", "undo"]  # "c" would have started past the deadline
+
+
+async def test_an_execution_in_doubt_is_cancelled_at_once_with_who_asked():
+    from loom.errors import EffectOutcomeUnknownError
+
+    app = Loom("doubt")
+
+    @app.effect("pay", idempotent=False)
+    def pay(ctx: EffectContext, _: None) -> None:
+        raise EffectOutcomeUnknownError("the provider timed out after the request left")
+
+    @app.flow("f")
+    async def f(ctx: FlowContext, _: None) -> None:
+        try:
+            await ctx.execute(pay, None)
+        finally:
+            await ctx.execute(pay, None)  # never reached: its flow cannot run while in doubt
+
+    env = LoomTestEnv(app)
+    assert (await env.start("f", None, execution_id="q1")).status == "in_doubt"
+    result = await env.runtime.cancel("q1", "give up", by="ops")
+    assert result.status == "cancelled"
+    kinds = await types(env, "q1")
+    assert kinds[-1] == "ExecutionCancelled" and "CancelRequested" not in kinds

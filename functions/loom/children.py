@@ -219,6 +219,7 @@ async def follow_up(rt: Runtime, state: ExecutionState) -> None:
         return
     try:
         if state.parent is not None:
+            crash.point("child_ended")  # ended, its parent not told yet
             await _tell_parent(rt, state)
         for child in _running_children(state):
             await _cancel(rt, child, f"parent {state.execution_id} ended {state.status}")

@@ -11,9 +11,10 @@ import os
 import signal
 
 POINTS = ("before_intent", "after_intent", "after_effect", "after_complete", "before_reply")
-# Child flow points, numbered by the parent's step: the child exists, then it was dispatched,
-# and the parent has not recorded ``ChildStarted`` yet.
-CHILD_POINTS = ("child_created", "child_dispatched")
+# Child flow points: numbered by the parent's step, the child exists, then it was
+# dispatched, and the parent has not recorded ``ChildStarted`` yet; ``child_ended``: a child
+# reached its end and its parent has not been told.
+CHILD_POINTS = ("child_created", "child_dispatched", "child_ended")
 # Store points, numbered by transaction instead of step: ``in_group_commit:3`` dies in the
 # third SQLite group transaction after its statements ran, before its ``COMMIT``.
 STORE_POINTS = ("in_group_commit",)

@@ -2,11 +2,12 @@
 
 A worker process runs a parent that starts two child flows one after the other, and dies at
 a crash point: after a child was created, after it was dispatched (before the parent
-recorded it), after a child's effect was recorded, or before its reply. Recovery is what a
+recorded it), after a child's effect was recorded, after a child ended, or before a reply. Recovery is what a
 dispatcher's redelivery does: execute calls for every execution still open, until the
 parent ends. There must be exactly two children (the ids the parent's steps derive), each
 recorded once in the parent's log, each child's effect recorded once, and the parent's
-output built from both.
+output built from both. A child killed after its end but before telling its parent
+(``child_ended``) tells it on the redelivery.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tests.delivery import crash_app
 
 ROOT = Path(__file__).resolve().parents[2]
 POINTS = ["child_created:1", "child_dispatched:1", "child_created:2", "after_complete:1"]
-POINTS += ["before_reply"]
+POINTS += ["child_ended", "before_reply"]
 
 
 @pytest.fixture(params=["sqlite", pytest.param("firestore", marks=pytest.mark.slow)])
@@ -61,11 +62,11 @@ def _run_and_die(db: str, side: Path, eid: str, point: str) -> int:
 
 
 async def _redeliver(runtime: Runtime, eid: str) -> str:
-    """Execute every open execution, as redelivered tasks would, until the parent ends."""
+    """Execute every execution again, as the redelivery of the dead worker's tasks would
+    (an ended child's tells its parent), until the parent ends."""
     for _ in range(6):
         for summary in await runtime.store.list():
-            if summary.status not in ("completed", "failed", "cancelled"):
-                await runtime.execute(ExecutionPackage(execution_id=summary.execution_id))
+            await runtime.execute(ExecutionPackage(execution_id=summary.execution_id))
         status = (await runtime.result(eid)).status
         if status != "running" and status != "suspended":
             return status

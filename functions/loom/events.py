@@ -17,10 +17,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version 2 records who asked (``by`` on starts, resumes and cancels) and which in-doubt
-episode a verdict settles (``episode``). Version 1 events load unchanged: the new fields
-default to ``None`` (nobody recorded)."""
+episode a verdict settles (``episode``). Version 3 adds cancellation with cleanup
+(``CancelRequested``, ``CancelDelivered``), child flows (``ChildStarted``,
+``ExecutionStarted.parent``) and flow timeouts (``ExecutionStarted.deadline``). Older events
+load unchanged: the new fields default to ``None`` (nobody recorded, no parent, no
+deadline)."""
 
 
 class _Event(BaseModel):

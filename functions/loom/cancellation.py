@@ -88,9 +88,10 @@ async def request_cancel(
 ) -> ExecutionResult:
     """The body of :meth:`Runtime.cancel`: record the request, then run the cleanup.
 
-    An execution that cannot run its flow (parked for an operator, in doubt, or on a flow
-    this process lacks when nobody else will run it) ends ``cancelled`` at once. A second
-    request while one is pending changes nothing.
+    An execution that cannot run its flow (parked for an operator, or in doubt) ends
+    ``cancelled`` at once. A process without the flow's code records the request and leaves
+    the cleanup to a worker that has it. A second request while one is pending changes
+    nothing (the first reason and ``by`` stand).
 
     Raises:
         UnknownExecutionError: No such execution.

@@ -290,3 +290,52 @@ async def test_an_execution_in_doubt_is_cancelled_at_once_with_who_asked():
     assert result.status == "cancelled"
     kinds = await types(env, "q1")
     assert kinds[-1] == "ExecutionCancelled" and "CancelRequested" not in kinds
+
+
+def timer_app(log: list[str]) -> Loom:
+    app = Loom("timers")
+
+    @app.effect("note")
+    def note(ctx: EffectContext, what: str) -> str:
+        log.append(what)
+        return what
+
+    @app.flow("napper")
+    async def napper(ctx: FlowContext, _: None) -> None:
+        try:
+            await ctx.execute(note, "start")
+            await ctx.sleep(timedelta(hours=1))
+        except asyncio.CancelledError:
+            await ctx.sleep(timedelta(seconds=30))  # cleanup may wait durably too
+            await ctx.execute(note, "cleaned")
+            raise
+
+    return app
+
+
+async def test_a_sleeping_flow_is_cancelled_at_its_timer_and_its_cleanup_may_sleep():
+    log: list[str] = []
+    env = LoomTestEnv(timer_app(log))
+    await env.start("napper", None, execution_id="z1")
+    waiting = await env.runtime.cancel("z1")
+    assert waiting.status == "suspended" and log == ["start"]
+    [done] = await env.skip(31)
+    assert done.status == "cancelled" and log == ["start", "cleaned"]
+
+
+async def test_a_cancel_before_the_first_run_arrives_at_the_first_step():
+    log: list[str] = []
+    env = LoomTestEnv(timer_app(log))
+    await env.start("napper", None, execution_id="z2", run=False)
+    result = await env.runtime.cancel("z2")
+    assert result.status == "suspended" and log == []  # "start" never ran
+    [done] = await env.skip(31)
+    assert done.status == "cancelled" and log == ["cleaned"]
+
+
+async def test_cancelling_an_unknown_execution_is_refused():
+    from loom.errors import UnknownExecutionError
+
+    env = LoomTestEnv(timer_app([]))
+    with pytest.raises(UnknownExecutionError):
+        await env.runtime.cancel("nobody")

@@ -142,3 +142,22 @@ async def test_a_bad_policy_is_refused(policy: str):
     env = LoomTestEnv(app)
     result = await env.start("p", None, execution_id="b")
     assert result.status == "failed" and "on_cancel" in (result.error or {})["message"]
+
+
+async def test_a_child_cancelled_on_its_own_raises_in_the_parent_as_cancelled():
+    log: list[str] = []
+    app = family(log)
+
+    @app.flow("tolerant")
+    async def tolerant(ctx: FlowContext, key: str) -> str:
+        try:
+            return await ctx.execute_flow("gated_child", key)
+        except ChildFlowFailedError as exc:
+            return f"{exc.status}: {exc.error['message']} ({exc.child_id})"
+
+    env = LoomTestEnv(app)
+    assert (await env.start("tolerant", "k", execution_id="t")).status == "suspended"
+    await env.runtime.cancel("t.child.1", "not needed", by="ops")
+    result = await env.runtime.result("t")
+    assert (result.status, result.output) == ("completed", "cancelled: not needed (t.child.1)")
+    assert "child k cleaned up" in log

@@ -170,6 +170,13 @@ def _version(version: str | int) -> str:
     return text
 
 
+def _builtin_resume_checks() -> dict[str, ResumeCheck]:
+    """Gates of Loom's own whose resumes are checked whatever their route (child flows)."""
+    from loom.children import CHILD_GATE, check_child_resume
+
+    return {CHILD_GATE: check_child_resume}
+
+
 def _flow_limits(
     name: str, timeout: float | timedelta | None, cleanup: float | timedelta
 ) -> tuple[float | None, float]:
@@ -203,7 +210,7 @@ class Loom:
         self.versions: dict[str, dict[str, FlowDef]] = {}
         self.effects: dict[str, EffectDef] = {}
         self.grants = grants or GrantPolicy()  # who may grant which capabilities
-        self.resume_checks: dict[str, ResumeCheck] = {}
+        self.resume_checks: dict[str, ResumeCheck] = _builtin_resume_checks()
 
     def resume_check(self, on: str) -> Callable[[ResumeCheck], ResumeCheck]:
         """Register the check every resume of gates on ``on`` must pass, whatever its route.

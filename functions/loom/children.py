@@ -12,8 +12,9 @@ step, live:
 
 Waiting for the child is a gate on ``loom.child`` keyed by the child's id, at step
 ``{step}/child``. When the child ends (completed, failed, cancelled) its worker resumes
-that gate with ``{"status", "output", "error"}`` through ``Runtime.resume``, which appends
-to the parent and dispatches it: the parent is woken by the normal dispatch path, never by
+that gate through ``Runtime.resume``, whose check for ``loom.child`` reads
+``{"status", "output", "error"}`` from the child's own log (so no route can forge it), and
+which appends to the parent and dispatches it: the parent is woken by the normal dispatch path, never by
 polling. The child's worker does this after every execute call that finds the child ended,
 so a worker that died in between is made good by the redelivery (a duplicate resume is a
 no-op). A failed or cancelled child raises :class:`~loom.errors.ChildFlowFailedError`.
@@ -39,6 +40,7 @@ from loom.context import SCOPE
 from loom.errors import (
     ChildFlowFailedError,
     ExecutionFinishedError,
+    InputError,
     LoomError,
     UnknownExecutionError,
     UnknownFlowError,
@@ -239,10 +241,31 @@ def _running_children(state: ExecutionState) -> list[str]:
 
 async def _tell_parent(rt: Runtime, state: ExecutionState) -> None:
     parent = state.parent or {}
-    result = await rt.report(state, include_state=False)  # the output as the child returned it
-    outcome = {"status": state.status, "output": result.output, "error": state.error}
     with contextlib.suppress(ExecutionFinishedError, UnknownExecutionError):
-        await rt.resume(parent["execution_id"], CHILD_GATE, state.execution_id, outcome)
+        await rt.resume(parent["execution_id"], CHILD_GATE, state.execution_id, None)
+
+
+async def check_child_resume(
+    rt: Runtime, parent: ExecutionState, child: str, payload: Any
+) -> dict[str, Any]:
+    """The resume check of ``loom.child``, whatever the route: the outcome recorded is read
+    from the child's own log, never taken from the request, so nobody can forge a child's
+    result; a child of another parent, or one still running, is refused.
+
+    Raises:
+        UnknownExecutionError: No such child.
+        InputError: The execution is not a child of ``parent``, or has not ended.
+    """
+    state = await rt.load_state(child)
+    if (state.parent or {}).get("execution_id") != parent.execution_id:
+        raise InputError(
+            f"{child!r} is not a child flow of {parent.execution_id!r}",
+            details={"child_id": child},
+        )
+    if not state.finished:
+        raise InputError(f"child flow {child!r} has not ended", details={"child_id": child})
+    result = await rt.report(state, include_state=False)  # the output as the child returned it
+    return {"status": state.status, "output": result.output, "error": state.error}
 
 
 # -- the fold -------------------------------------------------------------------------

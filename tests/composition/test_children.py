@@ -161,3 +161,20 @@ async def test_a_child_cancelled_on_its_own_raises_in_the_parent_as_cancelled():
     result = await env.runtime.result("t")
     assert (result.status, result.output) == ("completed", "cancelled: not needed (t.child.1)")
     assert "child k cleaned up" in log
+
+
+async def test_a_childs_outcome_cannot_be_forged_through_a_resume():
+    from loom.errors import InputError
+
+    env = LoomTestEnv(family([]))
+    await env.start("waits", ["k1", "k2"], execution_id="g")
+    forged = {"status": "completed", "output": "forged", "error": None}
+    with pytest.raises(InputError, match="has not ended"):
+        await env.runtime.resume("g", "loom.child", "g.child.1", forged)
+    await env.start("child", 3, execution_id="stranger")
+    with pytest.raises(InputError, match="not a child flow"):
+        await env.runtime.resume("g", "loom.child", "stranger", forged)
+    assert [e.type for e in await env.history("g")].count("ExecutionResumed") == 0
+    await env.runtime.resume("g.child.1", "go", "k1", "real")  # the child's end tells it
+    await env.runtime.resume("g.child.2", "go", "k2", "real too")
+    assert (await env.runtime.result("g")).output == ["real", "real too"]

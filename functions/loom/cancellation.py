@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from loom import events as ev
 from loom import timeouts
-from loom.context import SCOPE, AbortSignal, _Signal  # pyright: ignore[reportPrivateUsage]
+from loom.context import AbortSignal, _Signal, off_scope  # pyright: ignore[reportPrivateUsage]
 from loom.errors import ExecutionFinishedError
 from loom.fold import _HEAD, ExecutionState  # pyright: ignore[reportPrivateUsage]
 from loom.journal import DryJournal
@@ -260,11 +260,8 @@ async def deliver(session: Session) -> None:
 
 async def _append(session: Session, events: list[ev.Event]) -> None:
     """Append from a flow task: tasks the store creates must not consume flow step ids."""
-    token = SCOPE.set(None)
-    try:
+    with off_scope():
         await session.append(events)
-    finally:
-        SCOPE.reset(token)
 
 
 async def _replay_delivery(session: Session, seq: int) -> None:
@@ -312,6 +309,13 @@ async def _end(session: Session, *, spent: bool) -> None:
 
 
 # -- the fold ---------------------------------------------------------------------------
+
+
+def carry_over(s: ExecutionState) -> None:
+    """Into the next run (``continue_as_new``): a cancel not handed over yet arrives there;
+    one already handed over was dealt with by the run that continued (as if it returned)."""
+    if s.cancel is not None and s.cancel.get("delivered"):
+        s.cancel = None
 
 
 def _requested(s: ExecutionState, e: ev.CancelRequested) -> None:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from loom import cancellation, crash
 from loom import events as ev
 from loom.app import FlowDef, to_json_value
-from loom.context import SCOPE
+from loom.context import off_scope
 from loom.errors import (
     ChildFlowFailedError,
     ExecutionFinishedError,
@@ -63,24 +63,17 @@ CHILD_GATE = "loom.child"
 OnCancel = Literal["cancel", "abandon"]
 
 
-def child_id(parent_id: str, step_id: str) -> str:
-    """The id of the child started at ``step_id`` of ``parent_id``: ``{parent}.child.{step}``
-    (a digest of the parent's id stands in when that would break the id length rule)."""
-    plain = f"{parent_id}.child.{step_id}"
+def child_id(parent_id: str, step_id: str, run: int = 1) -> str:
+    """The id of the child started at ``step_id`` of ``parent_id``: ``{parent}.child.{step}``,
+    ``{parent}#run{n}.child.{step}`` in run ``n`` > 1 of a parent that continued as new (its
+    step ids start again); a digest of the parent's id stands in when the id would break
+    the id length rule."""
+    parent = parent_id if run == 1 else f"{parent_id}#run{run}"
+    plain = f"{parent}.child.{step_id}"
     if len(plain.encode()) <= MAX_ID_BYTES:
         return plain
-    digest = hashlib.sha256(parent_id.encode()).hexdigest()[:40]
+    digest = hashlib.sha256(parent.encode()).hexdigest()[:40]
     return f"{digest}.child.{step_id}"
-
-
-@contextlib.contextmanager
-def _outside_the_flow() -> Generator[None]:
-    """Run runtime calls from flow code: tasks they create take no flow step ids."""
-    token = SCOPE.set(None)
-    try:
-        yield
-    finally:
-        SCOPE.reset(token)
 
 
 def _flow_def(session: Session, flow: str | Callable[..., Any]) -> FlowDef:
@@ -153,7 +146,7 @@ async def start_flow(
     defn = _flow_def(session, flow)
     _visit(session, step_id)
     recorded = session.state.children.get(step_id)
-    cid = child_id(session.execution_id, step_id)
+    cid = child_id(session.execution_id, step_id, session.state.run)
     if recorded is None:
         session._check_unused(step_id, f"child flow {defn.name!r}")  # pyright: ignore[reportPrivateUsage]
         await cancellation.checkpoint(session)  # a new step: a pending cancel arrives here
@@ -176,7 +169,7 @@ async def _start_live(
     session: Session, step_id: str, cid: str, defn: FlowDef, value: Any, on_cancel: str
 ) -> None:
     rt = session.rt
-    with _outside_the_flow():
+    with off_scope():
         await session._unless_store_fails(_create(session, step_id, cid, defn, value))  # pyright: ignore[reportPrivateUsage]
         crash.point("child_created", step_id)
         await rt._dispatch(cid, defn.name, "start", f"{cid}:1")  # pyright: ignore[reportPrivateUsage]
@@ -207,7 +200,7 @@ async def _create(session: Session, step_id: str, cid: str, defn: FlowDef, value
 
 
 async def _cancel(rt: Runtime, cid: str, reason: str) -> None:
-    with _outside_the_flow(), contextlib.suppress(ExecutionFinishedError, UnknownExecutionError):
+    with off_scope(), contextlib.suppress(ExecutionFinishedError, UnknownExecutionError):
         await rt.cancel(cid, reason, by="loom.parent")
 
 

@@ -136,3 +136,21 @@ async def refundable(ctx: FlowContext, amount: int) -> str:
 async def family(ctx: FlowContext, value: dict[str, Any]) -> dict[str, Any]:
     """A parent: ``echo`` as a child flow."""
     return {"child": await ctx.execute_flow(echo, value)}
+
+
+@app.flow("mailbox")
+async def mailbox(ctx: FlowContext, n: int) -> list[Any]:
+    """Takes ``n`` messages on ``cmd``, publishing how many it has under ``count``."""
+    got: list[Any] = []
+    for _ in range(n):
+        got.append(await ctx.recv("cmd"))
+        await ctx.set_event("count", len(got))
+    return got
+
+
+@app.flow("twice")
+async def twice(ctx: FlowContext, n: int) -> int:
+    """Continues as new once, then returns the run's input."""
+    if n == 0:
+        await ctx.continue_as_new(1)
+    return n

@@ -24,7 +24,7 @@ from loom.cli_deploy import register as register_deploy_commands
 from loom.cli_hints import exit_for, interrupted, resume_checked
 from loom.cli_types import EXECUTION_ID
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
-from loom.errors import ConfigurationError, InputError, LoomError, StoreError
+from loom.errors import ConfigurationError, InputError, LoomError, StoreError, StoreLimitError
 from loom.store.base import STATUSES
 
 T = TypeVar("T")
@@ -47,7 +47,7 @@ def _fail(message: str, code: int) -> None:
 def _run(coro: Awaitable[T]) -> T:
     try:
         return asyncio.run(coro)  # type: ignore[arg-type]
-    except InputError as exc:
+    except (InputError, StoreLimitError) as exc:  # a retry fails the same way
         _fail(exc.message, 2)
     except ConfigurationError as exc:  # a setting to fix, like bad input: exit 2
         _fail(f"{exc.code}: {exc.message}", 2)

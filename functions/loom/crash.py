@@ -10,7 +10,14 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("before_intent", "after_intent", "after_effect", "after_complete", "before_reply")
+POINTS = (
+    "after_start",
+    "before_intent",
+    "after_intent",
+    "after_effect",
+    "after_complete",
+    "before_reply",
+)
 # Child flow points: numbered by the parent's step, the child exists, then it was
 # dispatched, and the parent has not recorded ``ChildStarted`` yet; ``child_ended``: a child
 # reached its end and its parent has not been told.

@@ -52,7 +52,8 @@ _ERRORS = {
     405: "Method not allowed on this path",
     409: "Superseded (another holder owns the execution), a conflicting start, or a "
     "request for a finished execution",
-    413: "Request body over the limit (default 1 MiB)",
+    413: "Request body over the limit (default 1 MiB), or a payload over a store limit "
+    "(code store_limit, the limit in details; not worth a retry)",
     415: "Content-Type is not application/json",
     500: "Internal error; details.error_id is also in the log line",
     503: "The store failed or cannot answer now (busy, disk full, read-only, unreachable); "

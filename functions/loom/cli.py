@@ -358,13 +358,17 @@ def serve(settings: Settings, host: str, port: int) -> None:
 
 register_deploy_commands(main)
 
+from loom.cli_fork import fork as _fork  # noqa: E402 - registers after the group exists
 from loom.cli_messages import get_event as _get_event  # noqa: E402 - the same
 from loom.cli_messages import send as _send  # noqa: E402 - the same
 from loom.cli_purge import purge as _purge  # noqa: E402 - registers after the group exists
 from loom.cli_retry import retry as _retry  # noqa: E402 - registers after the group exists
+from loom.cli_schedules import schedules as _schedules  # noqa: E402 - registers after the group
 
 main.add_command(_purge)
 main.add_command(_retry)
+main.add_command(_fork)
+main.add_command(_schedules)
 main.add_command(_send)
 main.add_command(_get_event)
 

@@ -16,6 +16,7 @@ The tree::
     │   │   └── StaleVerdictError      verdict for an episode already settled
     │   ├── NotPermittedError          a principal asked for what policy does not grant
     │   ├── NotParkedError             retry of an execution that is not parked
+    │   ├── NotForkableError           fork from a step that cannot be reused (loom.fork)
     │   ├── EventNotFoundError         no value published under that key (in time)
     │   ├── NoOpenGateError            a strict resume that no open gate waits for
     │   └── ExecutionFinishedError     the execution already ended
@@ -157,6 +158,12 @@ class NotParkedError(InputError):
     """A retry was asked for an execution that is not parked (poison or nondeterminism)."""
 
     code = "not_parked"
+
+
+class NotForkableError(InputError):
+    """A fork was asked from a step that does not exist or whose prefix cannot be reused."""
+
+    code = "not_forkable"
 
 
 class NoOpenGateError(InputError):

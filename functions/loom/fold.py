@@ -415,8 +415,15 @@ def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
     return state
 
 
+# A start keeps the park a fork's start sets until its prefix is copied (loom.fork).
 _KEEPS_PARK = frozenset(
-    {"ExecutionParked", "ExecutionResumed", "ExecutionClaimed", "MessageReceived"}
+    {
+        "ExecutionParked",
+        "ExecutionResumed",
+        "ExecutionClaimed",
+        "MessageReceived",
+        "ExecutionStarted",
+    }
 )
 
 
@@ -433,6 +440,7 @@ def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> Exe
 from loom import cancellation as _cancellation  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import children as _children  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import continuation as _continuation  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
+from loom import fork as _fork  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import messages as _messages  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import published as _published  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

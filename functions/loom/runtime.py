@@ -33,6 +33,7 @@ from loom.errors import (
     UnknownExecutionError,
 )
 from loom.fold import ExecutionState, fold, resume_key
+from loom.fork import fork as fork_from
 from loom.grants import GrantPolicy
 from loom.ids import check_execution_id
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
@@ -443,9 +444,8 @@ class Runtime:
             )
         return ran or await self.report(state, include_state=False)
 
-    async def retry(self, execution_id: str, by: str = "operator") -> ExecutionResult:
-        """Run a parked (poison or nondeterministic) execution again; see ``loom.poison``."""
-        return await poison.retry(self, execution_id, by)
+    retry = poison.retry  # run a parked (poison, nondeterministic) execution again
+    fork = fork_from  # a new execution reusing a recorded prefix (loom.fork)
 
     async def cancel(
         self, execution_id: str, reason: str = "", *, by: str | None = None

@@ -15,6 +15,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from loom import __version__
 from loom.wire import ExecutionResult
 from loom.workers.cancel_route import CancelRequest
+from loom.workers.fork_route import ForkRequest
 from loom.workers.http_messages import MessageRequest, PublishedEvent
 from loom.workers.http_routes import (
     ErrorBody,
@@ -35,6 +36,7 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (ResumeRequest, "validation"),
     (VerdictRequest, "validation"),
     (CancelRequest, "validation"),
+    (ForkRequest, "validation"),
     (MessageRequest, "validation"),
     (PublishedEvent, "serialization"),
     (ExecutionResult, "serialization"),
@@ -237,6 +239,18 @@ def _paths() -> dict[str, Any]:
                 ("ExecutionResult", "Where the execution stands"),
                 [400, 401, 403, 404, 409, 413, 415],
                 body="CancelRequest",
+                secured=True,
+                params=[_ID],
+            )
+        },
+        "/executions/{execution_id}/fork": {
+            "post": _operation(
+                "fork",
+                "A new execution reusing the recorded steps before from_step (409 when they "
+                "cannot be reused); the original is untouched",
+                ("ExecutionResult", "Where the new execution stands"),
+                [400, 401, 403, 404, 409, 413, 415],
+                body="ForkRequest",
                 secured=True,
                 params=[_ID],
             )

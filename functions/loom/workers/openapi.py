@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+import loom.workers.http_routes  # noqa: F401  # pyright: ignore[reportUnusedImport]  (first: the route modules below import it back)
 from loom import __version__
 from loom.wire import ExecutionResult
 from loom.workers.cancel_route import CancelRequest

@@ -48,7 +48,7 @@ class ResumeRecord(TypedDict):
 
     payload: Any
     timed_out: bool
-    seq: int  # where it sits in the log: the flow sees it after every outcome before it
+    seq: float  # where it sits in the log: the flow sees it after every outcome before it
 
 
 def resume_key(on: str, correlation_key: str) -> str:
@@ -291,6 +291,7 @@ def _resumed(s: ExecutionState, e: ev.ExecutionResumed) -> None:
     key = resume_key(e.on, e.correlation_key)
     if key in s.resumes:
         return  # a duplicate resume is a no-op
+    _loop_timers.fire_due(s, e)  # a suspended flow's loop timers due by now fire first
     gates = [
         g for g in s.gates.values() if g["on"] == e.on and g["correlation_key"] == e.correlation_key
     ]
@@ -410,4 +411,5 @@ def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> Exe
 
 # Primitives in modules of their own register their handlers into ``_HEAD``/``_STEP``; they
 # are imported here so no fold ever runs without them.
+from loom import loop_timers as _loop_timers  # noqa: E402
 from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

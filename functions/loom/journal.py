@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from loom import events as ev
-from loom.context import SupersededSignal
+from loom.context import SCOPE, SupersededSignal
 from loom.errors import AppendConflictError
 from loom.fold import ExecutionState, evolve
 from loom.store.base import AppendRequest, StatusChange
@@ -58,11 +58,14 @@ class Journal:
         change = None
         if any(e.type not in _QUIET_TYPES for e in batch):
             change = self._status_change(before)
+        token = SCOPE.set(None)  # the store's own timers are the loop's, not the flow's
         try:
             await self.rt.store.append(AppendRequest(self.execution_id, expected, batch, change))
         except AppendConflictError:
             await self._merge_foreign(expected)
             return False
+        finally:
+            SCOPE.reset(token)
         self.pending = []
         await self._maybe_snapshot(len(batch))
         return True

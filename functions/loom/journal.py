@@ -31,6 +31,8 @@ _QUIET_TYPES = frozenset(
 class Journal:
     """Appends for one session. Callers hold :attr:`lock` around :meth:`try_append`."""
 
+    dry = False  # a replay that writes nothing (no live timer fires in one, either)
+
     def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
         self.rt = runtime
         self.state = state
@@ -105,6 +107,8 @@ class Journal:
 class DryJournal(Journal):
     """Keeps what a replay would append in :attr:`tail` instead of writing it (for the test
     toolkit's replays and the pre-deploy replay check)."""
+
+    dry = True
 
     def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
         super().__init__(runtime, state, holder)

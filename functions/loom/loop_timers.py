@@ -147,6 +147,8 @@ class LoopTimers:
         fired = s.state.resumes.get(resume_key(LOOP_TIMER, self.key(tid)))
         if fired is not None:
             self._take_turn(timer, fired["seq"])
+        elif s.journal.dry:
+            self.armed[tid] = timer  # a replay never fires what the history does not hold
         else:
             delay = max(0.0, deadline - s.rt.clock())
             timer._arm = self._call_at(  # pyright: ignore[reportPrivateUsage]

@@ -43,6 +43,7 @@ from loom.fold import ExecutionState, resume_key
 
 if TYPE_CHECKING:
     from loom.context import _Scope  # pyright: ignore[reportPrivateUsage]
+    from loom.ordering import Ordering
     from loom.session import Session
 
 T = TypeVar("T")
@@ -109,6 +110,7 @@ class LoopTimers:
         self.open: set[FlowTimer] = set()  # neither fired nor cancelled
         self.armed: dict[str, FlowTimer] = {}  # live on the loop's clock, not yet due
         self._busy: set[asyncio.Task[Any]] = set()  # detached steps, firings being appended
+        self.closed = False
 
     @property
     def guard(self) -> bool:
@@ -141,7 +143,7 @@ class LoopTimers:
         tid = scope.next_timer_id()
         deadline = self._deadline(tid, max(0.0, when - self.loop.time()))
         timer = FlowTimer(self, tid, deadline, when, callback, args, context)
-        if s.signal is not None:
+        if s.signal is not None or self.closed:
             return timer  # the call is ending: the timer never fires here
         self.open.add(timer)
         fired = s.state.resumes.get(resume_key(LOOP_TIMER, self.key(tid)))
@@ -266,13 +268,14 @@ class LoopTimers:
 
     def close(self) -> None:
         """Cancel whatever is left (the call is over)."""
+        self.closed = True
         for timer in list(self.open):
             timer.cancel()
         for task in list(self._busy):
             task.cancel()
 
 
-async def engine_io(order: Any, step: Awaitable[T]) -> T:
+async def engine_io(order: Ordering, step: Awaitable[T]) -> T:
     """Await engine work (a payload read or write) from a flow's task: its timers are the
     loop's, and the flow is not quiet meanwhile (see :mod:`loom.ordering`)."""
     token = SCOPE.set(None)
@@ -296,8 +299,11 @@ def fire_due(s: ExecutionState, e: ev.ExecutionResumed) -> None:
         return
     due = sorted(
         (g["wake_at"], g["correlation_key"])
-        for g in s.open_gates().values()
-        if g["on"] == LOOP_TIMER and g["wake_at"] is not None and g["wake_at"] <= e.at
+        for g in s.gates.values()
+        if g["on"] == LOOP_TIMER
+        and g["wake_at"] is not None
+        and g["wake_at"] <= e.at
+        and resume_key(LOOP_TIMER, g["correlation_key"]) not in s.resumes
     )
     for i, (_, key) in enumerate(due, start=1):
         place = e.seq - 1 + i / (len(due) + 1)

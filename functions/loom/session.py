@@ -94,7 +94,7 @@ class Session:
         self._tasks.append(task)  # kept after done, so _reap retrieves every outcome
         self.order.track(task)
 
-    async def _turn(self, seq: int) -> None:
+    async def _turn(self, seq: float) -> None:
         """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``)."""
         wait = self.order.turn(seq)
         if wait is not None:

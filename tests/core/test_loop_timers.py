@@ -212,3 +212,42 @@ def test_a_loop_whose_call_at_cannot_be_wrapped_is_refused_by_name():
 
     with pytest.raises(ConfigurationError, match=r"call_at.*SealedLoop"):
         install(SealedLoop())  # type: ignore[arg-type]
+
+
+@app.effect("echo")
+async def echo(ctx: EffectContext, value: int) -> int:
+    return value
+
+
+@app.flow("assorted")
+async def assorted(ctx: FlowContext, _: None) -> list[Any]:
+    out: list[Any] = []
+    try:  # nested: the outer deadline cuts the inner sleep short
+        await asyncio.wait_for(asyncio.sleep(10), 1)
+    except TimeoutError:
+        out.append("outer")
+    for i in range(2):  # sleeps in a loop, between steps
+        await asyncio.sleep(2)
+        out.append(await ctx.execute(echo, i))
+    woken = asyncio.Event()
+    asyncio.get_running_loop().call_later(5, woken.set)  # a bare loop callback
+    await woken.wait()
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    try:
+        await asyncio.wait_for(queue.get(), 3)
+    except TimeoutError:
+        out.append("queue empty")
+    async with asyncio.timeout(100) as deadline:  # moved before anything fired
+        deadline.reschedule(asyncio.get_running_loop().time() + 50)
+        out.append(await ctx.execute(echo, 9))
+    return out
+
+
+async def test_nested_looped_and_callback_timers_replay_under_the_test_env():
+    env = LoomTestEnv(app)  # every execute call below is checked by a full replay
+    assert (await env.start("assorted", None, execution_id="a")).status == "suspended"
+    results = [await env.skip(seconds) for seconds in (1, 2, 2, 5, 3)]
+    assert [r.status for [r] in results] == ["suspended"] * 4 + ["completed"]
+    assert results[-1][0].output == ["outer", 0, 1, "queue empty", 9]
+    deadlines = [e for e in _timer_events(await env.history("a")) if e.type == "DecisionRecorded"]
+    assert len(deadlines) == 7  # the timeout moved before any append left nothing

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import math
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -137,11 +138,14 @@ class LoopTimers:
         callback: Callable[..., object],
         args: tuple[Any, ...],
         context: contextvars.Context | None,
+        delay: float | None = None,
     ) -> FlowTimer:
-        """The flow timer for ``call_at(when, callback, *args)`` asked for in ``scope``."""
+        """The flow timer for ``call_at(when, callback, *args)`` asked for in ``scope``
+        (``delay``: what ``call_later`` was given, exact where ``when`` is rounded)."""
         s = self.session
         tid = scope.next_timer_id()
-        deadline = self._deadline(tid, max(0.0, when - self.loop.time()))
+        delay = when - self.loop.time() if delay is None else delay
+        deadline = self._deadline(tid, max(0.0, delay))
         timer = FlowTimer(self, tid, deadline, when, callback, args, context)
         if s.signal is not None or self.closed:
             return timer  # the call is ending: the timer never fires here
@@ -149,8 +153,10 @@ class LoopTimers:
         fired = s.state.resumes.get(resume_key(LOOP_TIMER, self.key(tid)))
         if fired is not None:
             self._take_turn(timer, fired["seq"])
-        elif s.journal.dry:
-            self.armed[tid] = timer  # a replay never fires what the history does not hold
+        elif s.journal.dry or deadline == math.inf:
+            # A replay never fires what its history does not hold; an endless sleep
+            # (``asyncio.sleep(math.inf)``) never fires at all: both only wait.
+            self.armed[tid] = timer
         else:
             delay = max(0.0, deadline - s.rt.clock())
             timer._arm = self._call_at(  # pyright: ignore[reportPrivateUsage]
@@ -173,6 +179,8 @@ class LoopTimers:
         if gate is not None and gate["wake_at"] is not None:
             return gate["wake_at"]
         deadline = s.rt.clock() + delay
+        if deadline == math.inf:
+            return deadline  # nothing to record: JSON cannot hold it, and it never fires
         s.journal.pending.append(ev.DecisionRecorded(step_id=tid, kind="timer", value=deadline))
         s.state.decisions[tid] = {"kind": "timer", "value": deadline}
         return deadline
@@ -231,7 +239,7 @@ class LoopTimers:
                 step_id=t.step_id,
                 on=LOOP_TIMER,
                 correlation_key=self.key(t.step_id),
-                wake_at=t.deadline,
+                wake_at=None if t.deadline == math.inf else t.deadline,
             )
             for t in self.armed.values()
         ]
@@ -314,8 +322,8 @@ _INSTALLED: Final = "_loom_call_at"
 
 
 def install(loop: asyncio.AbstractEventLoop) -> Callable[..., asyncio.TimerHandle]:
-    """Wrap ``loop.call_at`` so flow code's timers become flow timers (idempotent); return
-    the loop's own ``call_at``.
+    """Wrap ``loop.call_at`` (and ``call_later``, for its exact delay) so flow code's timers
+    become flow timers (idempotent); return the loop's own ``call_at``.
 
     Raises:
         ConfigurationError: The loop's ``call_at`` cannot be wrapped (a loop implemented in C,
@@ -337,8 +345,21 @@ def install(loop: asyncio.AbstractEventLoop) -> Callable[..., asyncio.TimerHandl
             return original(when, callback, *args, context=context)
         return scope.session.timers.create(scope, when, callback, args, context)
 
+    def call_later(
+        delay: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        scope = SCOPE.get() if context is None else context.get(SCOPE)
+        if scope is None:
+            return original(loop.time() + delay, callback, *args, context=context)
+        timers = scope.session.timers
+        return timers.create(scope, loop.time() + delay, callback, args, context, delay)
+
     try:
         loop.call_at = call_at  # type: ignore[method-assign]
+        loop.call_later = call_later  # type: ignore[method-assign]
         setattr(loop, _INSTALLED, original)
     except AttributeError:
         raise ConfigurationError(

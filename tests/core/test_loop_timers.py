@@ -9,6 +9,8 @@ timer; a step cut short by a deadline keeps its delivery contract.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -251,3 +253,20 @@ async def test_nested_looped_and_callback_timers_replay_under_the_test_env():
     assert results[-1][0].output == ["outer", 0, 1, "queue empty", 9]
     deadlines = [e for e in _timer_events(await env.history("a")) if e.type == "DecisionRecorded"]
     assert len(deadlines) == 7  # the timeout moved before any append left nothing
+
+
+@app.flow("forever")
+async def forever(ctx: FlowContext, _: None) -> str:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.sleep(math.inf), 10)
+    await asyncio.sleep(math.inf)  # suspends for good: only a cancel ends it
+    return "never"
+
+
+async def test_an_endless_sleep_suspends_without_a_deadline():
+    env = LoomTestEnv(app)
+    assert (await env.start("forever", None, execution_id="f")).status == "suspended"
+    [woken] = await env.skip(10)  # the finite deadline fires; the endless sleep does not
+    assert woken.status == "suspended" and woken.wake_at is None
+    recorded = [e for e in _timer_events(await env.history("f")) if e.type == "DecisionRecorded"]
+    assert [e.value for e in recorded] == [env.clock.now - 10 + 10]  # only the finite one

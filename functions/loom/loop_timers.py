@@ -1,10 +1,11 @@
 """Loop timers inside a flow are flow time, backed by the log.
 
 asyncio's deadlines — ``asyncio.sleep``, ``asyncio.wait_for``, ``asyncio.timeout``, the
-``timeout=`` of ``asyncio.wait``/``as_completed`` — all end in ``loop.call_at``. Loom wraps the
-loop's ``call_at``: a timer asked for by code running in a flow's context (the flow's tasks
-carry a step scope, see :mod:`loom.context`) becomes a :class:`FlowTimer`; every other timer
-(an effect's own code, the engine, other executions) stays on the loop's clock.
+``timeout=`` of ``asyncio.wait``/``as_completed`` — all end in ``loop.call_at`` or
+``loop.call_later``. Loom wraps both: a timer asked for by code running in a flow's context
+(the flow's tasks carry a step scope, see :mod:`loom.context`) becomes a :class:`FlowTimer`;
+every other timer (an effect's own code, the engine, other executions) stays on the loop's
+clock.
 
 A flow timer
 

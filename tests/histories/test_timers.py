@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,3 +99,21 @@ async def test_a_worker_replaying_after_the_resume_keeps_the_live_view(tmp_path:
         assert again.output == done.output
     finally:
         await store.aclose()
+
+
+@pytest.mark.parametrize("name", ["timer_wait_for", "timer_gate"])
+async def test_timer_flows_replay_the_same_on_the_firestore_emulator(
+    name: str, firestore_store_factory: Any
+):
+    """The Firestore store's own deadlines (its calls run under ``asyncio.timeout``) stay
+    on the loop's clock: only the flow's timers are recorded."""
+    store = await firestore_store_factory()
+    try:
+        events, output = await record(name, store)
+    finally:
+        await store.aclose()
+    assert output == load(HERE / f"{name}.json")[-1].output  # type: ignore[union-attr]
+    outcome = await replay(app, EVENTS_ADAPTER.validate_python(events))
+    assert (outcome.status, outcome.output) == ("completed", output)
+    recorded = [e for e in events if e["type"] == "DecisionRecorded"]
+    assert len(recorded) == 2  # the flow's two deadlines, nothing of the store's

@@ -15,7 +15,8 @@ A flow timer
   ``DecisionRecorded{kind: "timer"}`` with the next append (a timer cancelled before that
   append leaves nothing); on replay the recorded deadline is the deadline;
 - fires as an outcome with a place in the log, ``ExecutionResumed{on: "loom.loop_timer",
-  correlation_key: "<execution>:<timer id>", timed_out: true}``, handed to the flow through
+  correlation_key: "<execution>:<timer id>" (``#run<n>`` after the id from run 2 on),
+  timed_out: true}``, handed to the flow through
   :class:`~loom.ordering.Ordering` once the flow has settled, so it reaches the flow at the
   same point live and on replay (a replay does not wait on any clock);
 - live, fires at its deadline even while a step runs;
@@ -168,8 +169,9 @@ class LoopTimers:
         return timer
 
     def key(self, tid: str) -> str:
-        """The correlation key of timer ``tid``'s gate and firing."""
-        return f"{self.session.execution_id}:{tid}"
+        """The correlation key of timer ``tid``'s gate and firing, unique across runs (a
+        firing without a gate is carried over by ``continue_as_new``)."""
+        return self.session.state.step_key(tid)
 
     def _deadline(self, tid: str, delay: float) -> float:
         s = self.session

@@ -269,6 +269,11 @@ class LoopTimers:
         self._busy.discard(task)
         self._poke()
 
+    async def landed(self) -> None:
+        """Wait until detached steps and firings being appended have landed in the log."""
+        while self._busy:
+            await asyncio.wait(set(self._busy))
+
     async def drain(self) -> None:
         """The flow has ended: disarm its timers and let detached steps and firings being
         appended land (not when the call ends on a signal: they are cancelled)."""

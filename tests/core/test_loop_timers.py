@@ -270,3 +270,28 @@ async def test_an_endless_sleep_suspends_without_a_deadline():
     assert woken.status == "suspended" and woken.wake_at is None
     recorded = [e for e in _timer_events(await env.history("f")) if e.type == "DecisionRecorded"]
     assert [e.value for e in recorded] == [env.clock.now - 10 + 10]  # only the finite one
+
+
+@app.flow("rounds")
+async def rounds(ctx: FlowContext, n: int) -> str:
+    if n == 0:
+        try:  # the deadline fires live while the step runs: a firing with no gate
+            await asyncio.wait_for(ctx.execute(nap, 0.4), 0.1)
+        except TimeoutError:
+            await ctx.continue_as_new(1)
+    try:  # the next run's first timer has the same id: its firing must be its own
+        await asyncio.wait_for(ctx.execute(nap, 0.01), 5)
+        return "in time"
+    except TimeoutError:
+        return "timed out"
+
+
+async def test_a_timer_of_the_next_run_does_not_take_the_last_runs_firing():
+    rt = Runtime(app, InMemoryEventStore())
+    await rt.start("rounds", 0, execution_id="r")
+    done = await rt.execute(ExecutionPackage(execution_id="r"))  # the next run, if not yet
+    assert (done.status, done.output) == ("completed", "in time")
+    history = await rt.history("r")
+    types = [e.type for e in history]
+    late = next(i for i, e in enumerate(history) if getattr(e, "output", None) == 0.4)
+    assert late < types.index("ExecutionContinued")  # the abandoned step landed in run 1

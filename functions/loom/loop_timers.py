@@ -113,6 +113,7 @@ class LoopTimers:
         self.open: set[FlowTimer] = set()  # neither fired nor cancelled
         self.armed: dict[str, FlowTimer] = {}  # live on the loop's clock, not yet due
         self._busy: set[asyncio.Task[Any]] = set()  # detached steps, firings being appended
+        self._abandoned: set[asyncio.Task[Any]] = set()  # detached steps nobody awaits now
         self.closed = False
 
     @property
@@ -255,7 +256,13 @@ class LoopTimers:
         task = self.loop.create_task(call)
         self._hold(task)
         task.add_done_callback(self._landed)
-        return asyncio.shield(task)
+        awaited = asyncio.shield(task)
+        awaited.add_done_callback(lambda f: self._abandon(task) if f.cancelled() else None)
+        return awaited
+
+    def _abandon(self, task: asyncio.Task[Any]) -> None:
+        if not task.done():
+            self._abandoned.add(task)
 
     def _landed(self, task: asyncio.Task[Any]) -> None:
         if not task.cancelled() and isinstance(task.exception(), Signal):
@@ -267,12 +274,14 @@ class LoopTimers:
 
     def _release(self, task: asyncio.Task[Any]) -> None:
         self._busy.discard(task)
+        self._abandoned.discard(task)
         self._poke()
 
     async def landed(self) -> None:
-        """Wait until detached steps and firings being appended have landed in the log."""
-        while self._busy:
-            await asyncio.wait(set(self._busy))
+        """Wait until the steps whose await was abandoned have landed in the log (a step
+        still awaited is the flow's to await)."""
+        while self._abandoned:
+            await asyncio.wait(set(self._abandoned))
 
     async def drain(self) -> None:
         """The flow has ended: disarm its timers and let detached steps and firings being

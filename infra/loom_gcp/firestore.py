@@ -135,6 +135,8 @@ class FirestoreEventStore(EventStore):
     snapshot_min_tail = 8
     # Bytes a snapshot writes per commit: Firestore's limit, with a margin.
     snapshot_commit_bytes = MAX_COMMIT_BYTES
+    # One commit: the events, and the execution document when the status changes.
+    max_append_events = MAX_COMMIT_WRITES - 1
 
     def __init__(
         self,
@@ -269,8 +271,10 @@ class FirestoreEventStore(EventStore):
                     if state is None:
                         continue
                     snapshot = Snapshot(pointer.seq, state)
-                    self._note(execution_id, pointer.seq)
                 events = await self._events_after(execution_id, snapshot.seq if snapshot else 0)
+                if snapshot is not None and not events:  # exact: see ``_events_after``
+                    self._known[execution_id] = snapshot.seq
+                    self._note(execution_id, snapshot.seq)
                 return LoadedLog(snapshot, events)
         raise StoreError(f"snapshot of {execution_id!r} kept changing while loading")
 
@@ -492,10 +496,18 @@ class FirestoreEventStore(EventStore):
         return doc.to_dict() or {}
 
     async def _require_log_end(self, execution_id: str, expected: int) -> None:
-        """Refuse unless event ``expected`` exists and, as far as we know, is the last."""
+        """Refuse unless event ``expected`` exists and, as far as we know, is the last.
+
+        A remembered seq past ``expected`` is checked before it refuses: an id purged and
+        started again elsewhere has a shorter log than this object saw, and refusing on
+        memory alone would refuse every append to it (a conflict loop) until restart.
+        """
         known = self._known_seq(execution_id)
         if known > expected:
-            raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
+            if (await self._io.get(self._event_ref(execution_id, expected + 1))).exists:
+                raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
+            self._known.pop(execution_id, None)  # stale: the log is shorter than we saw
+            known = 0
         if expected < 1:  # seq 1 is written by ``create`` only
             await self._exec_doc(execution_id)
             raise AppendConflictError(f"log of {execution_id!r} already has its first event")

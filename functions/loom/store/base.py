@@ -176,9 +176,13 @@ class EventStore(abc.ABC):
     Attributes:
         snapshot_min_tail: Events after the last snapshot worth a new snapshot when an execute
             call ends. Cheap local reads favour long tails; billed reads favour short ones.
+        max_append_events: The most events one append may carry (``None``: no limit). A
+            longer append is refused with :class:`~loom.errors.StoreLimitError`; the session
+            writes long runs of decisions ahead in appends of this size instead.
     """
 
     snapshot_min_tail: int = 64
+    max_append_events: int | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -59,17 +59,32 @@ class AbortSignal(_Signal):
     """The store failed under the session: unwind, record nothing more, fail the call."""
 
 
+def task_signal(task: asyncio.Task[Any]) -> BaseException | None:
+    """The control-flow signal a finished flow task ended on (cancelled: superseded)."""
+    if task.cancelled():
+        return SupersededSignal()
+    exc = task.exception()
+    return exc if isinstance(exc, _Signal) else None
+
+
 class _Scope:
-    __slots__ = ("n", "prefix", "session")
+    __slots__ = ("n", "prefix", "session", "timers")
 
     def __init__(self, prefix: str, session: Session) -> None:
         self.prefix = prefix
         self.n = 0
+        self.timers = 0
         self.session = session
 
     def next_id(self) -> str:
         self.n += 1
         return f"{self.prefix}{self.n}"
+
+    def next_timer_id(self) -> str:
+        """The id of the scope's next loop timer (``t1``, ``3.t2``): a numbering of its own,
+        so timers never shift the step ids of histories recorded before them."""
+        self.timers += 1
+        return f"{self.prefix}t{self.timers}"
 
 
 SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("loom_scope", default=None)

@@ -276,8 +276,8 @@ class Runtime:
     async def _claim(self, state: ExecutionState, holder: str, flow: FlowDef) -> Session:
         now = self.clock()
         batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + self.claim_ttl)]
-        for gate in state.open_gates().values():
-            if gate["wake_at"] is not None and gate["wake_at"] <= now:
+        for gate in sorted(state.open_gates().values(), key=lambda g: g["wake_at"] or 0.0):
+            if gate["wake_at"] is not None and gate["wake_at"] <= now:  # earliest fires first
                 batch.append(
                     ev.ExecutionResumed(
                         on=gate["on"], correlation_key=gate["correlation_key"], timed_out=True

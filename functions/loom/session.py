@@ -30,6 +30,7 @@ from loom.context import (
     SuspendSignal,
     install_task_factory,
     root_scope,
+    task_signal,
 )
 from loom.effects import admit, budget_exceeded, error_info, failed_error, invoke_with_retry
 from loom.errors import (
@@ -41,6 +42,7 @@ from loom.errors import (
 )
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import Journal
+from loom.loop_timers import LoopTimers, engine_io
 from loom.ordering import Ordering, recorded_outcomes
 from loom.payloads import completion_event
 
@@ -83,6 +85,7 @@ class Session:
         self._tasks: list[asyncio.Task[Any]] = []
         self._flow_task: asyncio.Task[Any] | None = None
         self.order = Ordering(recorded_outcomes(state), self._poke)
+        self.timers = LoopTimers(self, self._poke, self._halt)
 
     # -- bookkeeping ------------------------------------------------------------------
 
@@ -91,7 +94,7 @@ class Session:
         self._tasks.append(task)  # kept after done, so _reap retrieves every outcome
         self.order.track(task)
 
-    async def _turn(self, seq: int) -> None:
+    async def _turn(self, seq: float) -> None:
         """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``)."""
         wait = self.order.turn(seq)
         if wait is not None:
@@ -130,7 +133,7 @@ class Session:
         """Await a payload encode or decode; a store or configuration failure unwinds like a
         failed append."""
         try:
-            return await step
+            return await engine_io(self.order, step)
         except (StoreError, ConfigurationError) as exc:  # the deployment's, not the flow's
             self._raise(AbortSignal(exc))
 
@@ -227,7 +230,8 @@ class Session:
         self._inflight += 1
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
         try:
-            value = await self._invoke(step_id, defn, value, attempt)
+            call = self._invoke(step_id, defn, value, attempt)
+            value = await (self.timers.detach(call) if self.timers.guard else call)
         except EffectFailedError:
             await self._turn(self.state.steps[step_id].get("seq", 0))
             raise
@@ -368,7 +372,7 @@ class Session:
         """Extend the claim while a long effect runs and nothing else is appended."""
         while True:
             await asyncio.sleep(self.rt.claim_ttl / 3)
-            if self._inflight and self.signal is None:
+            if (self._inflight or self.timers.busy) and self.signal is None:
                 await self.append([])  # prepends a claim extension when one is due
 
     async def _watch(self, flow_task: asyncio.Task[Any]) -> None:
@@ -376,7 +380,7 @@ class Session:
         while not flow_task.done():
             await self._wake.wait()
             self._wake.clear()
-            if self._inflight or not self._waiting or self.order.waiting:
+            if self._inflight or not self.timers.blockable(bool(self._waiting)):
                 continue
             mark = self._progress
             for _ in range(_SETTLE_YIELDS):
@@ -390,8 +394,10 @@ class Session:
         async with self.journal.lock:
             while True:
                 self._deliver_resumes()
-                if any(w.fut.done() for w in self._waiting.values()) or not self._waiting:
-                    return  # a resume arrived meanwhile: keep running
+                if any(w.fut.done() for w in self._waiting.values()) or not self.timers.blockable(
+                    bool(self._waiting)
+                ):
+                    return  # a resume arrived, or a timer fires, meanwhile: keep running
                 fresh = [(sid, w.gate) for sid, w in self._waiting.items() if w.new]
                 gates = fresh or [(sid, w.gate) for sid, w in self._waiting.items()]
                 batch: list[ev.Event] = [
@@ -402,7 +408,7 @@ class Session:
                         wake_at=g["wake_at"],
                     )
                     for sid, g in gates
-                ]
+                ] + self.timers.gates()
                 try:
                     written = await self._try_append(batch)
                 except StoreError as exc:
@@ -448,7 +454,9 @@ class Session:
         heartbeat = loop.create_task(self._heartbeat())
         try:
             await asyncio.wait([flow_task])
+            await self.timers.drain()
         finally:
+            self.timers.close()
             driver = [self.order.driver] if self.order.driver is not None else []
             await self._reap([watcher, heartbeat, *driver, *self._tasks])
         try:
@@ -468,7 +476,7 @@ class Session:
                 task.exception()
 
     async def _finish(self, flow_task: asyncio.Task[Any]) -> None:
-        signal = self.signal or _task_signal(flow_task)
+        signal = self.signal or task_signal(flow_task)
         if isinstance(signal, AbortSignal):
             raise signal.args[0]
         if isinstance(signal, SupersededSignal):
@@ -495,17 +503,3 @@ class Session:
             return
         end = await completion_event(self.rt.payloads, flow_task.result(), self.execution_id)
         await self.append([end])
-
-
-def _task_signal(task: asyncio.Task[Any]) -> BaseException | None:
-    if task.cancelled():
-        return SupersededSignal()
-    exc = task.exception()
-    return (
-        exc
-        if isinstance(
-            exc,
-            (SuspendSignal, ParkSignal, StopSignal, SupersededSignal, AbortSignal, InDoubtSignal),
-        )
-        else None
-    )

@@ -38,6 +38,7 @@ from loom.context import AbortSignal, _Signal, off_scope  # pyright: ignore[repo
 from loom.errors import ExecutionFinishedError
 from loom.fold import _HEAD, ExecutionState  # pyright: ignore[reportPrivateUsage]
 from loom.journal import DryJournal
+from loom.ordering import recorded_outcomes
 from loom.store.base import StatusChange
 
 if TYPE_CHECKING:
@@ -148,10 +149,10 @@ class _AlreadyRequestedError(Exception):
 # -- the session side -------------------------------------------------------------------
 
 
-def recorded(state: ExecutionState) -> list[int]:
-    """The seq of a recorded hand-over, for the session's outcome order."""
+def outcomes(state: ExecutionState) -> list[int]:
+    """The recorded outcomes a session hands over in order, with a recorded cancel's place."""
     delivered = (state.cancel or {}).get("delivered")
-    return [delivered] if delivered else []
+    return [*recorded_outcomes(state), *([delivered] if delivered else [])]
 
 
 async def before_run(session: Session) -> bool:
@@ -270,10 +271,9 @@ async def _replay_delivery(session: Session, seq: int) -> None:
     _of(session).delivering = True
     while session._flow_task is None:  # noqa: ASYNC110  # pyright: ignore[reportPrivateUsage]
         await asyncio.sleep(0)  # the session decodes the input before it starts the flow
-    wait = session.order.turn(seq, settle=True)
-    if wait is not None:
-        session._poke()  # pyright: ignore[reportPrivateUsage]
-        await wait
+    wait = session.order.queue(seq)  # after the flow settles, never at once
+    session._poke()  # pyright: ignore[reportPrivateUsage]
+    await wait
     _cancel_root(session, _of(session))
 
 

@@ -60,17 +60,32 @@ class AbortSignal(_Signal):
     """The store failed under the session: unwind, record nothing more, fail the call."""
 
 
+def task_signal(task: asyncio.Task[Any]) -> BaseException | None:
+    """The control-flow signal a finished flow task ended on (cancelled: superseded)."""
+    if task.cancelled():
+        return SupersededSignal()
+    exc = task.exception()
+    return exc if isinstance(exc, _Signal) else None
+
+
 class _Scope:
-    __slots__ = ("n", "prefix", "session")
+    __slots__ = ("n", "prefix", "session", "timers")
 
     def __init__(self, prefix: str, session: Session) -> None:
         self.prefix = prefix
         self.n = 0
+        self.timers = 0
         self.session = session
 
     def next_id(self) -> str:
         self.n += 1
         return f"{self.prefix}{self.n}"
+
+    def next_timer_id(self) -> str:
+        """The id of the scope's next loop timer (``t1``, ``3.t2``): a numbering of its own,
+        so timers never shift the step ids of histories recorded before them."""
+        self.timers += 1
+        return f"{self.prefix}t{self.timers}"
 
 
 SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("loom_scope", default=None)
@@ -287,10 +302,13 @@ class EffectContext:
         self._cancelled = True
 
 
-def task_signal(task: asyncio.Task[Any]) -> BaseException | None:
-    """The signal a finished flow task ended with, if any (cancelled: superseded)."""
-    if task.cancelled():
-        return SupersededSignal()
-    exc = task.exception()
-    signals = (SuspendSignal, ParkSignal, StopSignal, SupersededSignal, AbortSignal, InDoubtSignal)
-    return exc if isinstance(exc, signals) else None
+async def reap(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel what a flow left running and retrieve every outcome (a child's suspension is
+    not an error to report)."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=1.0)
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()

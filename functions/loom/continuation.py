@@ -141,6 +141,7 @@ async def continue_as_new(session: Session, value: Any) -> NoReturn:
         InvalidPayloadError: ``value`` does not fit the flow's input model.
         LoomError: A step is still in flight in another task (``continue_in_flight``).
     """
+    await session.timers.landed()  # steps whose await was abandoned belong to this run
     _check_alone(session)
     await cancellation.checkpoint(session)  # a pending cancel arrives here, not in the next run
     parsed = to_json_value(session.flow.typed.parse_input(value))

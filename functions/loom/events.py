@@ -136,11 +136,15 @@ class EffectRetried(_Event):
 
 
 class DecisionRecorded(_Event):
-    """A value the flow took from ``ctx.now/uuid/random``, served from the log on replay."""
+    """A value the flow took from ``ctx.now/uuid/random``, served from the log on replay.
+
+    ``kind="timer"`` is the deadline (epoch seconds) of a loop timer the flow created
+    (``asyncio.sleep``, ``wait_for``, ``timeout``…; see :mod:`loom.loop_timers`).
+    """
 
     type: Literal["DecisionRecorded"] = "DecisionRecorded"
     step_id: str
-    kind: Literal["now", "uuid", "random"]
+    kind: Literal["now", "uuid", "random", "timer"]
     value: Any
 
 

@@ -48,7 +48,7 @@ class ResumeRecord(TypedDict):
 
     payload: Any
     timed_out: bool
-    seq: int  # where it sits in the log: the flow sees it after every outcome before it
+    seq: float  # where it sits in the log: the flow sees it after every outcome before it
 
 
 def resume_key(on: str, correlation_key: str) -> str:
@@ -309,6 +309,7 @@ def _resumed(s: ExecutionState, e: ev.ExecutionResumed) -> None:
     key = resume_key(e.on, e.correlation_key)
     if key in s.resumes:
         return  # a duplicate resume is a no-op
+    _loop_timers.fire_due(s, e)  # a suspended flow's loop timers due by now fire first
     gates = [
         g for g in s.gates.values() if g["on"] == e.on and g["correlation_key"] == e.correlation_key
     ]
@@ -441,6 +442,7 @@ from loom import cancellation as _cancellation  # noqa: E402, F401  # pyright: i
 from loom import children as _children  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import continuation as _continuation  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import fork as _fork  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
+from loom import loop_timers as _loop_timers  # noqa: E402
 from loom import messages as _messages  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import published as _published  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

@@ -285,8 +285,8 @@ class Runtime:
         now = self.clock()
         batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + self.claim_ttl)]
         batch.extend(overdue(self, state))  # a passed flow deadline goes before gate timeouts
-        for gate in state.open_gates().values():
-            if gate["wake_at"] is not None and gate["wake_at"] <= now:
+        for gate in sorted(state.open_gates().values(), key=lambda g: g["wake_at"] or 0.0):
+            if gate["wake_at"] is not None and gate["wake_at"] <= now:  # earliest fires first
                 batch.append(
                     ev.ExecutionResumed(
                         on=gate["on"], correlation_key=gate["correlation_key"], timed_out=True

@@ -29,6 +29,7 @@ from loom.context import (
     SupersededSignal,
     SuspendSignal,
     install_task_factory,
+    reap,
     root_scope,
     task_signal,
 )
@@ -42,7 +43,8 @@ from loom.errors import (
 )
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import Journal
-from loom.ordering import Ordering, recorded_outcomes
+from loom.loop_timers import LoopTimers, engine_io
+from loom.ordering import Ordering
 from loom.payloads import completion_event
 
 if TYPE_CHECKING:
@@ -83,9 +85,8 @@ class Session:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._flow_task: asyncio.Task[Any] | None = None
-        self.order = Ordering(
-            [*recorded_outcomes(state), *cancellation.recorded(state)], self._poke
-        )
+        self.order = Ordering(cancellation.outcomes(state), self._poke)
+        self.timers = LoopTimers(self, self._poke, self._halt)
 
     # -- bookkeeping ------------------------------------------------------------------
 
@@ -94,7 +95,7 @@ class Session:
         self._tasks.append(task)  # kept after done, so _reap retrieves every outcome
         self.order.track(task)
 
-    async def _turn(self, seq: int) -> None:
+    async def _turn(self, seq: float) -> None:
         """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``)."""
         await cancellation.served(self, seq)
         wait = self.order.turn(seq)
@@ -134,7 +135,7 @@ class Session:
         """Await a payload encode or decode; a store or configuration failure unwinds like a
         failed append."""
         try:
-            return await step
+            return await engine_io(self.order, step)
         except (StoreError, ConfigurationError) as exc:  # the deployment's, not the flow's
             self._raise(AbortSignal(exc))
 
@@ -232,7 +233,8 @@ class Session:
         self._inflight += 1
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
         try:
-            value = await self._invoke(step_id, defn, value, attempt)
+            call = self._invoke(step_id, defn, value, attempt)
+            value = await (self.timers.detach(call) if self.timers.guard else call)
         except EffectFailedError:
             await self._turn(self.state.steps[step_id].get("seq", 0))
             raise
@@ -374,7 +376,7 @@ class Session:
         """Extend the claim while a long effect runs and nothing else is appended."""
         while True:
             await asyncio.sleep(self.rt.claim_ttl / 3)
-            if self._inflight and self.signal is None:
+            if (self._inflight or self.timers.busy) and self.signal is None:
                 await self.append([])  # prepends a claim extension when one is due
 
     async def _watch(self, flow_task: asyncio.Task[Any]) -> None:
@@ -382,7 +384,7 @@ class Session:
         while not flow_task.done():
             await self._wake.wait()
             self._wake.clear()
-            if self._inflight or not self._waiting or self.order.waiting:
+            if self._inflight or not self.timers.blockable(bool(self._waiting)):
                 continue
             mark = self._progress
             for _ in range(_SETTLE_YIELDS):
@@ -396,8 +398,10 @@ class Session:
         async with self.journal.lock:
             while True:
                 self._deliver_resumes()
-                if any(w.fut.done() for w in self._waiting.values()) or not self._waiting:
-                    return  # a resume arrived meanwhile: keep running
+                if any(w.fut.done() for w in self._waiting.values()) or not self.timers.blockable(
+                    bool(self._waiting)
+                ):
+                    return  # a resume arrived, or a timer fires, meanwhile: keep running
                 if cancellation.interrupts(self):
                     return  # a cancel arrived: it is handed over, not suspended on
                 fresh = [(sid, w.gate) for sid, w in self._waiting.items() if w.new]
@@ -410,7 +414,7 @@ class Session:
                         wake_at=g["wake_at"],
                     )
                     for sid, g in gates
-                ]
+                ] + self.timers.gates()
                 try:
                     written = await self._try_append(batch)
                 except StoreError as exc:
@@ -458,24 +462,15 @@ class Session:
         heartbeat = loop.create_task(self._heartbeat())
         try:
             await asyncio.wait([flow_task])
+            await self.timers.drain()
         finally:
+            self.timers.close()
             driver = [self.order.driver] if self.order.driver is not None else []
-            await self._reap([watcher, heartbeat, *driver, *self._tasks])
+            await reap([watcher, heartbeat, *driver, *self._tasks])
         try:
             await self._finish(flow_task)
         except AbortSignal as signal:
             raise signal.args[0] from None
-
-    async def _reap(self, tasks: list[asyncio.Task[Any]]) -> None:
-        """Cancel what the flow left running and retrieve every outcome (a child's
-        suspension is not an error to report)."""
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
-        for task in tasks:
-            if task.done() and not task.cancelled():
-                task.exception()
 
     async def _finish(self, flow_task: asyncio.Task[Any]) -> None:
         if await cancellation.finish(self, flow_task):

@@ -149,7 +149,7 @@ class _AlreadyRequestedError(Exception):
 # -- the session side -------------------------------------------------------------------
 
 
-def outcomes(state: ExecutionState) -> list[int]:
+def outcomes(state: ExecutionState) -> list[float]:
     """The recorded outcomes a session hands over in order, with a recorded cancel's place."""
     delivered = (state.cancel or {}).get("delivered")
     return [*recorded_outcomes(state), *([delivered] if delivered else [])]
@@ -195,7 +195,7 @@ async def checkpoint(session: Session) -> None:
     await _arrive(session, cancel)
 
 
-async def served(session: Session, seq: int) -> None:
+async def served(session: Session, seq: float) -> None:
     """Before a recorded outcome reaches the flow: one recorded after a cancel request that
     has not been handed over yet (a resume that came after it) is where the cancel arrives.
     """
@@ -265,7 +265,7 @@ async def _append(session: Session, events: list[ev.Event]) -> None:
         await session.append(events)
 
 
-async def _replay_delivery(session: Session, seq: int) -> None:
+async def _replay_delivery(session: Session, seq: float) -> None:
     """Hand the cancel over at its recorded place among the outcomes, once the flow has
     settled there (it waits for a later outcome, or at the await the live run stopped)."""
     _of(session).delivering = True

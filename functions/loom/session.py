@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from loom import crash
+from loom import cancellation, crash
 from loom import events as ev
 from loom.app import EffectDef, FlowDef
 from loom.backoff import BACKOFF, scheduled, wait_for_retry
@@ -29,6 +29,7 @@ from loom.context import (
     SupersededSignal,
     SuspendSignal,
     install_task_factory,
+    reap,
     root_scope,
     task_signal,
 )
@@ -43,7 +44,7 @@ from loom.errors import (
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import Journal
 from loom.loop_timers import LoopTimers, engine_io
-from loom.ordering import Ordering, recorded_outcomes
+from loom.ordering import Ordering
 from loom.payloads import completion_event
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class Session:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._flow_task: asyncio.Task[Any] | None = None
-        self.order = Ordering(recorded_outcomes(state), self._poke)
+        self.order = Ordering(cancellation.outcomes(state), self._poke)
         self.timers = LoopTimers(self, self._poke, self._halt)
 
     # -- bookkeeping ------------------------------------------------------------------
@@ -96,6 +97,7 @@ class Session:
 
     async def _turn(self, seq: float) -> None:
         """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``)."""
+        await cancellation.served(self, seq)
         wait = self.order.turn(seq)
         if wait is not None:
             self._poke()
@@ -221,6 +223,7 @@ class Session:
         self._park(step_id, f"step {step_id} is {status}; it needs a verdict")
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
+        await cancellation.checkpoint(self)
         result = await self._live_call(step_id, defn, value, attempt)
         if result is BACKOFF:  # the next attempt waits on a durable timer
             return await self.execute(step_id, defn, value)
@@ -352,6 +355,7 @@ class Session:
     async def _wait(
         self, step_id: str, on: str, key: str, timeout: float | None, recorded: GateRecord | None
     ) -> ResumeRecord:
+        await cancellation.checkpoint(self)
         if recorded is not None:
             gate = recorded
         else:
@@ -388,7 +392,7 @@ class Session:
                 if self._progress != mark or self._inflight or flow_task.done():
                     break
             else:
-                await self._block()
+                await (cancellation.deliver(self) if cancellation.due(self) else self._block())
 
     async def _block(self) -> None:
         async with self.journal.lock:
@@ -398,6 +402,8 @@ class Session:
                     bool(self._waiting)
                 ):
                     return  # a resume arrived, or a timer fires, meanwhile: keep running
+                if cancellation.interrupts(self):
+                    return  # a cancel arrived: it is handed over, not suspended on
                 fresh = [(sid, w.gate) for sid, w in self._waiting.items() if w.new]
                 gates = fresh or [(sid, w.gate) for sid, w in self._waiting.items()]
                 batch: list[ev.Event] = [
@@ -440,6 +446,8 @@ class Session:
 
     async def run(self) -> None:
         """Run the flow until it completes, fails, suspends, parks or is superseded."""
+        if await cancellation.before_run(self):
+            return
         value = self.flow.typed.parse_input(
             await self.rt.payloads.decode(self.state.input, self.execution_id)
         )
@@ -458,24 +466,15 @@ class Session:
         finally:
             self.timers.close()
             driver = [self.order.driver] if self.order.driver is not None else []
-            await self._reap([watcher, heartbeat, *driver, *self._tasks])
+            await reap([watcher, heartbeat, *driver, *self._tasks])
         try:
             await self._finish(flow_task)
         except AbortSignal as signal:
             raise signal.args[0] from None
 
-    async def _reap(self, tasks: list[asyncio.Task[Any]]) -> None:
-        """Cancel what the flow left running and retrieve every outcome (a child's
-        suspension is not an error to report)."""
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
-        for task in tasks:
-            if task.done() and not task.cancelled():
-                task.exception()
-
     async def _finish(self, flow_task: asyncio.Task[Any]) -> None:
+        if await cancellation.finish(self, flow_task):
+            return
         signal = self.signal or task_signal(flow_task)
         if isinstance(signal, AbortSignal):
             raise signal.args[0]

@@ -160,6 +160,8 @@ class FlowDef:
     name: str
     fn: Callable[..., Coroutine[Any, Any, Any]]
     version: str = "1"
+    timeout: float | None = None  # seconds from the start; then cancelled, with cleanup
+    cleanup_timeout: float = 300.0  # seconds a cancelled execution's cleanup may run
 
     def __post_init__(self) -> None:
         if not inspect.iscoroutinefunction(self.fn):
@@ -177,6 +179,22 @@ def _version(version: str | int) -> str:
     if isinstance(version, bool) or not text or len(text) > 64 or not text.isprintable():
         raise ConfigurationError(f"flow version {version!r} must be a short number or name")
     return text
+
+
+def _builtin_resume_checks() -> dict[str, ResumeCheck]:
+    """Gates of Loom's own whose resumes are checked whatever their route (child flows)."""
+    from loom.children import CHILD_GATE, check_child_resume
+
+    return {CHILD_GATE: check_child_resume}
+
+
+def _flow_limits(
+    name: str, timeout: float | timedelta | None, cleanup: float | timedelta
+) -> tuple[float | None, float]:
+    limits = (_seconds(timeout), _seconds(cleanup))
+    if any(v is not None and not v > 0 for v in limits):  # also refuses NaN
+        raise ConfigurationError(f"flow {name!r}: timeout and cleanup_timeout must be > 0")
+    return limits[0], limits[1] or 0.0
 
 
 class Loom:
@@ -203,7 +221,7 @@ class Loom:
         self.versions: dict[str, dict[str, FlowDef]] = {}
         self.effects: dict[str, EffectDef] = {}
         self.grants = grants or GrantPolicy()  # who may grant which capabilities
-        self.resume_checks: dict[str, ResumeCheck] = {}
+        self.resume_checks: dict[str, ResumeCheck] = _builtin_resume_checks()
         self.schedules: dict[str, Schedule] = {}  # by name (loom.schedules)
         self.queues: dict[str, QueueDef] = {}  # by name (loom.queues)
 
@@ -237,20 +255,32 @@ class Loom:
 
         return declare(self.queues, name, **limits)
 
-    def flow(self, name: str, *, version: str | int = "1") -> Callable[[F], F]:
+    def flow(
+        self,
+        name: str,
+        *,
+        version: str | int = "1",
+        timeout: float | timedelta | None = None,
+        cleanup_timeout: float | timedelta = 300.0,
+    ) -> Callable[[F], F]:
         """Register an ``async def f(ctx, input)`` as version ``version`` of the flow ``name``.
 
         Versions of one flow live side by side: new executions start on the latest (numbers
         compare numerically), and each execution runs to its end on the version it started
         on, so a version can be deleted once no live execution uses it (``loom versions``).
+
+        ``timeout`` bounds an execution from its start (a start may override it): past it
+        the execution is cancelled. A cancelled execution's ``except``/``finally`` blocks
+        may run effects for ``cleanup_timeout`` (see :mod:`loom.cancellation`).
         """
         tag = _version(version)
+        limits = _flow_limits(name, timeout, cleanup_timeout)
 
         def register(fn: F) -> F:
             known = self.versions.setdefault(name, {})
             if tag in known:
                 raise ConfigurationError(f"flow {name!r} version {tag} is registered twice")
-            known[tag] = FlowDef(name, fn, tag)
+            known[tag] = FlowDef(name, fn, tag, *limits)
             self.flows[name] = known[max(known, key=version_key)]
             return fn
 

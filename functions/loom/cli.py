@@ -160,6 +160,7 @@ def _print_result(result: Any, check: bool = False) -> None:
 @click.option("--version", default=None, help="Flow version to start (default: the latest).")
 @click.option("--queue", default=None, help="A declared queue to run on.")
 @click.option("--partition-key", default=None, help="With --queue: run one per key at a time.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds (override).")
 @click.pass_obj
 def start(
     settings: Settings,
@@ -171,6 +172,7 @@ def start(
     version: str | None,
     queue: str | None,
     partition_key: str | None,
+    timeout: float | None,
 ) -> None:
     """Start FLOW (idempotent by --id) and run it until it blocks; exit 1 if it failed."""
     value = _json_arg(input_json, "--input")
@@ -185,6 +187,7 @@ def start(
             by=local_principal(),
             version=version,
             queue=queue_ref(queue, partition_key),
+            timeout=timeout,
         )
         return await _settle(env, result.execution_id, wait)
 
@@ -281,7 +284,7 @@ def cancel(settings: Settings, execution_id: str, reason: str) -> None:
         _with(
             settings,
             lambda env: env.runtime.cancel(execution_id, reason, by=local_principal()),
-            need_app=False,
+            need_app=settings.app is not None,  # with the app, the cleanup runs here
         )
     )
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from loom import events as ev
-from loom.context import SupersededSignal
+from loom.context import SCOPE, SupersededSignal
 from loom.errors import AppendConflictError, StoreLimitError
 from loom.fold import ExecutionState, evolve
 from loom.limits import instead
@@ -33,6 +33,8 @@ _QUIET_TYPES = frozenset(
 
 class Journal:
     """Appends for one session. Callers hold :attr:`lock` around :meth:`try_append`."""
+
+    dry = False  # a replay that writes nothing (no live timer fires in one, either)
 
     def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
         self.rt = runtime
@@ -63,6 +65,7 @@ class Journal:
         change = None
         if any(e.type not in _QUIET_TYPES for e in batch):
             change = self._status_change(before)
+        token = SCOPE.set(None)  # the store's own timers are the loop's, not the flow's
         try:
             await self.rt.store.append(AppendRequest(self.execution_id, expected, batch, change))
         except AppendConflictError:
@@ -70,6 +73,8 @@ class Journal:
             return False
         except StoreLimitError as exc:
             return await self._over_limit(events, exc)
+        finally:
+            SCOPE.reset(token)
         self.pending = []
         await self._maybe_snapshot(len(batch))
         return True
@@ -146,6 +151,8 @@ class Journal:
 class DryJournal(Journal):
     """Keeps what a replay would append in :attr:`tail` instead of writing it (for the test
     toolkit's replays and the pre-deploy replay check)."""
+
+    dry = True
 
     def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
         super().__init__(runtime, state, holder)

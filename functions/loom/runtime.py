@@ -15,12 +15,15 @@ import random
 import time
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from loom import crash, messages, poison, published, queues
 from loom import events as ev
 from loom.app import FlowDef, Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
+from loom.cancellation import request_cancel
+from loom.children import follow_up as follow_up_children
 from loom.claims import ACTIVE_HOLDERS, HOST, claim_is_live
 from loom.context import SupersededSignal
 from loom.errors import (
@@ -39,6 +42,7 @@ from loom.session import Session
 from loom.starts import check_same_start, never_ran
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
 from loom.telemetry import flow_scope, traced_execute
+from loom.timeouts import deadline_for, overdue
 from loom.verdicts import current_episode, park_in_doubt, verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
 
@@ -146,6 +150,7 @@ class Runtime:
         by: str | None = None,
         version: str | int | None = None,
         queue: QueueRef | None = None,
+        timeout: float | timedelta | None = None,
     ) -> ExecutionResult:
         """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
 
@@ -157,6 +162,7 @@ class Runtime:
         under ``self.grants``; ``None`` is the trusted path of the process's own code.
         The execution runs on ``version`` of the flow (default: the latest registered) for
         its whole life; the version is recorded in ``ExecutionStarted.flow_version``.
+        ``timeout`` overrides the flow's own (``loom.timeouts``).
 
         Raises:
             NotPermittedError: ``by`` may not grant some of ``capabilities``.
@@ -171,6 +177,7 @@ class Runtime:
             self.grants.check(by, flow, capabilities)
         value = to_json_value(defn.typed.parse_input(input))
         stored, _ = await self.payloads.encode(value, f"{eid}/input")
+        now = self.clock()
         started = ev.ExecutionStarted(
             execution_id=eid,
             flow=flow,
@@ -178,9 +185,10 @@ class Runtime:
             flow_version=defn.version,
             capabilities=sorted(capabilities),
             budgets=budgets or {},
-            at=self.clock(),
+            at=now,
             by=by,
             **queues.started_fields(self.app, queue),
+            deadline=deadline_for(defn, timeout, now),
         )
         created, first = await self.store.create(started)
         crash.point("after_start")
@@ -270,8 +278,9 @@ class Runtime:
     async def _claim(self, state: ExecutionState, holder: str, flow: FlowDef) -> Session:
         now = self.clock()
         batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + self.claim_ttl)]
-        for gate in state.open_gates().values():
-            if gate["wake_at"] is not None and gate["wake_at"] <= now:
+        batch.extend(overdue(self, state))  # a passed flow deadline goes before gate timeouts
+        for gate in sorted(state.open_gates().values(), key=lambda g: g["wake_at"] or 0.0):
+            if gate["wake_at"] is not None and gate["wake_at"] <= now:  # earliest fires first
                 batch.append(
                     ev.ExecutionResumed(
                         on=gate["on"], correlation_key=gate["correlation_key"], timed_out=True
@@ -291,7 +300,8 @@ class Runtime:
         return Session(self, state, flow, holder)
 
     async def _follow_up(self, state: ExecutionState) -> None:
-        """Arrange the next dispatch: a timer when the execution sleeps."""
+        """Arrange the next dispatch: a timer when it sleeps; an end goes to parent/children."""
+        await follow_up_children(self, state)
         if state.status == "suspended" and state.parked_reason is None:
             wake = state.next_wake_at()
             if wake is not None:
@@ -317,6 +327,7 @@ class Runtime:
         ``recheck`` runs again on the reloaded state before each retry (and may raise), so a
         check made before the first try still holds for the append that lands.
         """
+        events = [*overdue(self, state), *events]
         for attempt in range(20):
             if attempt and recheck is not None:
                 recheck(state)
@@ -433,20 +444,9 @@ class Runtime:
     async def cancel(
         self, execution_id: str, reason: str = "", *, by: str | None = None
     ) -> ExecutionResult:
-        """End an execution as ``cancelled``; a holder mid-run stops at its next append.
-
-        ``by`` (who asked) is recorded on the event.
-        """
-        state = await self.load_state(execution_id)
-        if state.finished:
-            raise ExecutionFinishedError(
-                f"execution {execution_id!r} is already {state.status}",
-                details={"status": state.status},
-            )
-        state = await self._append_control(
-            state, [ev.ExecutionCancelled(reason=reason, by=by)], StatusChange("cancelled")
-        )
-        return await self.report(state)
+        """Cancel an execution; its flow gets ``asyncio.CancelledError`` at its next await and
+        may clean up. ``by`` is recorded. See :func:`loom.cancellation.request_cancel`."""
+        return await request_cancel(self, execution_id, reason, by)
 
     async def report(self, state: ExecutionState, *, include_state: bool = True) -> ExecutionResult:
         """Where ``state`` stands, with its output as the flow returned it (read back from

@@ -72,6 +72,9 @@ class StartRequest(BaseModel):
         max_length=1024,
         description="With queue: executions of one key run one at a time",
     )
+    timeout: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="Seconds; overrides the flow's"
+    )
 
 
 class ResumeRequest(BaseModel):
@@ -302,6 +305,7 @@ def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
             by=by,
             version=body.version,
             queue=queue_ref(body.queue, body.partition_key),
+            timeout=body.timeout,
         )
     )
     _bind_result(result)
@@ -457,6 +461,10 @@ def route_action(route: Route) -> str:
 from loom.workers.retry_route import retry as _retry  # noqa: E402  (it imports this module)
 
 ROUTES.append(("POST", ("executions", "*", "retry"), _retry))
+
+from loom.workers.cancel_route import cancel as _cancel  # noqa: E402  (it imports this module)
+
+ROUTES.append(("POST", ("executions", "*", "cancel"), _cancel))
 
 from loom.workers.fork_route import fork as _fork  # noqa: E402  (it imports this module)
 

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 from loom import EffectContext, FlowContext, Loom
+from loom.queues import QueueRef
 
 app = Loom("queued")
 app.queue("five", concurrency=5)
@@ -41,3 +42,13 @@ async def do(ctx: EffectContext, value: dict[str, Any]) -> str:
 @app.flow("work")
 async def work(ctx: FlowContext, value: Any) -> str:
     return await ctx.execute(do, value)
+
+
+@app.flow("fan_out")
+async def fan_out(ctx: FlowContext, n: int) -> list[str]:
+    """Runs ``n`` child ``work`` flows at once, each on the queue ``two`` (at most 2 run)."""
+    children = [
+        await ctx.start_flow("work", {"key": "-", "seconds": 0.2}, queue=QueueRef("two"))
+        for _ in range(n)
+    ]
+    return [await child.result() for child in children]

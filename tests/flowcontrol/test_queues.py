@@ -14,6 +14,7 @@ from loom.errors import ConfigurationError, InputError
 from loom.queues import QueueRef, depths, queue_ref
 from loom.runtime import Runtime
 from loom.store import EventStore
+from loom.store.leases import LeaseRequest
 from loom.testing import FakeClock
 from loom.wire import ExecutionPackage, ExecutionResult
 from tests.flowcontrol import queue_app
@@ -102,6 +103,28 @@ async def test_a_lease_is_renewed_while_its_call_runs(store: EventStore):
     assert (await running).status == "completed"
     await _until_done(runtime, ids)
     assert queue_app.PEAK["all"] == 1
+
+
+async def test_child_flows_on_a_queue_stay_within_its_limit(store: EventStore):
+    """A step-sized piece of work throttled by a queue: a child flow started on it. The
+    parent suspends on its children; children beyond the limit wait, then all complete."""
+    runtime = _runtime(store)
+    leases = store.leases()
+    for other in ("x", "y"):  # the queue is full: every child must wait
+        assert await leases.acquire(LeaseRequest("two", other, runtime.clock(), 60.0, limit=2))
+    await runtime.start("fan_out", 5, execution_id="parent", run=False)
+    assert (await runtime.execute(ExecutionPackage(execution_id="parent"))).status == "suspended"
+    kids = [r.execution_id for r in await runtime.list() if r.execution_id != "parent"]
+    assert len(kids) == 5
+    for kid in kids:
+        started, *rest = await runtime.history(kid)
+        assert (started.queue, rest) == ("two", [])  # type: ignore[attr-defined]  # waits
+    for other in ("x", "y"):
+        await leases.release("two", other)
+    await _until_done(runtime, kids)
+    result = await runtime.execute(ExecutionPackage(execution_id="parent"))
+    assert (result.status, result.output) == ("completed", ["done"] * 5)
+    assert queue_app.PEAK["all"] == 2
 
 
 async def test_bad_queue_options_are_refused(store: EventStore):

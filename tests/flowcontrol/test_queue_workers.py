@@ -31,7 +31,8 @@ from tests import procs
 from tests.flowcontrol import queue_app
 from tests.functions.conftest import start_worker
 
-pytestmark = pytest.mark.slow
+# The Firestore emulator serializes the grants on one document: 200 executions take minutes.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 APP = "tests.flowcontrol.queue_app:app"
 ANSWER = 75.0  # s a worker may take to answer (a lease change retries for up to 30 s)
 
@@ -65,7 +66,7 @@ async def _seed(url: str, plan: Sequence[tuple[str, str, str | None]]) -> None:
     await runtime.store.aclose()
 
 
-def _drive(bases: list[str], ids: list[str], threads: int = 12, budget: float = 420.0) -> int:
+def _drive(bases: list[str], ids: list[str], threads: int = 12, budget: float = 600.0) -> int:
     """Play the dispatcher: POST /execute until every execution completed; the calls made.
 
     Fails fast, naming what was stuck, when a worker does not answer within ``ANSWER`` s or

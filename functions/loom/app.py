@@ -149,11 +149,22 @@ class FlowDef:
     name: str
     fn: Callable[..., Coroutine[Any, Any, Any]]
     version: str = "1"
+    durability: str = "strict"  # or "batched": see loom.durability
 
     def __post_init__(self) -> None:
         if not inspect.iscoroutinefunction(self.fn):
             raise ConfigurationError(f"flow {self.name!r} must be an async function")
         self.typed = _Typed(self.fn, "flow", self.name)
+        _durability(self.durability)
+
+
+DURABILITIES = ("strict", "batched")
+
+
+def _durability(value: str) -> str:
+    if value not in DURABILITIES:
+        raise ConfigurationError(f"durability must be one of {DURABILITIES}, got {value!r}")
+    return value
 
 
 def version_key(version: str) -> tuple[int, int, str]:
@@ -186,8 +197,11 @@ class Loom:
         versions: Every registered version of each flow, by name then version.
     """
 
-    def __init__(self, name: str, *, grants: GrantPolicy | None = None) -> None:
+    def __init__(
+        self, name: str, *, grants: GrantPolicy | None = None, durability: str = "strict"
+    ) -> None:
         self.name = name
+        self.durability = _durability(durability)  # the default of every flow (loom.durability)
         self.flows: dict[str, FlowDef] = {}
         self.versions: dict[str, dict[str, FlowDef]] = {}
         self.effects: dict[str, EffectDef] = {}
@@ -210,12 +224,16 @@ class Loom:
 
         return register
 
-    def flow(self, name: str, *, version: str | int = "1") -> Callable[[F], F]:
+    def flow(
+        self, name: str, *, version: str | int = "1", durability: str | None = None
+    ) -> Callable[[F], F]:
         """Register an ``async def f(ctx, input)`` as version ``version`` of the flow ``name``.
 
         Versions of one flow live side by side: new executions start on the latest (numbers
         compare numerically), and each execution runs to its end on the version it started
         on, so a version can be deleted once no live execution uses it (``loom versions``).
+        ``durability`` (default: the app's) is ``"strict"`` or ``"batched"``: see
+        :mod:`loom.durability`.
         """
         tag = _version(version)
 
@@ -223,7 +241,7 @@ class Loom:
             known = self.versions.setdefault(name, {})
             if tag in known:
                 raise ConfigurationError(f"flow {name!r} version {tag} is registered twice")
-            known[tag] = FlowDef(name, fn, tag)
+            known[tag] = FlowDef(name, fn, tag, durability or self.durability)
             self.flows[name] = known[max(known, key=version_key)]
             return fn
 

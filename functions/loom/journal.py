@@ -50,22 +50,58 @@ class Journal:
         batch = self._batch(events)
         if not batch:
             return True
-        state, expected = self.state, self.state.last_seq
-        before = (state.status, state.parked_reason)
-        ev.number(batch, expected, self.rt.clock())
+        state = self.state
+        return await self._write([], batch, state.last_seq, (state.status, state.parked_reason))
+
+    async def durable_point(self) -> None:
+        """Make every event this session has appended durable before going on.
+
+        Call it before anything whose loss after a crash would matter outside the log (a
+        child start, a message sent). Strict sessions write every append at once, so here
+        it returns at once; see :mod:`loom.durability` for batched sessions.
+        """
+
+    async def _write(
+        self,
+        written: Sequence[ev.Event],
+        batch: list[ev.Event],
+        expected: int,
+        before: tuple[str, str | None],
+    ) -> bool:
+        """Number and fold ``batch``, then append ``written`` (already folded) and it after
+        ``expected``; False after a conflict (state reloaded)."""
+        state = self.state
+        ev.number(batch, state.last_seq, self.rt.clock())
         for event in batch:
             evolve(state, event)
+        events = [*written, *batch]
         change = None
-        if any(e.type not in _QUIET_TYPES for e in batch):
+        if any(e.type not in _QUIET_TYPES for e in events):
             change = self._status_change(before)
+        snapshot = self._riding_snapshot(change, len(events))
+        request = AppendRequest(self.execution_id, expected, events, change, snapshot)
         try:
-            await self.rt.store.append(AppendRequest(self.execution_id, expected, batch, change))
+            await self.rt.store.append(request)
         except AppendConflictError:
             await self._merge_foreign(expected)
             return False
         self.pending = []
-        await self._maybe_snapshot(len(batch))
+        if snapshot is None:
+            await self._maybe_snapshot(len(events))
+        else:
+            self.since_snapshot = 0
         return True
+
+    def _riding_snapshot(self, change: StatusChange | None, appended: int) -> str | None:
+        """The state to keep as a snapshot with this append: where the call stops (the
+        status leaves ``running``) after a tail worth a snapshot, if the store keeps them."""
+        if change is None or change.status == "running":
+            return None
+        if not self.rt.store.keeps_append_snapshots:
+            return None
+        if self.since_snapshot + appended < self.rt.snapshot_min_tail:
+            return None
+        return self.state.to_json()
 
     def _batch(self, events: Sequence[ev.Event]) -> list[ev.Event]:
         batch = [*self.pending, *events]

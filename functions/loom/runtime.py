@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from loom import crash, poison
 from loom import events as ev
-from loom.app import FlowDef, Loom, to_json_value
+from loom.app import Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.claims import ACTIVE_HOLDERS, HOST, claim_is_live
 from loom.context import SupersededSignal
+from loom.durability import claim
 from loom.errors import (
     AppendConflictError,
     ExecutionConflictError,
@@ -35,7 +36,6 @@ from loom.grants import GrantPolicy
 from loom.ids import check_execution_id
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
-from loom.session import Session
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
 from loom.verdicts import current_episode, verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
@@ -239,7 +239,7 @@ class Runtime:
             return await self.report(await self.load_state(state.execution_id))
         ACTIVE_HOLDERS.add(holder)
         try:
-            session = await self._claim(state, holder, flow)
+            session = await claim(self, state, holder, flow)
             session.journal.since_snapshot = tail
             await session.run()
         finally:
@@ -274,28 +274,6 @@ class Runtime:
             return False
         await self._append_control(state, doubts, StatusChange("in_doubt"))
         return True
-
-    async def _claim(self, state: ExecutionState, holder: str, flow: FlowDef) -> Session:
-        now = self.clock()
-        batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + self.claim_ttl)]
-        for gate in state.open_gates().values():
-            if gate["wake_at"] is not None and gate["wake_at"] <= now:
-                batch.append(
-                    ev.ExecutionResumed(
-                        on=gate["on"], correlation_key=gate["correlation_key"], timed_out=True
-                    )
-                )
-        ev.number(batch, state.last_seq, now)
-        try:
-            await self.store.append(
-                AppendRequest(state.execution_id, state.last_seq, batch, StatusChange("running"))
-            )
-        except AppendConflictError as exc:
-            raise ExecutionSupersededError(
-                f"execution {state.execution_id!r} changed while claiming it"
-            ) from exc
-        fold(batch, state)
-        return Session(self, state, flow, holder)
 
     async def _follow_up(self, state: ExecutionState) -> None:
         """Arrange the next dispatch: a timer when the execution sleeps."""

@@ -31,6 +31,7 @@ from loom.context import (
     install_task_factory,
     root_scope,
 )
+from loom.durability import new_journal
 from loom.effects import admit, budget_exceeded, error_info, failed_error, invoke_with_retry
 from loom.errors import (
     ConfigurationError,
@@ -71,9 +72,9 @@ class Session:
 
     def __init__(self, runtime: Runtime, state: ExecutionState, flow: FlowDef, holder: str):
         self.rt = runtime
-        self.journal = self.journal_class(runtime, state, holder)
         self.flow = flow
         self.holder = holder
+        self.journal = new_journal(self, state)
         self.execution_id = state.execution_id
         self.signal: BaseException | None = None
         self._waiting: dict[str, _Waiting] = {}
@@ -501,11 +502,7 @@ def _task_signal(task: asyncio.Task[Any]) -> BaseException | None:
     if task.cancelled():
         return SupersededSignal()
     exc = task.exception()
-    return (
-        exc
-        if isinstance(
-            exc,
-            (SuspendSignal, ParkSignal, StopSignal, SupersededSignal, AbortSignal, InDoubtSignal),
-        )
-        else None
-    )
+    return exc if isinstance(exc, _SIGNALS) else None
+
+
+_SIGNALS = (SuspendSignal, ParkSignal, StopSignal, SupersededSignal, AbortSignal, InDoubtSignal)

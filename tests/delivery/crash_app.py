@@ -69,3 +69,12 @@ async def flow_flaky(ctx: FlowContext, _: None) -> str:
         return await ctx.execute(flaky, None)
     except Exception as exc:
         return f"gave up: {exc}"
+
+
+@app.flow("crash.batched", durability="batched")
+async def flow_batched(ctx: FlowContext, _: None) -> str:
+    """Two idempotent steps kept unforced, then a non-idempotent one (a durable point)."""
+    await ctx.execute(idempotent, None)
+    await ctx.execute(idempotent, None)
+    third = await ctx.execute(once, None)
+    return await ctx.execute(tail, third)

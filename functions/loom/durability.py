@@ -83,9 +83,9 @@ class BatchedJournal(Journal):
         batch = self._batch(events)
         if not batch:
             return True
-        if self.unforced and not self._fits(batch):  # one append must stay within limits
-            if not await self._flush([]):
-                return False
+        # One append must stay within the store's limits: write what waits first.
+        if self.unforced and not self._fits(batch) and not await self._flush([]):
+            return False
         if self._deferrable(batch):
             self.defer(batch)
             self.pending = []

@@ -238,12 +238,8 @@ class FirestoreEventStore(EventStore):
         new_last = expected + len(request.events)
         docs = [event_fields(e) for e in request.events]
         update = self._exec_update(request, new_last)
-        check_commit(
-            f"append to {eid!r}",
-            [(event_doc_id(d["seq"]), d) for d in docs]
-            + ([("execution", update)] if update else []),
-            other_writes=0,
-        )
+        written: list[tuple[str, Mapping[str, Any]]] = [(event_doc_id(d["seq"]), d) for d in docs]
+        check_commit(f"append to {eid!r}", written + [("execution", update)] * bool(update), 0)
 
         def build() -> tuple[AsyncWriteBatch, int]:
             batch = self._client.batch()

@@ -67,7 +67,6 @@ async def test_a_purged_id_started_again_elsewhere_is_not_taken_for_the_old_log(
     await b.create(ExecutionStarted(execution_id="e1", flow="new", input={}, at=5.0))
     await b.append(AppendRequest("e1", 1, [step(2, "x"), step(3, "y")]))
     loaded = await a.load("e1")
-    assert [(e.seq, e.type) for e in loaded.events][0] == (1, "ExecutionStarted")
     first = loaded.events[0]
     assert isinstance(first, ExecutionStarted) and first.flow == "new"
     assert [e.seq for e in loaded.events] == [1, 2, 3]

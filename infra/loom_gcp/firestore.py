@@ -296,8 +296,12 @@ class FirestoreEventStore(EventStore):
                 snapshot = await self._snapshot_of(execution_id, doc)
                 if snapshot is False:
                     continue
-                tail = await self._tail(execution_id, snapshot.seq if snapshot else 0)
-                events, body = (tail[0], tail[2] or None) if tail else ([], None)
+                base = snapshot.seq if snapshot else 0
+                # The boundary event pays when the tail is likely empty (the snapshot was
+                # taken at the document's last status change): it lets the log be remembered.
+                boundary = int(doc.get("last_seq") or 0) == base
+                tail = await self._tail(execution_id, base, boundary)
+                events, body = (tail[0], tail[2]) if tail else ([], None)
                 self._cache.put(execution_id, LoadedLog(snapshot, events), body)
                 return LoadedLog(snapshot, events)
         raise StoreError(f"snapshot of {execution_id!r} kept changing while loading")
@@ -316,7 +320,7 @@ class FirestoreEventStore(EventStore):
             self._cache.drop(execution_id)  # purged and started again: not the same log
             return None
         loaded = LoadedLog(cached.snapshot, cached.events + tail[0])
-        if tail[0]:
+        if tail[0] and tail[2] is not None:
             self._cache.extend(execution_id, cached.last_seq, tail[0], tail[2])
         return loaded
 
@@ -337,26 +341,30 @@ class FirestoreEventStore(EventStore):
         self._note(execution_id, pointer.seq)
         return Snapshot(pointer.seq, state)
 
-    async def _tail(self, execution_id: str, base: int) -> tuple[list[Event], str, str] | None:
-        """The events after ``base``, the stored body of event ``base`` and of the last one.
+    async def _tail(
+        self, execution_id: str, base: int, boundary: bool = True
+    ) -> tuple[list[Event], str | None, str | None] | None:
+        """The events after ``base``, and the stored bodies of event ``base`` (with
+        ``boundary``) and of the last event read (``None`` when unknown).
 
-        The query starts at ``base`` itself: a query is billed one read even when it finds
-        nothing, so the boundary event is free whenever the tail is empty, and it proves the
-        log is the one ``base`` came from. ``None`` when event ``base`` is missing.
+        With ``boundary`` the query starts at event ``base`` itself, which proves the log is
+        the one ``base`` came from: ``None`` when that event is missing. A query is billed one
+        read even when it finds nothing, so the boundary is free when the tail is empty, and
+        one read more when it is not.
         """
-        query = self._events(execution_id).where(filter=FieldFilter("seq", ">=", base))
+        op = ">=" if boundary and base > 0 else ">"
+        query = self._events(execution_id).where(filter=FieldFilter("seq", op, base))
         docs = await self._io.query(query.order_by("seq"))
-        if base == 0:  # no event 0: the whole log, and nothing to check it against
-            docs.insert(0, docs[0]) if docs else None
-        elif not docs or int(docs[0].get("seq")) != base:
-            return None
-        if not docs:
-            return [], "", ""
-        events = [event_from_fields(d.to_dict() or {}) for d in docs[1:]]
+        first = None
+        if op == ">=":
+            if not docs or int(docs[0].get("seq")) != base:
+                return None
+            first, docs = str(docs[0].get("body")), docs[1:]
+        events = [event_from_fields(d.to_dict() or {}) for d in docs]
         if events:
             self._known[execution_id] = events[-1].seq
             self._note(execution_id, events[-1].seq)
-        return events, str(docs[0].get("body")), str(docs[-1].get("body"))
+        return events, first, str(docs[-1].get("body")) if docs else first
 
     async def load_many(self, execution_ids: Sequence[str]) -> list[LoadedLog]:
         """Point reads instead of one query per execution: the execution documents in one

@@ -105,7 +105,7 @@ async def _measure() -> dict[str, float]:
         # microseconds: 500 of them rise above the flow's fixed cost.
         out[f"{mode}_step_ms"] = await sequential(runtime(mode), 10 if mode == "strict" else 500)
     if "batched" in modes:
-        rt, cpu = runtime("batched"), []
+        rt, cpu = runtime("batched"), list[float]()
         for i in range(5):
             c = time.process_time()
             await rt.start("steps", 1000, execution_id=f"cpu{i}")

@@ -26,7 +26,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for bench.*, tests.procs
 
@@ -83,14 +83,17 @@ class RpcCounter:
 
 def _field(message: Any, name: str) -> Any:
     """A field of a request given as a dict or as a message."""
-    return message.get(name) if isinstance(message, dict) else getattr(message, name)
+    if isinstance(message, dict):
+        return cast("dict[str, Any]", message).get(name)
+    return getattr(message, name)
 
 
 def make_app(durability: str) -> Loom:
     """The benchmark's flows, with the given durability."""
     # Strict is the default: the flag is left out, so the script also runs on older
     # checkouts (``--strict-only``), for a side-by-side count.
-    app = Loom("cost", **({} if durability == "strict" else {"durability": durability}))
+    extra: dict[str, Any] = {} if durability == "strict" else {"durability": durability}
+    app = Loom("cost", **extra)
 
     @app.effect("step.idem")
     async def idem(ctx: EffectContext, n: int) -> int:

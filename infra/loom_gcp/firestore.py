@@ -72,6 +72,7 @@ from loom.errors import AppendConflictError, ConfigurationError, StoreError, Unk
 from loom.events import Event, ExecutionStarted
 from loom.ids import check_execution_id
 from loom.store.base import (
+    STATUSES,
     AppendRequest,
     EventStore,
     ExecutionSummary,
@@ -81,6 +82,8 @@ from loom.store.base import (
     check_numbering,
     page_after,
 )
+from loom.store.browse import BrowseQuery
+from loom_gcp._firestore_browse import browse, browse_prefix, count_by_status
 from loom_gcp._firestore_cache import LogCache
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
@@ -476,6 +479,16 @@ class FirestoreEventStore(EventStore):
             docs = await self._io.query(query.select(SUMMARY_FIELDS).limit(limit))
         rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
         return page_after(rows, after, oldest_first, limit)
+
+    async def browse(self, query: BrowseQuery) -> list[ExecutionSummary]:
+        """One indexed query, or the ids from the prefix on (``loom_gcp._firestore_browse``)."""
+        if query.id_prefix:
+            return await browse_prefix(self._io, self._executions, query)
+        return await browse(self._io, self._executions, query)
+
+    async def count_by_status(self, *, flow: str | None = None) -> dict[str, int]:
+        """One ``COUNT`` aggregation per status (see ``loom_gcp._firestore_browse``)."""
+        return await count_by_status(self._io, self._executions, STATUSES, flow)
 
     async def scan(
         self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500

@@ -64,17 +64,23 @@ QUERIED_FIELDS = frozenset(
     {
         ("events", "seq"),
         ("executions", "created_at"),
+        ("executions", "flow"),
         ("executions", "status"),
         ("executions", "wake_at"),
     }
 )
 
-# Composite indexes of the store's listings: status equality + order by another field.
+# Composite indexes of the store's listings: status or flow equality + order by another field.
 REQUIRED_COMPOSITE_INDEXES = frozenset(
     {
         ("executions", (("status", "ASCENDING"), ("created_at", "DESCENDING"))),
         ("executions", (("status", "ASCENDING"), ("created_at", "ASCENDING"))),
         ("executions", (("status", "ASCENDING"), ("wake_at", "ASCENDING"))),
+        ("executions", (("flow", "ASCENDING"), ("created_at", "DESCENDING"))),
+        (
+            "executions",
+            (("flow", "ASCENDING"), ("status", "ASCENDING"), ("created_at", "DESCENDING")),
+        ),
     }
 )
 

@@ -29,6 +29,11 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
 * ``list`` orders by ``(created_at, execution_id)``, newest first unless ``oldest_first``, and
   ``after`` (a row's :attr:`ExecutionSummary.cursor`) resumes strictly after that row, so a
   caller can page through every execution however many there are.
+* ``browse`` answers an operator's filtered listing (status, flow, creation time, id
+  prefix) newest first by ``(created_at, execution_id)``, paged like ``list``;
+  ``count_by_status`` counts executions per status (optionally of one flow), every status
+  present as a key. Both answer from summaries; the defaults (:mod:`loom.store.browse`)
+  walk ``list``/``scan``, and a store with matching indexes answers directly.
 * ``delete_execution`` removes an execution with its events and snapshots; afterwards the
   id is unknown and ``create`` starts it anew. ``purge`` deletes, oldest first and a bounded
   batch at a time, finished executions last updated before a time; it is idempotent and
@@ -52,6 +57,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from loom.events import Event, ExecutionStarted
+from loom.store.browse import BrowseQuery, browse_by_listing, count_by_scanning
 
 STATUSES = ("running", "suspended", "in_doubt", "completed", "failed", "cancelled")
 LIVE_STATUSES = ("running", "suspended", "in_doubt")  # not finished: may still run code
@@ -303,6 +309,20 @@ class EventStore(abc.ABC):
             after: Start after this execution id (the last id of the previous page).
             limit: Page size; a page shorter than ``limit`` is the last.
         """
+
+    async def browse(self, query: BrowseQuery) -> list[ExecutionSummary]:
+        """One page of summaries matching ``query``, newest first (see the module docstring).
+
+        Default: walks ``list`` and filters in memory.
+        """
+        return await browse_by_listing(self, query)
+
+    async def count_by_status(self, *, flow: str | None = None) -> dict[str, int]:
+        """How many executions (of ``flow``, if given) have each of :data:`STATUSES`.
+
+        Default: walks ``scan``; a store that can count on an index overrides it.
+        """
+        return await count_by_scanning(self, STATUSES, flow)
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
         """Release connections. Default: nothing to release."""

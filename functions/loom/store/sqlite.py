@@ -31,7 +31,9 @@ from typing import Any, NoReturn, TypeVar
 from loom.errors import AppendConflictError, StoreUnavailableError, UnknownExecutionError
 from loom.events import EVENT_ADAPTER, Event, ExecutionStarted
 from loom.ids import check_execution_id
+from loom.store import sqlite_browse
 from loom.store.base import (
+    STATUSES,
     AppendRequest,
     EventStore,
     ExecutionSummary,
@@ -40,6 +42,7 @@ from loom.store.base import (
     Snapshot,
     check_numbering,
 )
+from loom.store.browse import BrowseQuery
 from loom.store.sqlite_faults import busy_timeout_from_env, guard, rollback, translate
 from loom.store.sqlite_group import GroupCommitter
 
@@ -120,7 +123,7 @@ class SqliteEventStore(EventStore):
 
     @guard("opening the database")
     def _init(self) -> None:
-        self._con().executescript(_SCHEMA)
+        self._con().executescript(_SCHEMA + sqlite_browse.INDEXES)
         _migrate(self._con())
 
     def serve_off_loop(self) -> None:
@@ -393,6 +396,22 @@ class SqliteEventStore(EventStore):
             (*args, limit),
         )
         return [ExecutionSummary(*row) for row in cur]
+
+    async def browse(self, query: BrowseQuery) -> list[ExecutionSummary]:
+        return await self._run(False, self._browse, query)
+
+    @guard("browse")
+    def _browse(self, query: BrowseQuery) -> list[ExecutionSummary]:
+        rows = sqlite_browse.browse_rows(self._con(), _SUMMARY_COLUMNS, query)
+        return [ExecutionSummary(*row) for row in rows]
+
+    async def count_by_status(self, *, flow: str | None = None) -> dict[str, int]:
+        counts = await self._run(False, self._count, flow)
+        return {status: counts.get(status, 0) for status in STATUSES} | counts
+
+    @guard("count")
+    def _count(self, flow: str | None) -> dict[str, int]:
+        return sqlite_browse.count_rows(self._con(), flow)
 
     async def delete_execution(self, execution_id: str) -> bool:
         """Delete the execution's row, events and snapshot in one transaction."""

@@ -8,6 +8,9 @@ request it routes, runs the runtime call on the process's shared event loop
 internal error answers 500 with an ``error_id`` that is also in the log line carrying the
 traceback.
 
+Paths under ``/console`` are the operator's web console (:mod:`loom.console`): HTML pages
+behind the same checks.
+
 The worker keeps no execution state between requests: the runtime (app + store) is built
 once per process by :func:`build_runtime` and every call rebuilds the execution from the
 store.
@@ -31,6 +34,7 @@ from flask import Flask, Request, Response, request
 from pydantic import BaseModel
 from werkzeug.exceptions import HTTPException
 
+from loom import console
 from loom.config import load_app, open_blob_store, open_store, refuse_inprocess_on_cloud_run
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import (
@@ -188,6 +192,10 @@ class WorkerHandler:
         """Answer one request (see the module docstring)."""
         started = time.perf_counter()
         with log_context(**trace_fields(req.headers)):
+            if console.is_console_path(req.path):  # HTML pages, behind the same checks
+                page = console.serve(self.services, req)
+                _access_log(req, page.status_code, time.perf_counter() - started)
+                return page
             try:
                 status, body = self._route(req)
                 headers: dict[str, str] = {}
@@ -446,7 +454,8 @@ def serve_forever(
     PROCESS_LOOP.submit(_catch_up(handler)).add_done_callback(_recovered)
     print(
         f"loom worker listening on http://{host}:{server.port} "
-        f"(store {store_url or os.environ.get('LOOM_STORE') or 'default'})",
+        f"(store {store_url or os.environ.get('LOOM_STORE') or 'default'}); "
+        f"console at http://{host}:{server.port}/console",
         file=sys.stderr,
         flush=True,
     )

@@ -92,3 +92,39 @@ resource "google_firestore_index" "executions_by_status_wake" {
     order      = "ASCENDING"
   }
 }
+
+# The web console's listings (FirestoreEventStore.browse): executions of one
+# flow newest first, with or without a status.
+resource "google_firestore_index" "executions_by_flow_created" {
+  project    = var.project_id
+  database   = google_firestore_database.loom.name
+  collection = "executions"
+
+  fields {
+    field_path = "flow"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+}
+
+resource "google_firestore_index" "executions_by_flow_status_created" {
+  project    = var.project_id
+  database   = google_firestore_database.loom.name
+  collection = "executions"
+
+  fields {
+    field_path = "flow"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "status"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+}

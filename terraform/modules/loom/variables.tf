@@ -164,9 +164,9 @@ variable "firestore_unindexed_fields" {
     # emulator does not enforce indexes, so tests would not notice).
     condition = length(setintersection(
       toset(flatten([for collection, fields in var.firestore_unindexed_fields : [for f in fields : "${collection}.${f}"]])),
-      toset(["events.seq", "executions.created_at", "executions.status", "executions.wake_at"]),
+      toset(["events.seq", "executions.created_at", "executions.status", "executions.wake_at", "executions.flow"]),
     )) == 0
-    error_message = "events.seq, executions.created_at, executions.status and executions.wake_at are queried by the event store and must stay indexed."
+    error_message = "events.seq, executions.created_at, executions.status, executions.wake_at and executions.flow are queried by the event store and must stay indexed."
   }
 }
 

@@ -1,0 +1,138 @@
+"""The console's actions: a verdict, a resume or a cancel, posted as a form.
+
+Each one reads the raw form body (bounded like any API body), checks CSRF, runs the same
+authenticator as the API route for that action over the raw body, and then calls the same
+runtime method with the same arguments the API passes: a verdict names its step *and* the
+in-doubt episode the page showed, so a form left open while the step was settled and fell
+in doubt again is refused as stale, never applied to the new episode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from flask import Request
+
+from loom.console.security import actor, check_csrf
+from loom.errors import InputError
+from loom.ids import check_execution_id
+from loom.workers.http_routes import HttpError, Services, read_body, run
+from loom.workers.logs import bind
+
+Action = Callable[[Services, Request, str, str], str]
+"""``(services, request, execution_id, reader) -> notice``: what the page says after."""
+
+_VERDICTS = ("performed", "not_performed", "failed")
+
+
+def read_form(s: Services, req: Request) -> tuple[bytes, dict[str, str]]:
+    """The raw body and its fields; 415 unless the body is a URL-encoded form."""
+    if req.mimetype != "application/x-www-form-urlencoded":
+        raise HttpError(
+            415,
+            "unsupported_media_type",
+            f"the console takes forms (application/x-www-form-urlencoded), not "
+            f"{req.mimetype or 'nothing'!r}",
+        )
+    raw = read_body(req, s.max_body)
+    try:
+        fields = dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True, strict_parsing=False))
+    except UnicodeDecodeError:
+        raise HttpError(400, "malformed_form", "the form is not UTF-8") from None
+    return raw, fields
+
+
+def _field(form: dict[str, str], name: str, limit: int = 1024, required: bool = True) -> str:
+    value = form.get(name, "").strip()
+    if required and not value:
+        raise InputError(f"the form needs {name!r}", code="invalid_request")
+    if len(value) > limit:
+        raise InputError(f"{name!r} is longer than {limit} characters", code="invalid_request")
+    return value
+
+
+def _json_field(form: dict[str, str], name: str) -> Any:
+    raw = form.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        return json.loads(raw, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise InputError(f"{name} is not valid JSON: {exc}", code="malformed_json") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def verdict(s: Services, req: Request, execution_id: str, who: str) -> str:
+    """Settle one in-doubt episode with the verdict the form names."""
+    raw, form = read_form(s, req)
+    check_csrf(req, form)
+    principal = actor(s.verdict_auth, req, "verdict", execution_id, raw, who)
+    chosen = _field(form, "verdict", 32)
+    if chosen not in _VERDICTS:
+        raise InputError(
+            f"verdict must be one of {', '.join(_VERDICTS)}, not {chosen!r}",
+            code="invalid_verdict",
+        )
+    step_id = _field(form, "step_id", 256)
+    episode = _field(form, "episode", 20)
+    if not episode.isdigit() or int(episode) < 1:
+        raise InputError(
+            f"episode must be a positive number, not {episode!r}", code="invalid_request"
+        )
+    name = _field(form, "by", 256, required=False)
+    by = f"{name} (via {principal})" if name else principal
+    output = _json_field(form, "output") if chosen == "performed" else None
+    error = _field(form, "error", 4096, required=False) or None
+    bind(step_id=step_id, episode=int(episode), principal=by)
+    run(
+        s.runtime.verdict(
+            execution_id,
+            step_id,
+            chosen,
+            output=output,
+            error=error if chosen == "failed" else None,
+            by=by,
+            episode=int(episode),
+        )
+    )
+    return f"verdict {chosen} recorded on step {step_id}"
+
+
+def resume(s: Services, req: Request, execution_id: str, who: str) -> str:
+    """Deliver a resume to a gate (buffered if the flow has not opened it yet)."""
+    raw, form = read_form(s, req)
+    check_csrf(req, form)
+    by = actor(s.resume_auth, req, "resume", execution_id, raw, who)
+    on = _field(form, "on", 256)
+    key = _field(form, "correlation_key", 1024)
+    payload = _json_field(form, "payload")
+    bind(principal=by)
+    run(s.runtime.resume(execution_id, on, key, payload, by=by))
+    return f"resume {on} delivered"
+
+
+def cancel(s: Services, req: Request, execution_id: str, who: str) -> str:
+    """End the execution as cancelled (an operator's action: the verdict check decides)."""
+    raw, form = read_form(s, req)
+    check_csrf(req, form)
+    by = actor(s.verdict_auth, req, "cancel", execution_id, raw, who)
+    reason = _field(form, "reason", 1024, required=False) or "cancelled from the console"
+    bind(principal=by)
+    run(s.runtime.cancel(execution_id, reason, by=by))
+    return "execution cancelled"
+
+
+ACTIONS: dict[str, Action] = {"verdict": verdict, "resume": resume, "cancel": cancel}
+
+
+def perform(s: Services, req: Request, execution_id: str, name: str, who: str) -> str:
+    """Run the named action on the execution; the notice the page shows after."""
+    check_execution_id(execution_id)
+    bind(execution_id=execution_id)
+    return ACTIONS[name](s, req, execution_id, who)

@@ -1,0 +1,36 @@
+"""How the console writes times and durations: UTC to the millisecond, durations at a glance."""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import UTC, datetime
+
+
+def fmt_time(value: float | None) -> str:
+    """Epoch seconds as ``2026-01-31 14:00:05.123Z`` ("" for none)."""
+    if value is None or not math.isfinite(value):
+        return ""
+    moment = datetime.fromtimestamp(value, UTC)
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """A duration an operator reads at a glance: ``850 ms``, ``3.2 s``, ``4 min 10 s``."""
+    if seconds is None or not math.isfinite(seconds):
+        return ""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min {int(seconds % 60)} s"
+    return f"{seconds / 3600:.1f} h"
+
+
+def fmt_until(value: float | None) -> str:
+    """How far ahead (or behind) a wake time is: ``in 5.0 s`` / ``12 ms ago``."""
+    if value is None:
+        return ""
+    delta = value - time.time()
+    return f"in {fmt_duration(delta)}" if delta >= 0 else f"{fmt_duration(-delta)} ago"

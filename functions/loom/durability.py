@@ -157,7 +157,7 @@ async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: Flow
     """Claim the execution for ``holder`` and open its session.
 
     The claim (with the resumes of gates whose deadline passed) is one append; a batched
-    session keeps it unforced instead, to be written with its first durable point.
+    session keeps a lone claim unforced instead, to be written with its first durable point.
 
     Raises:
         ExecutionSupersededError: The log changed since ``state`` was loaded.
@@ -173,7 +173,9 @@ async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: Flow
                     on=gate["on"], correlation_key=gate["correlation_key"], timed_out=True
                 )
             )
-    if flow.durability == "batched":
+    # Gates whose deadline passed resume now: those are outcomes the session's ordering must
+    # know from the start, so that claim is written at once, as in strict mode.
+    if flow.durability == "batched" and len(batch) == 1:
         session = Session(runtime, state, flow, holder)
         if isinstance(session.journal, BatchedJournal):
             session.journal.defer(batch)

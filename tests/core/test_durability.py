@@ -6,6 +6,7 @@ see where the durable points fall.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from loom.errors import ConfigurationError
 from loom.events import ExecutionResumed
 from loom.runtime import Runtime
 from loom.store import AppendRequest, InMemoryEventStore, SqliteEventStore
+from loom.wire import ExecutionPackage
 
 
 class RecordingStore(SqliteEventStore):
@@ -165,3 +167,27 @@ def test_an_unknown_durability_is_refused() -> None:
         Loom("x", durability="sometimes")
     with pytest.raises(ConfigurationError, match="durability"):
         Loom("x").flow("f", durability="eventually")(make_app("strict").flows["steps"].fn)
+
+
+async def test_a_batched_flow_wakes_from_a_timer(store: RecordingStore) -> None:
+    """The claim that resumes an expired gate is written at once; the steps after it wait."""
+    app = make_app("batched")
+
+    @app.flow("nap")
+    async def nap(ctx: FlowContext, _: None) -> int:
+        first = await ctx.execute("idem", 1)
+        await ctx.sleep(0.05)
+        return first + await ctx.execute("idem", 2) + await ctx.execute("idem", 3)
+
+    runtime = Runtime(app, store)
+    started = await runtime.start("nap", None)
+    assert started.status == "suspended"
+    await asyncio.sleep(0.1)
+    done = await runtime.execute(ExecutionPackage(execution_id=started.execution_id))
+    assert done.status == "completed" and done.output == 6
+    assert store.appends[-2:] == [
+        ["ExecutionClaimed", "ExecutionResumed"],
+        ["EffectCompleted", "EffectCompleted", "ExecutionCompleted"],
+    ]
+    history = await store.read(started.execution_id)
+    assert [e.seq for e in history] == list(range(1, len(history) + 1))

@@ -4,7 +4,9 @@ Layout:
 
 * ``executions/{id}``: flow, status, ``last_seq`` (as of the last status change), created/
   updated times, ``wake_at``, ``parked_reason``, ``expire_at`` (a TTL field, set when the
-  execution ends) and the snapshot pointer. ``list`` queries only these documents.
+  execution ends) and the snapshot pointer, or a small snapshot itself (``snapshot_inline``,
+  written by the append that stops an execute call). ``list`` queries only these documents,
+  and reads only their summary fields.
 * ``executions/{id}/events/{seq:010d}``: one document per event (``seq``, ``type``, ``at``
   and ``body``, the event's JSON string).
 * ``executions/{id}/snapshots/{seq:010d}.{token}.{part}``: a zlib-compressed snapshot state
@@ -18,6 +20,9 @@ Appends cost one document write per event and no read on the hot path. The batch
 "event N exists" never becomes false: the store remembers the highest seq it has seen (it
 wrote it, or loaded it) and only reads document ``expected_seq`` when it has not seen it.
 The runtime always loads before it appends, so that read never happens on the hot path.
+
+A store remembers the logs it has read or written (:mod:`loom_gcp._firestore_cache`): a later
+load reads the execution document and only the events it has not seen.
 
 The execution document is written only on ``create``, on appends that carry a
 :class:`~loom.store.base.StatusChange`, and on snapshots; so its ``last_seq`` lags between

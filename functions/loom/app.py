@@ -102,7 +102,7 @@ class _Typed:
             return self.input_adapter.validate_python(value)
         except ValidationError as exc:
             raise InvalidPayloadError(
-                f"input for {self._what} {self._name!r} is invalid: {exc}",
+                f"input for {self._what} {self._name!r} is invalid: {one_line(exc)}",
                 details={"errors": exc.errors(include_url=False, include_context=False)},
             ) from None
 
@@ -112,9 +112,18 @@ class _Typed:
             return self.output_adapter.validate_python(value)
         except ValidationError as exc:
             raise InvalidPayloadError(
-                f"output of {self._what} {self._name!r} is invalid: {exc}",
+                f"output of {self._what} {self._name!r} is invalid: {one_line(exc)}",
                 details={"errors": exc.errors(include_url=False, include_context=False)},
             ) from None
+
+
+def one_line(exc: ValidationError) -> str:
+    """A validation error as one line: ``field: what is wrong; other.field: …``."""
+    parts: list[str] = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"])
+        parts.append(f"{where}: {error['msg']}" if where else error["msg"])
+    return "; ".join(parts)
 
 
 def to_json_value(value: Any) -> Any:

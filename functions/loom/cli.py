@@ -1,8 +1,9 @@
 """``loom``: the command line. Embedded by default (``sqlite:///.loom/loom.db``).
 
 A command that appends an event runs the execution in this process until it blocks.
-Errors are one line naming what was wrong, and a non-zero exit: 2 for bad input, 75
-(``EX_TEMPFAIL``) when the store failed and the same command may succeed later, 1 otherwise.
+Errors are one line naming what was wrong, and a non-zero exit: 2 for bad input or
+configuration, 75 (``EX_TEMPFAIL``) when the store failed and the same command may succeed
+later, 1 otherwise (and when the execution a command ran has failed; see ``loom.cli_hints``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -19,9 +21,10 @@ import click
 
 from loom.cli_authority import apply_env_grants, local_principal, open_episode
 from loom.cli_deploy import register as register_deploy_commands
+from loom.cli_hints import exit_for, interrupted, resume_checked
 from loom.cli_types import EXECUTION_ID
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
-from loom.errors import InputError, LoomError, StoreError
+from loom.errors import ConfigurationError, InputError, LoomError, StoreError
 from loom.store.base import STATUSES
 
 T = TypeVar("T")
@@ -46,6 +49,8 @@ def _run(coro: Awaitable[T]) -> T:
         return asyncio.run(coro)  # type: ignore[arg-type]
     except InputError as exc:
         _fail(exc.message, 2)
+    except ConfigurationError as exc:  # a setting to fix, like bad input: exit 2
+        _fail(f"{exc.code}: {exc.message}", 2)
     except StoreError as exc:
         _fail(
             f"{exc.code}: {exc.message} (retry later: the log keeps what was recorded)", EX_TEMPFAIL
@@ -93,15 +98,29 @@ def _empty_app() -> Any:
     return Loom("inspect")
 
 
-def _with(settings: Settings, body: Callable[[Embedded], Awaitable[T]], need_app: bool = True) -> T:
+def _with(
+    settings: Settings,
+    body: Callable[[Embedded], Awaitable[T]],
+    need_app: bool = True,
+    running: str | None = None,
+) -> T:
+    """Run ``body`` in an embedded runtime; ``running`` names the execution it runs."""
+    claim_ttl: list[float] = []
+
     async def go() -> T:
         async with Embedded(settings, need_app=need_app) as env:
+            claim_ttl.append(env.runtime.claim_ttl)
             return await body(env)
 
-    return _run(go())
+    try:
+        return _run(go())
+    except KeyboardInterrupt:
+        interrupted(running, claim_ttl[0] if claim_ttl else 30.0)
+        raise
 
 
 @click.group()
+@click.version_option(package_name="loom-cloudrun", prog_name="loom")
 @click.option("--app", envvar="LOOM_APP", help="module:attr of your Loom app (or LOOM_APP).")
 @click.option(
     "--store",
@@ -116,10 +135,12 @@ def main(ctx: click.Context, app: str | None, store: str) -> None:
     ctx.obj = Settings(app, store)
 
 
-def _print_result(result: Any) -> None:
+def _print_result(result: Any, check: bool = False) -> None:
     from loom.cli_render import render_result
 
     render_result(result)
+    if check:
+        exit_for(result)
 
 
 @main.command()
@@ -129,7 +150,10 @@ def _print_result(result: Any) -> None:
     "--id", "execution_id", type=EXECUTION_ID, default=None, help="Execution id (default: new)."
 )
 @click.option(
-    "--capability", "capabilities", multiple=True, help="Grant a capability (if policy lets you)."
+    "--capability",
+    "capabilities",
+    multiple=True,
+    help="Grant a capability (if policy lets you); repeat it for several.",
 )
 @click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
 @click.option("--version", default=None, help="Flow version to start (default: the latest).")
@@ -143,8 +167,9 @@ def start(
     wait: float,
     version: str | None,
 ) -> None:
-    """Start FLOW (idempotent by --id) and run it until it blocks."""
+    """Start FLOW (idempotent by --id) and run it until it blocks; exit 1 if it failed."""
     value = _json_arg(input_json, "--input")
+    execution_id = execution_id or str(uuid.uuid4())  # known before it runs, for a Ctrl-C
 
     async def body(env: Embedded) -> Any:
         result = await env.runtime.start(
@@ -157,7 +182,7 @@ def start(
         )
         return await _settle(env, result.execution_id, wait)
 
-    _print_result(_with(settings, body))
+    _print_result(_with(settings, body, running=execution_id), check=True)
 
 
 async def _settle(env: Embedded, execution_id: str, wait: float) -> Any:
@@ -171,14 +196,14 @@ async def _settle(env: Embedded, execution_id: str, wait: float) -> Any:
 @click.argument("execution_id", type=EXECUTION_ID)
 @click.pass_obj
 def execute(settings: Settings, execution_id: str) -> None:
-    """One execute call on an existing execution (what a worker does)."""
+    """One execute call on an existing execution (what a worker does); exit 1 if it failed."""
     from loom.wire import ExecutionPackage
 
     async def body(env: Embedded) -> Any:
         await env.runtime.require(execution_id)
         return await env.runtime.execute(ExecutionPackage(execution_id=execution_id))
 
-    _print_result(_with(settings, body))
+    _print_result(_with(settings, body, running=execution_id), check=True)
 
 
 @main.command()
@@ -187,18 +212,25 @@ def execute(settings: Settings, execution_id: str) -> None:
 @click.option("--key", required=True, help="The gate's correlation key.")
 @click.option("--payload", default="null", help="The resume payload, as JSON.")
 @click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
+@click.option("--strict", is_flag=True, help="Refuse (exit 2) when no open gate matches.")
 @click.pass_obj
 def resume(
-    settings: Settings, execution_id: str, on: str, key: str, payload: str, wait: float
+    settings: Settings,
+    execution_id: str,
+    on: str,
+    key: str,
+    payload: str,
+    wait: float,
+    strict: bool,
 ) -> None:
-    """Deliver a resume to a gate (buffered if it is not open yet)."""
+    """Deliver a resume to a gate (buffered, with a warning, if no open gate matches)."""
     value = _json_arg(payload, "--payload")
 
     async def body(env: Embedded) -> Any:
-        await env.runtime.resume(execution_id, on, key, value, by=local_principal())
+        await resume_checked(env.runtime, execution_id, on, key, value, strict)
         return await _settle(env, execution_id, wait)
 
-    _print_result(_with(settings, body))
+    _print_result(_with(settings, body, running=execution_id), check=True)
 
 
 @main.command()
@@ -269,9 +301,11 @@ def show(settings: Settings, execution_id: str, as_json: bool) -> None:
 
 @main.command(name="ls")
 @click.option("--status", type=click.Choice(STATUSES), default=None)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON array instead of a table.")
 @click.pass_obj
-def list_executions(settings: Settings, status: str | None) -> None:
+def list_executions(settings: Settings, status: str | None, as_json: bool) -> None:
     """List executions (in-doubt ones with their steps and keys)."""
+    from loom.cli_hints import list_json
     from loom.cli_render import render_list
 
     async def body(env: Embedded) -> tuple[Any, Any]:
@@ -284,7 +318,10 @@ def list_executions(settings: Settings, status: str | None) -> None:
         return rows, doubts
 
     rows, doubts = _with(settings, body, need_app=False)
-    render_list(rows, doubts)
+    if as_json:
+        click.echo(json.dumps(list_json(rows, doubts), indent=2))
+    else:
+        render_list(rows, doubts)
 
 
 @main.command()
@@ -306,7 +343,11 @@ def demo(settings: Settings, use_store: bool) -> None:
 @click.option("--port", default=8080, show_default=True)
 @click.pass_obj
 def serve(settings: Settings, host: str, port: int) -> None:
-    """Serve the HTTP worker locally on the embedded store."""
+    """Serve the HTTP worker locally on the embedded store.
+
+    Resume and verdict need LOOM_RESUME_SECRET (16+ characters; callers send it as
+    'Authorization: Bearer <secret>'); without it they are refused.
+    """
     from loom.workers.server import serve_forever
 
     serve_forever(settings.app, settings.store, host, port)
@@ -314,11 +355,15 @@ def serve(settings: Settings, host: str, port: int) -> None:
 
 register_deploy_commands(main)
 
+from loom.cli_messages import get_event as _get_event  # noqa: E402 - the same
+from loom.cli_messages import send as _send  # noqa: E402 - the same
 from loom.cli_purge import purge as _purge  # noqa: E402 - registers after the group exists
 from loom.cli_retry import retry as _retry  # noqa: E402 - registers after the group exists
 
 main.add_command(_purge)
 main.add_command(_retry)
+main.add_command(_send)
+main.add_command(_get_event)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from loom.continuation import run_chain
 from loom.events import Event
 from loom.store.base import ExecutionSummary
 from loom.wire import ExecutionResult
@@ -26,10 +27,22 @@ _STATUS_STYLE = {
 }
 
 
+# Event fields holding epoch seconds: shown as UTC times, never as raw floats.
+_TIME_FIELDS = frozenset({"until", "wake_at", "not_before", "started_at", "deadline", "at"})
+
+
 def _when(at: float | None) -> str:
+    """Epoch seconds as ``YYYY-MM-DD HH:MM:SS`` (UTC)."""
     if not at:
         return "-"
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _clock(at: float | None) -> str:
+    """Epoch seconds as ``HH:MM:SS.mmm`` (UTC), for rows under a dated header."""
+    if not at:
+        return "-"
+    return datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -46,7 +59,7 @@ def status_text(result: ExecutionResult) -> str:
     for gate in result.waiting_on:
         line += f"  waiting on {gate.on} ({gate.correlation_key})"
         if gate.wake_at:
-            line += f" until {_when(gate.wake_at)}"
+            line += f" until {_when(gate.wake_at)} UTC"
     for doubt in result.in_doubt:
         line += f"  in doubt: step {doubt.step_id} {doubt.effect} key={doubt.idempotency_key}"
     if result.status == "completed":
@@ -58,32 +71,43 @@ def status_text(result: ExecutionResult) -> str:
 
 def render_result(result: ExecutionResult) -> None:
     """Print one result line."""
-    console.print(status_text(result))
+    console.print(status_text(result), soft_wrap=True)
 
 
 def _detail(event: Event) -> str:
     data = event.model_dump(exclude={"type", "seq", "at", "schema_version", "step_id"})
     for noisy in ("attempts", "duration_s", "output_bytes"):
         data.pop(noisy, None)
-    return " ".join(f"{k}={_short(v, 48)}" for k, v in data.items() if v not in (None, [], {}))
+    return " ".join(
+        f"{k}={_when(v) if k in _TIME_FIELDS and isinstance(v, float | int) else _short(v, 48)}"
+        for k, v in data.items()
+        if v not in (None, [], {})
+    )
 
 
 def render_timeline(result: ExecutionResult, events: Sequence[Event]) -> None:
-    """Print the state line, the metering counters, and one row per event."""
-    console.print(status_text(result))
+    """Print the state line, the metering counters, and one row per event (80 columns fit:
+    the detail column folds, the others never wrap)."""
+    console.print(status_text(result), soft_wrap=True)
     meter = result.meter
     console.print(
         f"  effect calls {meter.get('effect_calls', 0)}, attempts {meter.get('attempts', 0)}, "
         f"effect time {meter.get('effect_seconds', 0.0):.3f}s, "
         f"bytes stored {meter.get('bytes_stored', 0)}"
     )
+    if events:
+        console.print(f"  times are UTC, started {_when(events[0].at)}")
+    runs = run_chain(result.execution_id, events)
+    if len(runs) > 1:  # continued as new: the chain of runs, the current one last
+        console.print("  runs: " + " → ".join(f"{r['run_id']} (#{r['first_seq']})" for r in runs))
     table = Table(box=None, pad_edge=False)
-    for col in ("seq", "time", "event", "step", "detail"):
-        table.add_column(col)
+    for col in ("seq", "time", "event", "step"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("detail", overflow="fold", min_width=20)
     for event in events:
         table.add_row(
             str(event.seq),
-            _when(event.at),
+            _clock(event.at),
             event.type,
             getattr(event, "step_id", "") or "",
             _detail(event),
@@ -101,23 +125,29 @@ def show_json(result: ExecutionResult, events: Sequence[Event]) -> dict[str, Any
         "parked_reason": result.parked_reason,
         "meter": result.meter,
         "in_doubt": [d.model_dump() for d in result.in_doubt],
+        "runs": run_chain(result.execution_id, events),
         "events": [e.model_dump(mode="json") for e in events],
     }
 
 
 def render_list(rows: Sequence[ExecutionSummary], doubts: dict[str, ExecutionResult]) -> None:
-    """Print executions; in-doubt ones with step, effect, key and start time."""
+    """Print executions (80 columns fit); then one line per in-doubt step with its effect,
+    idempotency key and when it started."""
     table = Table(box=None, pad_edge=False)
-    for col in ("execution", "flow", "status", "events", "updated", "detail"):
-        table.add_column(col)
+    table.add_column("execution", overflow="fold", min_width=8)
+    table.add_column("flow", overflow="fold", min_width=6)
+    for col in ("status", "events", "updated (UTC)"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("detail", overflow="fold", min_width=16)
+    lines: list[str] = []
     for row in rows:
         detail = row.parked_reason or ""
-        for d in doubts.get(
-            row.execution_id, ExecutionResult(execution_id="", flow="", status="", last_seq=0)
-        ).in_doubt:
-            detail += (
-                f"step {d.step_id} {d.effect} key={d.idempotency_key} "
-                f"started {_when(d.started_at)} "
+        result = doubts.get(row.execution_id)
+        for d in result.in_doubt if result else []:
+            detail = detail or "see below"
+            lines.append(
+                f"  {row.execution_id}  step {d.step_id}  {d.effect}  "
+                f"key={d.idempotency_key}  started {_when(d.started_at)}  episode {d.episode}"
             )
         table.add_row(
             row.execution_id,
@@ -125,7 +155,13 @@ def render_list(rows: Sequence[ExecutionSummary], doubts: dict[str, ExecutionRes
             row.status,
             str(row.last_seq),
             _when(row.updated_at),
-            detail.strip(),
+            detail,
         )
     console.print(table)
+    if lines:
+        console.print(
+            "in doubt (give a verdict: loom verdict ID STEP performed|not_performed|failed):"
+        )
+        for line in lines:
+            console.print(line, soft_wrap=True)
     console.print(f"{len(rows)} execution(s)")

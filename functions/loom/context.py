@@ -14,12 +14,13 @@ cannot swallow a suspension, a park or a supersession.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import uuid as _uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loom.errors import ConfigurationError
 
@@ -111,6 +112,17 @@ def root_scope(session: Session) -> contextvars.Context:
     return ctx
 
 
+@contextlib.contextmanager
+def off_scope() -> Generator[None]:
+    """Run store and dispatch calls made for a step outside the flow's step scope: a task
+    they create (a store client's, a receiver run inline) must not take a step id."""
+    token = SCOPE.set(None)
+    try:
+        yield
+    finally:
+        SCOPE.reset(token)
+
+
 def next_step_id() -> str:
     """The next step id of the current task's scope."""
     scope = SCOPE.get()
@@ -151,6 +163,44 @@ class FlowContext:
         seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
         sid = next_step_id()
         await self._session.gate(sid, "loom.timer", f"{self.execution_id}:{sid}", seconds)
+
+    async def send(self, execution_id: str, topic: str, payload: Any = None) -> None:
+        """Send a message to ``execution_id``'s mailbox on ``topic``, exactly once (a step;
+        see :mod:`loom.messages`).
+
+        Raises:
+            UnknownExecutionError: No such execution.
+            ExecutionFinishedError: It already ended.
+        """
+        from loom import messages
+
+        await messages.send(self._session, next_step_id(), execution_id, topic, payload)
+
+    async def recv(self, topic: str, timeout: timedelta | float | None = None) -> Any:
+        """Take the next message on ``topic`` (arrival order), waiting for one if none is
+        buffered (see :mod:`loom.messages`).
+
+        Raises:
+            MessageTimeoutError: ``timeout`` passed first.
+        """
+        from loom import messages
+
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        return await messages.recv(self._session, next_step_id(), topic, seconds)
+
+    async def set_event(self, key: str, value: Any) -> None:
+        """Publish ``value`` under ``key`` for callers to read while the flow runs on (a
+        step; the latest value wins; see :mod:`loom.published`)."""
+        from loom import published
+
+        await published.set_event(self._session, next_step_id(), key, value)
+
+    async def continue_as_new(self, input: Any = None) -> NoReturn:
+        """End this run and start the next run of this execution with ``input`` and a fresh
+        history; never returns (see :mod:`loom.continuation`)."""
+        from loom import continuation
+
+        await continuation.continue_as_new(self._session, input)
 
     def now(self) -> datetime:
         """The current time, recorded on first run and the same on every replay."""

@@ -11,6 +11,10 @@ import os
 import signal
 
 POINTS = ("before_intent", "after_intent", "after_effect", "after_complete", "before_reply")
+# Points of a flow's ``ctx.send`` (loom.messages), numbered by the sending step.
+MESSAGE_POINTS = ("before_send", "after_send", "after_sent")
+# ``ctx.continue_as_new`` (loom.continuation): the next run appended, not yet dispatched.
+CONTINUE_POINTS = ("after_continue",)
 # Store points, numbered by transaction instead of step: ``in_group_commit:3`` dies in the
 # third SQLite group transaction after its statements ran, before its ``COMMIT``.
 STORE_POINTS = ("in_group_commit",)

@@ -7,6 +7,8 @@
    non-idempotent charge returned (recovery parks it in doubt; an operator verdict resolves
    it; the charge is never silently run again).
 3. Both histories replayed from their logs: same results, nothing invoked.
+4. Two account entities (``examples/entity.py``) messaging each other, publishing their
+   balances and continuing as new.
 """
 
 from __future__ import annotations
@@ -59,16 +61,34 @@ async def run_demo(store_url: str | None = None) -> None:
         sys.path.insert(0, str(root))
     from loom.cli import Embedded, Settings
 
-    url = store_url or f"sqlite:///{tempfile.mkdtemp(prefix='loom-demo-')}/loom.db"
+    if store_url is not None:
+        second = await _run_in(Embedded, Settings, store_url)
+        console.print(
+            f"[green]demo flows completed: 4 of 4[/green] — try "
+            f"`loom --store {store_url} show {second}`"
+        )
+        return
+    # A fresh store per run, removed afterwards: runs leave nothing in the temp directory.
+    with tempfile.TemporaryDirectory(prefix="loom-demo-") as folder:
+        await _run_in(Embedded, Settings, f"sqlite:///{folder}/loom.db")
+    console.print(
+        "[green]demo flows completed: 4 of 4[/green] — its store is removed; "
+        "`loom demo --use-store` runs it in yours (LOOM_STORE) to keep it"
+    )
+
+
+async def _run_in(embedded: Any, settings: Any, url: str) -> str:
+    """The demo's three parts on the store ``url``; the id of the in-doubt execution."""
     console.print(f"[bold]Loom demo[/bold] — store {url}")
-    async with Embedded(Settings(APP_REF, url)) as env:
+    async with embedded(settings(APP_REF, url)) as env:
         tag = uuid.uuid4().hex[:6]
         first = await _gate_and_timer(env, f"demo-fulfil-{tag}")
         second = await _crash_and_verdict(env, url, f"demo-express-{tag}")
         await _replay(env, [first, second])
-    console.print(
-        f"[green]demo flows completed: 2 of 2[/green] — try `loom --store {url} show {second}`"
-    )
+    from loom.demo_entity import entity_section
+
+    await entity_section(url, tag)
+    return second
 
 
 async def _gate_and_timer(env: Any, eid: str) -> str:

@@ -42,6 +42,7 @@ from loom.errors import AppendConflictError, ExecutionSupersededError
 from loom.fold import ExecutionState, evolve, fold
 from loom.journal import Journal
 from loom.store.base import AppendRequest, StatusChange
+from loom.telemetry import flow_scope
 
 if TYPE_CHECKING:
     from loom.app import FlowDef
@@ -164,6 +165,7 @@ async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: Flow
     """
     from loom.session import Session  # the session imports this module
 
+    flow_scope(flow.name)  # names the flow on the step spans of this call
     now = runtime.clock()
     batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + runtime.claim_ttl)]
     for gate in state.open_gates().values():

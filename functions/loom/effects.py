@@ -28,6 +28,7 @@ from loom.errors import (
 from loom.events import ErrorInfo
 from loom.fold import Meter
 from loom.payloads import check_exact
+from loom.telemetry import step_span
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,8 @@ async def invoke_with_retry(
         if n >= 2 and before_retry is not None:
             await before_retry(n, error)
         try:
-            result = await _attempt(defn, attempt_ctx, value, clock)
+            with step_span(attempt_ctx):
+                result = await _attempt(defn, attempt_ctx, value, clock)
             return _returned(result, n - first + 1, time.perf_counter() - started)
         except (Signal, asyncio.CancelledError):
             raise

@@ -16,6 +16,8 @@ The tree::
     │   │   └── StaleVerdictError      verdict for an episode already settled
     │   ├── NotPermittedError          a principal asked for what policy does not grant
     │   ├── NotParkedError             retry of an execution that is not parked
+    │   ├── EventNotFoundError         no value published under that key (in time)
+    │   ├── NoOpenGateError            a strict resume that no open gate waits for
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
     │   └── MissingExtraError          a backend's library is not installed (names the extra)
@@ -29,6 +31,7 @@ The tree::
     ├── EffectFailedError              an effect failed for good (raised into the flow)
     ├── EffectOutcomeUnknownError      an effect cannot tell whether its side effect happened
     ├── GateTimeoutError               a gate's timeout passed before its resume
+    │   └── MessageTimeoutError        ctx.recv's timeout passed before a message came
     ├── BudgetExceededError            an execution went over one of its budgets
     ├── FlowFailedError                the flow itself raised (recorded, terminal)
     └── WorkerError                    a worker answered with an error
@@ -152,6 +155,12 @@ class NotParkedError(InputError):
     """A retry was asked for an execution that is not parked (poison or nondeterminism)."""
 
     code = "not_parked"
+
+
+class NoOpenGateError(InputError):
+    """A strict resume (``loom resume --strict``) that no open gate waits for."""
+
+    code = "no_open_gate"
 
 
 class ExecutionFinishedError(InputError):
@@ -280,6 +289,18 @@ class GateTimeoutError(LoomError):
     """A gate's timeout passed before a matching resume arrived."""
 
     code = "gate_timeout"
+
+
+class MessageTimeoutError(GateTimeoutError):
+    """``ctx.recv``'s timeout passed before a message on its topic arrived."""
+
+    code = "recv_timeout"
+
+
+class EventNotFoundError(InputError):
+    """No value is published under the key asked for (not before the wait ended)."""
+
+    code = "event_not_found"
 
 
 class BudgetExceededError(LoomError):

@@ -200,6 +200,55 @@ class ExecutionRetried(_Event):
     by: str = "operator"
 
 
+class MessageReceived(_Event):
+    """A message reached this execution's mailbox on ``topic`` (see :mod:`loom.messages`).
+
+    ``message_id`` deduplicates: a flow's send uses ``"{sender}:{step_id}"``, so a replayed
+    send is recognised; ``sender`` is the sending execution, if a flow sent it.
+    """
+
+    type: Literal["MessageReceived"] = "MessageReceived"
+    topic: str
+    message_id: str
+    payload: Any = None
+    sender: str | None = None
+    by: str | None = None
+
+
+class MessageSent(_Event):
+    """The flow's ``ctx.send`` at ``step_id`` delivered (or failed to deliver, ``error``)."""
+
+    type: Literal["MessageSent"] = "MessageSent"
+    step_id: str
+    to: str
+    topic: str
+    message_id: str
+    error: ErrorInfo | None = None
+
+
+class EventPublished(_Event):
+    """The flow's ``ctx.set_event`` at ``step_id`` published ``value`` under ``key``."""
+
+    type: Literal["EventPublished"] = "EventPublished"
+    step_id: str
+    key: str
+    value: Any = None
+
+
+class ExecutionContinued(_Event):
+    """The run ended by ``ctx.continue_as_new``: run ``run`` of the same execution starts
+    here with ``input`` and a fresh history (see :mod:`loom.continuation`).
+
+    ``consumed`` is how many ``ctx.recv`` calls the ended run made per topic: messages past
+    them were not taken and are carried into the new run, in order.
+    """
+
+    type: Literal["ExecutionContinued"] = "ExecutionContinued"
+    run: int
+    input: Any = None
+    consumed: dict[str, int] = Field(default_factory=dict[str, int])
+
+
 class ExecutionCompleted(_Event):
     """Terminal: the flow returned ``output``."""
 
@@ -237,6 +286,10 @@ Event = Annotated[
     | EffectVerdict
     | ExecutionParked
     | ExecutionRetried
+    | MessageReceived
+    | MessageSent
+    | EventPublished
+    | ExecutionContinued
     | ExecutionCompleted
     | ExecutionFailed
     | ExecutionCancelled,

@@ -91,6 +91,11 @@ class ExecutionState:
     gates: dict[str, GateRecord] = field(default_factory=dict[str, GateRecord])
     resumes: dict[str, ResumeRecord] = field(default_factory=dict[str, ResumeRecord])
     patches: list[str] = field(default_factory=list[str])  # change ids (loom.patches)
+    mailbox: dict[str, int] = field(default_factory=dict[str, int])  # loom.messages
+    message_ids: dict[str, str] = field(default_factory=dict[str, str])  # loom.messages
+    published: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    run: int = 1  # loom.continuation: which run of the execution this state is
+    run_started_seq: int = 1
     claim: dict[str, Any] | None = None
     in_doubt: list[str] = field(default_factory=list[str])
     parked_reason: str | None = None
@@ -127,6 +132,12 @@ class ExecutionState:
         deferred, self._deferred = self._deferred, []
         for event in deferred:
             _STEP[event.type](self, event)
+
+    def step_key(self, step_id: str) -> str:
+        """A step's key, unique across runs (an effect's idempotency key, a message's id):
+        ``"{execution_id}:{step_id}"``, with ``#run{n}`` after the id from run 2 on."""
+        owner = self.execution_id if self.run == 1 else f"{self.execution_id}#run{self.run}"
+        return f"{owner}:{step_id}"
 
     @property
     def finished(self) -> bool:
@@ -397,7 +408,9 @@ def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
     return state
 
 
-_KEEPS_PARK = frozenset({"ExecutionParked", "ExecutionResumed", "ExecutionClaimed"})
+_KEEPS_PARK = frozenset(
+    {"ExecutionParked", "ExecutionResumed", "ExecutionClaimed", "MessageReceived"}
+)
 
 
 def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> ExecutionState:
@@ -410,4 +423,7 @@ def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> Exe
 
 # Primitives in modules of their own register their handlers into ``_HEAD``/``_STEP``; they
 # are imported here so no fold ever runs without them.
+from loom import continuation as _continuation  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
+from loom import messages as _messages  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
+from loom import published as _published  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

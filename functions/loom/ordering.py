@@ -39,6 +39,10 @@ class Ordering:
 
     def __init__(self, recorded: Iterable[int], moved: Callable[[], None]) -> None:
         self._recorded = sorted(recorded)
+        # Outcomes after the last recorded one are live: two of them appended together (a
+        # resume merged in by a step's append) are handed over one at a time, as a replay
+        # of the log they made will hand them over.
+        self._last_recorded = self._recorded[-1] if self._recorded else 0
         self._moved = moved
         self._head = 0  # index of the first recorded outcome not yet handed over or passed
         self._waiters: dict[int, asyncio.Future[None]] = {}
@@ -66,7 +70,7 @@ class Ordering:
             if seq == head:
                 self._head += 1
             return None
-        if seq < head and not any(s < seq for s in self._waiters):
+        if seq < head and seq <= self._last_recorded and not any(s < seq for s in self._waiters):
             return None  # already passed: nothing ahead of it to wait for
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from loom import crash, poison
+from loom import crash, messages, poison, published
 from loom import events as ev
 from loom.app import Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
@@ -26,17 +26,17 @@ from loom.context import SupersededSignal
 from loom.durability import claim
 from loom.errors import (
     AppendConflictError,
-    ExecutionConflictError,
     ExecutionFinishedError,
     ExecutionSupersededError,
     UnknownExecutionError,
 )
 from loom.fold import ExecutionState, fold, resume_key
 from loom.grants import GrantPolicy
-from loom.ids import check_execution_id
+from loom.ids import check_execution_id, check_same_start
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
+from loom.telemetry import traced_execute
 from loom.verdicts import current_episode, verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
 
@@ -176,21 +176,10 @@ class Runtime:
         )
         created, first = await self.store.create(started)
         if not created:
-            self._check_same_start(first, started)
+            check_same_start(first, started)
             return await self.result(eid)
         ran = await self._dispatch(eid, flow, "start", f"{eid}:1") if run else None
         return ran or await self.report(fold([first]), include_state=False)
-
-    @staticmethod
-    def _check_same_start(first: ev.ExecutionStarted, started: ev.ExecutionStarted) -> None:
-        mine = (started.flow, started.input, started.capabilities, started.budgets)
-        theirs = (first.flow, first.input, first.capabilities, first.budgets)
-        if mine != theirs:
-            raise ExecutionConflictError(
-                f"execution {started.execution_id!r} exists with flow {first.flow!r} and "
-                "another input; use a new execution id",
-                details={"execution_id": started.execution_id, "flow": first.flow},
-            )
 
     async def _dispatch(
         self, eid: str, flow: str, reason: Reason, dispatch_id: str, not_before: float | None = None
@@ -212,6 +201,7 @@ class Runtime:
 
     # -- execute ------------------------------------------------------------------------
 
+    @traced_execute
     async def execute(self, package: ExecutionPackage) -> ExecutionResult:
         """One worker call: rebuild, claim, run until blocked, and report where it stands.
 
@@ -356,6 +346,17 @@ class Runtime:
             execution_id, state.flow, "resume", f"{execution_id}:{state.last_seq}"
         )
         return ran or await self.report(state, include_state=False)
+
+    async def send(
+        self, execution_id: str, topic: str, payload: Any = None, **kw: Any
+    ) -> ExecutionResult:
+        """Deliver a message on ``topic`` and run the receiver (``message_id``, ``by``: see
+        :func:`loom.messages.send_from_outside`)."""
+        return await messages.send_from_outside(self, execution_id, topic, payload, **kw)
+
+    async def get_event(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
+        """The value published under ``key``, waiting up to ``timeout`` s (loom.published)."""
+        return await published.get_event(self, execution_id, key, timeout=timeout)
 
     async def verdict(
         self,

@@ -241,7 +241,7 @@ class Session:
         return value
 
     async def _invoke(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
-        key = f"{self.execution_id}:{step_id}"
+        key = self.state.step_key(step_id)
         value, refused = admit(defn, value, self.state.capabilities)
         if refused is not None:  # recorded as the step's failure; the effect is not invoked
             await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=refused)])

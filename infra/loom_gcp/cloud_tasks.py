@@ -17,6 +17,8 @@
 * **OIDC**: with a service account, every task carries an OIDC token minted for that account
   whose audience is the worker's service URL, which Cloud Run checks before the request
   reaches the code.
+* **Trace context**: a task carries the dispatching call's ``traceparent`` (when the process
+  uses OpenTelemetry), so the execute it delivers continues the same trace.
 * **Dispatch deadline**: how long Cloud Tasks waits for one attempt (15 s to 30 min); after
   that it retries, possibly while the first attempt still runs — harmless, since the log
   append fences overlapping holders.
@@ -49,6 +51,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from loom.dispatch.base import Dispatcher
 from loom.errors import ConfigurationError, LoomError
+from loom.telemetry import outgoing_headers
 from loom.wire import ExecutionPackage
 
 log = logging.getLogger("loom.dispatch")
@@ -237,7 +240,7 @@ class CloudTasksDispatcher(Dispatcher):
         request = tasks_v2.HttpRequest(
             url=self.target_url,
             http_method=tasks_v2.HttpMethod.POST,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **outgoing_headers()},
             body=json.dumps(body, separators=(",", ":")).encode("utf-8"),
         )
         if self.service_account:

@@ -163,7 +163,9 @@ def test_verdict_for_a_step_not_in_doubt(run):
 
 @pytest.mark.slow
 def test_loom_demo_runs_end_to_end_in_a_fresh_process(tmp_path: Path):
-    env = {**os.environ, "HOME": str(tmp_path)}
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "HOME": str(tmp_path), "TMPDIR": str(temp)}
     proc = subprocess.run(
         [sys.executable, "-m", "loom", "demo"],
         cwd=tmp_path,
@@ -174,5 +176,7 @@ def test_loom_demo_runs_end_to_end_in_a_fresh_process(tmp_path: Path):
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "demo flows completed: 2 of 2" in proc.stdout
+    assert "demo flows completed: 4 of 4" in proc.stdout
+    assert "balances published: [115, 50]" in proc.stdout  # the entity section
     assert "in_doubt" in proc.stdout and "EffectVerdict" in proc.stdout
+    assert not list(temp.glob("loom-demo-*")), "the demo left its store behind"

@@ -4,7 +4,7 @@ It serves one instance. By default it behaves: a ``mutation`` operation records 
 answers success naming it; a ``query`` operation answers success with a complete audit record
 and no attempt; an unknown operation or another instance is an error whose attempt is
 ``not_attempted``; a wrong bearer credential is 401. A test can script the next answers
-(``answers``) to produce every row of the seed's table, including malformed and dropped ones.
+(``answers``) to produce every row of ADR 0009's table, including malformed and dropped ones.
 Every request is counted, so "invoked once, never resent" is asserted on what arrived.
 """
 

@@ -1,4 +1,4 @@
-"""``ConnectorsInvoker`` against a real Connectors service on loopback: every row of the seed's
+"""``ConnectorsInvoker`` against a real Connectors service on loopback: every row of ADR 0009's
 table, every Err before the invocation, and always at most one invocation, never resent."""
 
 from __future__ import annotations

@@ -118,3 +118,21 @@ async def versioned_v2(ctx: FlowContext, value: Any) -> str:
     """Version 2: waits on ``go`` too, answers differently."""
     await ctx.suspend(on="go", correlation_key=f"{ctx.execution_id}:go")
     return "v2"
+
+
+@app.flow("mailbox")
+async def mailbox(ctx: FlowContext, n: int) -> list[Any]:
+    """Takes ``n`` messages on ``cmd``, publishing how many it has under ``count``."""
+    got: list[Any] = []
+    for _ in range(n):
+        got.append(await ctx.recv("cmd"))
+        await ctx.set_event("count", len(got))
+    return got
+
+
+@app.flow("twice")
+async def twice(ctx: FlowContext, n: int) -> int:
+    """Continues as new once, then returns the run's input."""
+    if n == 0:
+        await ctx.continue_as_new(1)
+    return n

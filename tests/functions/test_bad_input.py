@@ -10,7 +10,13 @@ from flask.testing import FlaskClient
 from tests.functions.conftest import BEARER
 from tests.functions.helpers import assert_error
 
-ROUTES = ["/execute", "/executions", "/executions/any/resume", "/executions/any/verdict"]
+ROUTES = [
+    "/execute",
+    "/executions",
+    "/executions/any/resume",
+    "/executions/any/verdict",
+    "/executions/any/messages",
+]
 JSON = "application/json"
 
 

@@ -7,7 +7,7 @@ The tree::
     ├── CaseConflictError              another definition under the same id, or a writer overtook
     ├── AdmissionError                 an AdmittedRequest that the runtime did not build
     ├── ExecutorError                  an executor failed or returned no outcome
-    └── EffectError                    an effect port failed (the seed's ``Err``)
+    └── EffectError                    an effect port failed (a port's ``Err``)
         └── ConnectorError             the Connectors invoker answered ``Err``
     ConnectorsConfigError              a bad Connectors endpoint/binding declaration
 """
@@ -53,7 +53,7 @@ class ExecutorError(CommissionError):
 
 
 class EffectError(CommissionError):
-    """An effect port could not give an outcome: the seed's ``Err``.
+    """An effect port could not give an outcome: a port's ``Err``.
 
     Nobody knows for certain whether the effect happened, so the runtime records the error
     and stops; it never re-invokes the request.

@@ -55,9 +55,11 @@ from __future__ import annotations
 import abc
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from loom.events import Event, ExecutionStarted
 from loom.store.browse import BrowseQuery, browse_by_listing, count_by_scanning
+from loom.telemetry import trace_store_methods
 
 STATUSES = ("running", "suspended", "in_doubt", "completed", "failed", "cancelled")
 LIVE_STATUSES = ("running", "suspended", "in_doubt")  # not finished: may still run code
@@ -191,6 +193,10 @@ class EventStore(abc.ABC):
     keeps_append_snapshots: bool = False
     max_batch_events: int | None = None
     max_batch_bytes: int | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        trace_store_methods(cls)  # every backend's operations get OpenTelemetry spans
 
     @abc.abstractmethod
     async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:

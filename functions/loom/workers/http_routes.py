@@ -18,6 +18,7 @@ from urllib.parse import unquote, urlsplit
 from flask import Request
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
+from loom.continuation import run_chain
 from loom.events import Event
 from loom.fold import fold
 from loom.grants import ANONYMOUS
@@ -118,6 +119,10 @@ class ExecutionView(BaseModel):
 
     execution: ExecutionResult
     history: list[Event] = Field(default_factory=list[Event])
+    runs: list[dict[str, Any]] = Field(
+        default_factory=list[dict[str, Any]],
+        description="The chain of runs (continue-as-new), oldest first, with the history",
+    )
 
 
 # -- errors and body parsing -------------------------------------------------------------
@@ -381,7 +386,9 @@ def get_execution(s: Services, request: Request, args: Sequence[str]) -> Reply:
         # One read: the state is folded from the very events returned, so they agree.
         events = await s.runtime.history(execution_id)
         execution = await s.runtime.report(fold(events))
-        return ExecutionView(execution=execution, history=events)
+        return ExecutionView(
+            execution=execution, history=events, runs=run_chain(execution_id, events)
+        )
 
     return 200, run(view())
 
@@ -439,3 +446,10 @@ def route_action(route: Route) -> str:
 from loom.workers.retry_route import retry as _retry  # noqa: E402  (it imports this module)
 
 ROUTES.append(("POST", ("executions", "*", "retry"), _retry))
+
+from loom.workers.http_messages import get_event as _get_event  # noqa: E402
+from loom.workers.http_messages import send_message as _send_message  # noqa: E402
+
+ROUTES.append(("POST", ("executions", "*", "messages"), _send_message))
+ROUTES.append(("GET", ("executions", "*", "events", "*"), _get_event))
+_ACTIONS.update(send_message="resume", get_event="read")

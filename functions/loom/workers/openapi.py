@@ -14,6 +14,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from loom import __version__
 from loom.wire import ExecutionResult
+from loom.workers.http_messages import MessageRequest, PublishedEvent
 from loom.workers.http_routes import (
     ErrorBody,
     ExecuteRequest,
@@ -32,6 +33,8 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (StartRequest, "validation"),
     (ResumeRequest, "validation"),
     (VerdictRequest, "validation"),
+    (MessageRequest, "validation"),
+    (PublishedEvent, "serialization"),
     (ExecutionResult, "serialization"),
     (ExecutionView, "serialization"),
     (Health, "serialization"),
@@ -223,7 +226,39 @@ def _paths() -> dict[str, Any]:
                 params=[_ID],
             )
         },
+        "/executions/{execution_id}/messages": {
+            "post": _operation(
+                "sendMessage",
+                "Deliver a message to the execution's mailbox on a topic (checked like a "
+                "resume; a repeated message_id is a no-op) and run it",
+                ("ExecutionResult", "Where the execution stands"),
+                [400, 401, 403, 404, 409, 413, 415],
+                body="MessageRequest",
+                secured=True,
+                params=[_ID],
+            )
+        },
+        "/executions/{execution_id}/events/{key}": {
+            "get": _operation(
+                "getEvent",
+                "The latest value the flow published under key, waiting up to timeout "
+                "seconds (at most 60) for a first one; 404 event_not_found if none",
+                ("PublishedEvent", "The value"),
+                [400, 401, 403, 404],
+                params=[_ID, _KEY, _TIMEOUT],
+            )
+        },
     }
+
+
+_KEY = {"name": "key", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+_TIMEOUT = {
+    "name": "timeout",
+    "in": "query",
+    "required": False,
+    "description": "Seconds to wait for a first value (default 0, at most 60).",
+    "schema": {"type": "string"},
+}
 
 
 @functools.cache

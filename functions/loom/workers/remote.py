@@ -16,6 +16,7 @@ import httpx
 from pydantic import ValidationError
 
 from loom.errors import ExecutionSupersededError, RemoteWorkerError, WorkerError
+from loom.telemetry import outgoing_headers
 from loom.wire import ExecutionPackage, ExecutionResult
 from loom.workers.base import WorkerRuntime
 
@@ -74,9 +75,8 @@ class RemoteWorkerRuntime(WorkerRuntime):
         """
         body = {"executionPackage": package.model_dump(mode="json")}
         try:
-            response = await self.client.post(
-                self.execute_url, json=body, headers=await self.request_headers(package)
-            )
+            headers = {**outgoing_headers(), **await self.request_headers(package)}
+            response = await self.client.post(self.execute_url, json=body, headers=headers)
         except httpx.HTTPError as exc:
             raise WorkerError(
                 f"worker at {self.execute_url} unreachable: {type(exc).__name__}: {exc}",

@@ -39,6 +39,7 @@ from loom.config import load_app, open_blob_store, open_store, refuse_inprocess_
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import (
     ConfigurationError,
+    EventNotFoundError,
     ExecutionConflictError,
     ExecutionFinishedError,
     ExecutionSupersededError,
@@ -54,6 +55,7 @@ from loom.errors import (
 )
 from loom.grants import GrantPolicy
 from loom.runtime import Runtime
+from loom.telemetry import incoming
 from loom.workers.auth import (
     Authenticator,
     AuthError,
@@ -191,7 +193,7 @@ class WorkerHandler:
     def __call__(self, req: Request) -> Response:
         """Answer one request (see the module docstring)."""
         started = time.perf_counter()
-        with log_context(**trace_fields(req.headers)):
+        with log_context(**trace_fields(req.headers)), incoming(req.headers):
             if console.is_console_path(req.path):  # HTML pages, behind the same checks
                 page = console.serve(self.services, req)
                 _access_log(req, page.status_code, time.perf_counter() - started)
@@ -262,6 +264,7 @@ _INPUT_STATUS: list[tuple[type[InputError], int]] = [
     (UnknownExecutionError, 404),
     (ExecutionConflictError, 409),
     (ExecutionFinishedError, 409),
+    (EventNotFoundError, 404),
     (StaleVerdictError, 409),
     (NotPermittedError, 403),
     (PayloadTooLargeError, 413),

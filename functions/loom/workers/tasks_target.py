@@ -58,6 +58,7 @@ from loom.errors import (
     UnknownExecutionError,
 )
 from loom.runtime import Runtime
+from loom.telemetry import incoming
 from loom.wire import ExecutionPackage, ExecutionResult
 from loom.workers.health import liveness, readiness, store_error_reply
 from loom.workers.http_routes import HttpError, parse_json, parse_model, read_body
@@ -290,7 +291,7 @@ class TasksHandler:
     def __call__(self, request: Request) -> Response:
         """Answer one request with JSON (errors as ``{"code", "message", "details"}``)."""
         started = time.perf_counter()
-        with log_context(**trace_fields(request.headers)):
+        with log_context(**trace_fields(request.headers)), incoming(request.headers):
             try:
                 status, body, headers = self.route(request)
             except Exception as exc:  # every error becomes a JSON answer

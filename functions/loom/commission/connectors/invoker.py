@@ -66,7 +66,7 @@ class ConnectorInvoker(abc.ABC):
         """Invoke ``binding``'s operation with ``call``.
 
         Raises:
-            ConnectorError: The seed's ``Err``.
+            ConnectorError: The invoker's ``Err`` (see ADR 0009's table).
         """
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook

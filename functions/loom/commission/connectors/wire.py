@@ -145,7 +145,7 @@ def _error(answer: InvokeAnswer) -> Refused:
 
 
 def map_answer(answer: InvokeAnswer, effect: Effect) -> EffectOutcome:
-    """Map the service's answer exactly as the seed's table does.
+    """Map the service's answer exactly as the Connectors table does.
 
     | the service answers                                   | the result                 |
     | a write's success, with the attempt it recorded       | Performed, naming it       |

@@ -1,0 +1,98 @@
+"""Routes for messages and published state, mounted by :mod:`loom.workers.http_routes`.
+
+* ``POST /executions/{id}/messages``: deliver a message (see :mod:`loom.messages`). Checked
+  like a resume: the same authenticator, and the principal it names is recorded as ``by``.
+* ``GET /executions/{id}/events/{key}[?timeout=s]``: the value published under ``key``
+  (see :mod:`loom.published`), waiting up to ``timeout`` seconds (at most 60) for a first
+  one; 404 ``event_not_found`` when there is none.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from flask import Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from loom.ids import check_execution_id
+from loom.published import MAX_WAIT
+from loom.workers.logs import bind
+
+if TYPE_CHECKING:
+    from loom.workers.http_routes import Reply, Services
+
+
+class MessageRequest(BaseModel):
+    """``POST /executions/{id}/messages``: one message for the execution's mailbox."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    topic: str = Field(min_length=1, max_length=256)
+    payload: Any = None
+    message_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        description="Makes a retried request a no-op; default: every request is a new message.",
+    )
+
+
+class PublishedEvent(BaseModel):
+    """``GET /executions/{id}/events/{key}``: the latest value published under ``key``."""
+
+    execution_id: str
+    key: str
+    value: Any = None
+
+
+def send_message(s: Services, request: Request, args: Sequence[str]) -> Reply:
+    """``POST /executions/{id}/messages``: authenticated as a resume, delivered, run."""
+    from loom.workers.http_routes import (
+        _authorize,  # pyright: ignore[reportPrivateUsage]
+        parse_json,
+        parse_model,
+        read_body,
+        run,
+    )
+
+    execution_id = check_execution_id(args[0])
+    bind(execution_id=execution_id)
+    raw = read_body(request, s.max_body)
+    by = _authorize(s.resume_auth, "resume", execution_id, request, raw)
+    body = parse_model(MessageRequest, parse_json(request, raw))
+    bind(topic=body.topic)
+    result = run(
+        s.runtime.send(execution_id, body.topic, body.payload, message_id=body.message_id, by=by)
+    )
+    return 200, result
+
+
+def get_event(s: Services, request: Request, args: Sequence[str]) -> Reply:
+    """``GET /executions/{id}/events/{key}[?timeout=s]``: read (or wait for) a value."""
+    from loom.workers.http_routes import run
+
+    execution_id = check_execution_id(args[0])
+    bind(execution_id=execution_id)
+    timeout = _timeout(request)
+    value = run(s.runtime.get_event(execution_id, args[1], timeout))
+    return 200, PublishedEvent(execution_id=execution_id, key=args[1], value=value)
+
+
+def _timeout(request: Request) -> float:
+    from loom.workers.http_routes import HttpError
+
+    raw = request.args.get("timeout", "0")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_WAIT:
+        raise HttpError(
+            400,
+            "invalid_request",
+            f"query parameter 'timeout' must be seconds between 0 and {MAX_WAIT:g}, got {raw!r}",
+            {"parameter": "timeout"},
+        )
+    return value

@@ -4,6 +4,9 @@ Each round runs ``bench.core.noop_step`` in a fresh process per checkout, altern
 goes first, so disk and CPU noise hit both alike; medians are printed as JSON::
 
     python bench/step_side_by_side.py --baseline <another checkout> [--rounds 4] [--flows 100]
+
+``--memory`` runs the same steps on the in-memory store: the engine's own per-step work,
+without the fsync that dominates (and makes noisy) the SQLite figure on a shared disk.
 """
 
 from __future__ import annotations
@@ -19,15 +22,17 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parents[1]
 CODE = (
-    "import asyncio, json, sys; from bench.core import noop_step; "
-    "print(json.dumps(asyncio.run(noop_step(flows=int(sys.argv[1])))))"
+    "import asyncio, json, sys; import bench.core as core; from loom.store import "
+    "InMemoryEventStore\n"
+    "if sys.argv[2] == 'memory': core.SqliteEventStore = lambda path: InMemoryEventStore()\n"
+    "print(json.dumps(asyncio.run(core.noop_step(flows=int(sys.argv[1])))))"
 )
 
 
-def _one(root: Path, flows: int) -> dict[str, Any]:
+def _one(root: Path, flows: int, store: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": f"{root}/functions:{root}/infra:{root}"}
     out = subprocess.run(
-        [sys.executable, "-c", CODE, str(flows)],
+        [sys.executable, "-c", CODE, str(flows), store],
         env=env,
         cwd=HERE,
         capture_output=True,
@@ -42,12 +47,14 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, required=True, help="The other checkout.")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--flows", type=int, default=100)
+    parser.add_argument("--memory", action="store_true", help="The in-memory store.")
     args = parser.parse_args()
+    store = "memory" if args.memory else "sqlite"
     runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "this": []}
     for n in range(args.rounds):
         order = [("baseline", args.baseline), ("this", HERE)]
         for name, root in order if n % 2 == 0 else reversed(order):
-            runs[name].append(_one(root, args.flows))
+            runs[name].append(_one(root, args.flows, store))
     keys = ("marginal_ms_per_step", "all_in_ms_per_step", "empty_flow_ms")
     medians = {
         name: {k: round(statistics.median(r[k] for r in rows), 4) for k in keys}

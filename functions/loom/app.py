@@ -29,6 +29,7 @@ from loom.grants import GrantPolicy
 if TYPE_CHECKING:
     from loom.fold import ExecutionState
     from loom.runtime import Runtime
+    from loom.schedules import Schedule
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -216,6 +217,7 @@ class Loom:
         self.effects: dict[str, EffectDef] = {}
         self.grants = grants or GrantPolicy()  # who may grant which capabilities
         self.resume_checks: dict[str, ResumeCheck] = {}
+        self.schedules: dict[str, Schedule] = {}  # by name (loom.schedules)
 
     def resume_check(self, on: str) -> Callable[[ResumeCheck], ResumeCheck]:
         """Register the check every resume of gates on ``on`` must pass, whatever its route.
@@ -232,6 +234,13 @@ class Loom:
             return check
 
         return register
+
+    def schedule(self, cron: str, *, flow: str, **options: Any) -> Schedule:
+        """Start ``flow`` on every tick of ``cron``, once per tick: see :mod:`loom.schedules`
+        (options: ``input``, ``name``, ``timezone``, ``catch_up``)."""
+        from loom.schedules import declare  # imported on use: a cron parser costs cold starts
+
+        return declare(self.schedules, cron, flow=flow, **options)
 
     def flow(
         self, name: str, *, version: str | int = "1", durability: str | None = None

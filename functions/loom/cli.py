@@ -24,7 +24,7 @@ from loom.cli_deploy import register as register_deploy_commands
 from loom.cli_hints import exit_for, interrupted, resume_checked
 from loom.cli_types import EXECUTION_ID
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
-from loom.errors import ConfigurationError, InputError, LoomError, StoreError
+from loom.errors import ConfigurationError, InputError, LoomError, StoreError, StoreLimitError
 from loom.store.base import STATUSES
 
 T = TypeVar("T")
@@ -47,7 +47,7 @@ def _fail(message: str, code: int) -> None:
 def _run(coro: Awaitable[T]) -> T:
     try:
         return asyncio.run(coro)  # type: ignore[arg-type]
-    except InputError as exc:
+    except (InputError, StoreLimitError) as exc:  # a retry fails the same way
         _fail(exc.message, 2)
     except ConfigurationError as exc:  # a setting to fix, like bad input: exit 2
         _fail(f"{exc.code}: {exc.message}", 2)
@@ -355,13 +355,17 @@ def serve(settings: Settings, host: str, port: int) -> None:
 
 register_deploy_commands(main)
 
+from loom.cli_fork import fork as _fork  # noqa: E402 - registers after the group exists
 from loom.cli_messages import get_event as _get_event  # noqa: E402 - the same
 from loom.cli_messages import send as _send  # noqa: E402 - the same
 from loom.cli_purge import purge as _purge  # noqa: E402 - registers after the group exists
 from loom.cli_retry import retry as _retry  # noqa: E402 - registers after the group exists
+from loom.cli_schedules import schedules as _schedules  # noqa: E402 - registers after the group
 
 main.add_command(_purge)
 main.add_command(_retry)
+main.add_command(_fork)
+main.add_command(_schedules)
 main.add_command(_send)
 main.add_command(_get_event)
 

@@ -89,6 +89,11 @@ def render_timeline(result: ExecutionResult, events: Sequence[Event]) -> None:
     """Print the state line, the metering counters, and one row per event (80 columns fit:
     the detail column folds, the others never wrap)."""
     console.print(status_text(result), soft_wrap=True)
+    origin = getattr(events[0], "forked_from", None) if events else None
+    if origin is not None:
+        console.print(
+            f"  forked from {origin.execution_id} at step {origin.step_id} (#{origin.seq})"
+        )
     meter = result.meter
     console.print(
         f"  effect calls {meter.get('effect_calls', 0)}, attempts {meter.get('attempts', 0)}, "

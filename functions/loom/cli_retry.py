@@ -1,22 +1,79 @@
-"""``loom retry ID``: run a parked execution (poison or nondeterminism) again."""
+"""``loom retry ID``: run a parked execution again; ``loom retry --status …``: in bulk.
+
+The bulk form selects dead letters (``loom.deadletters``): ``--status poison|parked|failed``,
+narrowed by ``--flow`` and ``--since``, and re-drives them, or with ``--dry-run`` only lists
+what it would do.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
 
 import click
 
 from loom.cli import Embedded, Settings, _print_result, _with  # pyright: ignore[reportPrivateUsage]
+from loom.deadletters import KINDS, Redrive, check_kind, find, parse_since, redrive
 
 
 @click.command()
-@click.argument("execution_id")
+@click.argument("execution_id", required=False)
 @click.option("--by", default="cli", help="Who lets it run again (recorded).")
+@click.option("--status", type=click.Choice(KINDS), default=None, help="Re-drive in bulk.")
+@click.option("--flow", default=None, help="Bulk: only executions of this flow.")
+@click.option("--since", default=None, help="Bulk: changed since an age (2h, 7d) or ISO time.")
+@click.option("--limit", default=1000, show_default=True, help="Bulk: at most this many.")
+@click.option("--dry-run", is_flag=True, help="Bulk: list what would be done; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Bulk: print JSON lines.")
 @click.pass_obj
-def retry(settings: Settings, execution_id: str, by: str) -> None:
-    """Run a parked execution again (after a poison park, or fixed code for a divergence)."""
+def retry(
+    settings: Settings,
+    execution_id: str | None,
+    by: str,
+    status: str | None,
+    flow: str | None,
+    since: str | None,
+    limit: int,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Run a parked execution again (after a poison park, or fixed code for a divergence),
+    or with --status, every dead letter of that kind (failed ones are re-run as forks)."""
+    if (execution_id is None) == (status is None):
+        raise click.UsageError("give an EXECUTION_ID, or --status for a bulk re-drive")
+    if status is None and (flow or since or dry_run or as_json):
+        raise click.UsageError("--flow, --since, --dry-run and --json go with --status")
+    if status is None:
+        _print_result(_with(settings, lambda env: env.runtime.retry(execution_id or "", by=by)))
+        return
+    kind = check_kind(status)
 
-    async def body(env: Embedded) -> Any:
-        return await env.runtime.retry(execution_id, by=by)
+    async def body(env: Embedded) -> list[Redrive]:
+        after = parse_since(since, env.runtime.clock()) if since else None
+        letters = await find(env.runtime, kind, flow=flow, since=after, limit=limit)
+        return await redrive(env.runtime, letters, by=by, dry_run=dry_run)
 
-    _print_result(_with(settings, body))
+    _render(_with(settings, body), dry_run, as_json)
+
+
+def _render(done: list[Redrive], dry_run: bool, as_json: bool) -> None:
+    for item in done:
+        if as_json:
+            click.echo(json.dumps(item.to_json()))
+            continue
+        line = f"{item.execution_id}  {item.flow}  {_what(item, dry_run)}"
+        click.echo(line + (f"  ({item.reason})" if item.reason else ""))
+    if not as_json:
+        verb = "would re-drive" if dry_run else "re-drove"
+        failed = sum(1 for item in done if item.error)
+        click.echo(f"{verb} {len(done) - failed} of {len(done)} execution(s)")
+
+
+def _what(item: Redrive, dry_run: bool) -> str:
+    if item.error:
+        return f"error: {item.error}"
+    if item.action == "none":
+        return f"already re-driven as {item.new_execution_id} ({item.status})"
+    target = f" as {item.new_execution_id}" if item.new_execution_id else ""
+    if dry_run:
+        return f"would {item.action}{target}"
+    return f"{item.action}{target}: {item.status}"

@@ -10,7 +10,14 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("before_intent", "after_intent", "after_effect", "after_complete", "before_reply")
+POINTS = (
+    "after_start",
+    "before_intent",
+    "after_intent",
+    "after_effect",
+    "after_complete",
+    "before_reply",
+)
 # Points of a flow's ``ctx.send`` (loom.messages), numbered by the sending step.
 MESSAGE_POINTS = ("before_send", "after_send", "after_sent")
 # ``ctx.continue_as_new`` (loom.continuation): the next run appended, not yet dispatched.

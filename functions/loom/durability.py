@@ -14,7 +14,7 @@ before anything whose loss would matter:
   is not one of the three kinds above (a failure, a suspension, a park, the end);
 * a claim extension (the lease must be visible to other workers);
 * the end of the ``execute`` call, before its reply (and so before a resume is answered);
-* a store limit: an append may carry only ``EventStore.max_batch_events`` events and
+* a store limit: an append may carry only ``EventStore.max_append_events`` events and
   ``max_batch_bytes`` bytes (Firestore: one commit of at most 500 writes and 10 MiB);
 * :meth:`Journal.durable_point <loom.journal.Journal.durable_point>`, for code that is about
   to do something another party will see: a child start, a message sent. Call
@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from loom import events as ev
-from loom.errors import AppendConflictError, ExecutionSupersededError
+from loom.errors import AppendConflictError, ExecutionSupersededError, StoreLimitError
 from loom.fold import ExecutionState, evolve, fold
 from loom.journal import Journal
 from loom.store.base import AppendRequest, StatusChange
@@ -114,7 +114,7 @@ class BatchedJournal(Journal):
     def _fits(self, batch: Sequence[ev.Event]) -> bool:
         """Whether ``batch`` may join the unforced events in one append (store limits)."""
         store = self.rt.store
-        most = store.max_batch_events
+        most = store.max_append_events
         if most is not None and len(self.unforced) + len(batch) > most:
             return False
         if store.max_batch_bytes is None:
@@ -133,6 +133,12 @@ class BatchedJournal(Journal):
             return True
         self._replay_unforced()
         return False
+
+    async def _over_limit(self, events: Sequence[ev.Event], exc: StoreLimitError) -> bool:
+        # ``events`` holds the unforced events too: they are written again from the reloaded
+        # state (nothing of the refused append was), so none stays waiting twice.
+        self.unforced, self._bytes = [], 0
+        return await super()._over_limit(events, exc)
 
     def _replay_unforced(self) -> None:
         """After a conflict (a resume or verdict landed; the state was reloaded), put the

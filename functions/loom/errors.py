@@ -16,6 +16,7 @@ The tree::
     │   │   └── StaleVerdictError      verdict for an episode already settled
     │   ├── NotPermittedError          a principal asked for what policy does not grant
     │   ├── NotParkedError             retry of an execution that is not parked
+    │   ├── NotForkableError           fork from a step that cannot be reused (loom.fork)
     │   ├── EventNotFoundError         no value published under that key (in time)
     │   ├── NoOpenGateError            a strict resume that no open gate waits for
     │   └── ExecutionFinishedError     the execution already ended
@@ -23,6 +24,7 @@ The tree::
     │   └── MissingExtraError          a backend's library is not installed (names the extra)
     ├── StoreError                     the event store failed (HTTP 503, retry later)
     │   ├── StoreUnavailableError      busy, locked, disk full, read-only, cannot open
+    │   ├── StoreLimitError            a write over a store limit (not retryable, HTTP 413)
     │   ├── AppendConflictError        the log did not end at expected_seq
     │   └── BlobNotFoundError          a claim-checked payload is missing
     ├── BlobRefError                   a logged blob reference outside its execution's blobs
@@ -157,6 +159,12 @@ class NotParkedError(InputError):
     code = "not_parked"
 
 
+class NotForkableError(InputError):
+    """A fork was asked from a step that does not exist or whose prefix cannot be reused."""
+
+    code = "not_forkable"
+
+
 class NoOpenGateError(InputError):
     """A strict resume (``loom resume --strict``) that no open gate waits for."""
 
@@ -199,6 +207,19 @@ class StoreUnavailableError(StoreError):
     """
 
     code = "store_unavailable"
+
+
+class StoreLimitError(StoreError):
+    """A write over one of the store's limits (Firestore: 500 writes or about 10 MiB per
+    commit, 1 MiB per document; SQLite: the configured largest event). Refused before
+    anything was written, and not retryable: the same write fails the same way.
+
+    A worker records the step the write was about as failed with this code (or the
+    execution, for a result); a caller's own payload over the limit gets HTTP 413.
+    ``details`` names the ``limit``, its ``max`` and the ``size`` asked for.
+    """
+
+    code = "store_limit"
 
 
 class AppendConflictError(StoreError):

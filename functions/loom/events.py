@@ -31,8 +31,24 @@ class _Event(BaseModel):
     at: float = 0.0
 
 
+class ForkOrigin(BaseModel):
+    """Where a forked execution came from (``loom fork``; see :mod:`loom.fork`).
+
+    Attributes:
+        execution_id: The execution forked (left untouched).
+        step_id: The step the fork runs again from.
+        seq: Where the copy was cut: events of the original before this seq were reused.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    execution_id: str
+    step_id: str
+    seq: int
+
+
 class ExecutionStarted(_Event):
-    """First event of every execution."""
+    """First event of every execution (``forked_from`` set on a fork)."""
 
     type: Literal["ExecutionStarted"] = "ExecutionStarted"
     execution_id: str
@@ -42,6 +58,7 @@ class ExecutionStarted(_Event):
     capabilities: list[str] = Field(default_factory=list[str])
     budgets: dict[str, float] = Field(default_factory=dict[str, float])
     by: str | None = None
+    forked_from: ForkOrigin | None = None
 
 
 class ExecutionClaimed(_Event):
@@ -200,6 +217,13 @@ class ExecutionRetried(_Event):
     by: str = "operator"
 
 
+class ExecutionForked(_Event):
+    """A fork's copy of its origin's prefix is complete (the ``copied`` events before it)."""
+
+    type: Literal["ExecutionForked"] = "ExecutionForked"
+    copied: int
+
+
 class MessageReceived(_Event):
     """A message reached this execution's mailbox on ``topic`` (see :mod:`loom.messages`).
 
@@ -286,6 +310,7 @@ Event = Annotated[
     | EffectVerdict
     | ExecutionParked
     | ExecutionRetried
+    | ExecutionForked
     | MessageReceived
     | MessageSent
     | EventPublished

@@ -408,8 +408,15 @@ def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
     return state
 
 
+# A start keeps the park a fork's start sets until its prefix is copied (loom.fork).
 _KEEPS_PARK = frozenset(
-    {"ExecutionParked", "ExecutionResumed", "ExecutionClaimed", "MessageReceived"}
+    {
+        "ExecutionParked",
+        "ExecutionResumed",
+        "ExecutionClaimed",
+        "MessageReceived",
+        "ExecutionStarted",
+    }
 )
 
 
@@ -424,6 +431,7 @@ def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> Exe
 # Primitives in modules of their own register their handlers into ``_HEAD``/``_STEP``; they
 # are imported here so no fold ever runs without them.
 from loom import continuation as _continuation  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
+from loom import fork as _fork  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import messages as _messages  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import published as _published  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

@@ -23,15 +23,12 @@ from __future__ import annotations
 
 import unicodedata
 from functools import lru_cache
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
-from loom.errors import ExecutionConflictError, InvalidExecutionIdError
-
-if TYPE_CHECKING:
-    from loom.events import ExecutionStarted
+from loom.errors import InvalidExecutionIdError
 
 MAX_ID_BYTES = 255
 #: Case ids leave room for ``commission.case:`` and ``:{revision}:{step}`` in execution ids.
@@ -133,19 +130,3 @@ ExecutionId = Annotated[
         json_schema_extra={"minLength": 1, "maxLength": MAX_ID_BYTES},
     ),
 ]
-
-
-def check_same_start(first: ExecutionStarted, started: ExecutionStarted) -> None:
-    """Refuse a start that reuses an execution id with another flow, input or grant.
-
-    Raises:
-        ExecutionConflictError: ``started`` differs from the ``first`` start of that id.
-    """
-    mine = (started.flow, started.input, started.capabilities, started.budgets)
-    theirs = (first.flow, first.input, first.capabilities, first.budgets)
-    if mine != theirs:
-        raise ExecutionConflictError(
-            f"execution {started.execution_id!r} exists with flow {first.flow!r} and "
-            "another input; use a new execution id",
-            details={"execution_id": started.execution_id, "flow": first.flow},
-        )

@@ -4,7 +4,9 @@ A ``Journal`` owns the folded state of one ``execute`` call. It evolves the stat
 batch before writing it (the status summary travels in the same write), extends the claim
 when the lease is half spent, and takes a snapshot every ``snapshot_every`` events. On an
 append conflict it reloads: another holder's claim or a cancel means this call was
-overtaken; anything else (a resume, a verdict) is folded in and the caller retries.
+overtaken; anything else (a resume, a verdict) is folded in and the caller retries. A batch
+over the store's limits is replaced by the record of what it was about failing
+(:mod:`loom.limits`); long runs of decisions are written ahead within them.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import TYPE_CHECKING
 
 from loom import events as ev
 from loom.context import SupersededSignal
-from loom.errors import AppendConflictError
+from loom.errors import AppendConflictError, StoreLimitError
 from loom.fold import ExecutionState, evolve
+from loom.limits import instead
 from loom.store.base import AppendRequest, StatusChange
 
 if TYPE_CHECKING:
@@ -47,6 +50,8 @@ class Journal:
         Raises:
             SupersededSignal: Another holder claimed the execution, or it was cancelled.
         """
+        if not await self._write_decisions_ahead(len(events) + 1):  # + a claim extension
+            return False
         batch = self._batch(events)
         if not batch:
             return True
@@ -85,6 +90,8 @@ class Journal:
         except AppendConflictError:
             await self._merge_foreign(expected)
             return False
+        except StoreLimitError as exc:
+            return await self._over_limit(events, exc)
         self.pending = []
         if snapshot is None:
             await self._maybe_snapshot(len(events))
@@ -102,6 +109,43 @@ class Journal:
         if self.since_snapshot + appended < self.rt.snapshot_min_tail:
             return None
         return self.state.to_json()
+
+    async def _write_decisions_ahead(self, room: int) -> bool:
+        """Append pending decisions ahead of a batch that would be over the store's
+        ``max_append_events`` with them: a flow may make any number of decisions between
+        two appends. False after a conflict (state reloaded)."""
+        limit = self.rt.store.max_append_events
+        while limit is not None and self.pending and len(self.pending) + room > limit:
+            rest = self.pending[limit - 1 :]
+            self.pending = self.pending[: limit - 1]
+            written = await self.try_append([])
+            self.pending += rest
+            if not written:
+                return False
+        return True
+
+    async def _over_limit(self, events: Sequence[ev.Event], exc: StoreLimitError) -> bool:
+        """Record what a batch over the store's limits was about as failed (``loom.limits``).
+
+        Raises:
+            EffectFailedError: The step whose outcome was refused failed (recorded).
+            StoreLimitError: The execution was recorded as failed, or nothing could be.
+        """
+        self.state = await self.rt.load_state(self.execution_id)  # the batch was not written
+        self.claim_until = (self.state.claim or {}).get("until", 0.0)
+        replacement = instead(events, exc)
+        if replacement is None:  # our own small failure is refused: the decisions are the bulk
+            if not self.pending:
+                raise exc
+            replacement = (list(events), exc)
+        events, then = replacement
+        if then is exc:
+            self.pending = []  # the execution ends: decisions nobody will replay may go
+        while not await self.try_append(events):
+            pass
+        if then is not None:
+            raise then
+        return True
 
     def _batch(self, events: Sequence[ev.Event]) -> list[ev.Event]:
         batch = [*self.pending, *events]

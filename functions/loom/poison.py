@@ -48,7 +48,7 @@ async def park_poison(runtime: Runtime, state: ExecutionState) -> ExecutionState
     return await runtime._append_control(state, [event], change)  # pyright: ignore[reportPrivateUsage]
 
 
-async def retry(runtime: Runtime, execution_id: str, by: str) -> ExecutionResult:
+async def retry(runtime: Runtime, execution_id: str, by: str = "operator") -> ExecutionResult:
     """Let a parked execution run again (see the module docstring).
 
     Raises:

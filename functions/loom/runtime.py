@@ -31,10 +31,12 @@ from loom.errors import (
     UnknownExecutionError,
 )
 from loom.fold import ExecutionState, fold, resume_key
+from loom.fork import fork as fork_from
 from loom.grants import GrantPolicy
-from loom.ids import check_execution_id, check_same_start
+from loom.ids import check_execution_id
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
+from loom.starts import check_same_start, never_ran
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
 from loom.telemetry import traced_execute
 from loom.verdicts import current_episode, verdict_event
@@ -145,6 +147,9 @@ class Runtime:
     ) -> ExecutionResult:
         """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
 
+        A repeat with the same id, flow and input dispatches an execution that was created
+        but never run (at-least-once start, see :mod:`loom.starts`), else reports it.
+
         ``by`` is who asks (recorded). Every entry point outside the process (HTTP, Pub/Sub,
         Commission, the CLI) names it, and ``capabilities`` must then be grantable by it
         under ``self.grants``; ``None`` is the trusted path of the process's own code.
@@ -175,9 +180,12 @@ class Runtime:
             by=by,
         )
         created, first = await self.store.create(started)
-        if not created:
+        crash.point("after_start")
+        if not created:  # a repeat: run it if it never ran (see ``loom.starts``)
             check_same_start(first, started)
-            return await self.result(eid)
+            state = await self.load_state(eid)
+            if not (run and never_ran(state)):
+                return await self.report(state)
         ran = await self._dispatch(eid, flow, "start", f"{eid}:1") if run else None
         return ran or await self.report(fold([first]), include_state=False)
 
@@ -402,9 +410,8 @@ class Runtime:
             )
         return ran or await self.report(state, include_state=False)
 
-    async def retry(self, execution_id: str, by: str = "operator") -> ExecutionResult:
-        """Run a parked (poison or nondeterministic) execution again; see ``loom.poison``."""
-        return await poison.retry(self, execution_id, by)
+    retry = poison.retry  # run a parked (poison, nondeterministic) execution again
+    fork = fork_from  # a new execution reusing a recorded prefix (loom.fork)
 
     async def cancel(
         self, execution_id: str, reason: str = "", *, by: str | None = None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from loom.errors import StoreError
+from loom.errors import StoreLimitError
 from loom.events import EVENT_ADAPTER, Event
 from loom.store.base import ExecutionSummary, Snapshot, StatusChange
 
@@ -64,7 +64,7 @@ def check_commit(what: str, docs: list[tuple[str, Mapping[str, Any]]], other_wri
         other_writes: Small writes beside them (an execution-document update).
 
     Raises:
-        StoreError: ``code="store_limit"``, naming the limit and the size asked for.
+        StoreLimitError: Naming the limit and the size asked for.
     """
     writes = len(docs) + other_writes
     if writes > MAX_COMMIT_WRITES:
@@ -79,11 +79,10 @@ def check_commit(what: str, docs: list[tuple[str, Mapping[str, Any]]], other_wri
         raise _over_limit(what, "bytes per commit", MAX_COMMIT_BYTES, total)
 
 
-def _over_limit(what: str, limit: str, allowed: int, asked: int) -> StoreError:
-    return StoreError(
+def _over_limit(what: str, limit: str, allowed: int, asked: int) -> StoreLimitError:
+    return StoreLimitError(
         f"Firestore: {what} refused, nothing written: {asked} {limit}, Firestore allows at "
         f"most {allowed} (store large payloads in a blob store; split large batches)",
-        code="store_limit",
         details={"limit": limit, "max": allowed, "size": asked},
     )
 

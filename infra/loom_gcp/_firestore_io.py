@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from contextlib import asynccontextmanager, contextmanager
@@ -34,7 +35,7 @@ from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
 from google.cloud.firestore_v1.async_document import AsyncDocumentReference
 from google.cloud.firestore_v1.base_document import DocumentSnapshot
 
-from loom.errors import ConfigurationError, StoreError, StoreUnavailableError
+from loom.errors import ConfigurationError, StoreError, StoreLimitError, StoreUnavailableError
 
 T = TypeVar("T")
 
@@ -52,6 +53,9 @@ _REASONS: list[tuple[type[Exception], str]] = [
     (gexc.Aborted, "busy"),
     (gexc.ResourceExhausted, "busy"),
 ]
+# How Firestore words a request over its size limits ("... exceeds the maximum allowed size",
+# "Request payload size exceeds the limit", "too big", "too large").
+_TOO_LARGE = re.compile(r"exceeds the (maximum|limit)|too (big|large)", re.IGNORECASE)
 # How long past its own deadline an attempt may run before asyncio cancels it: the gRPC
 # deadline should fire first; this only guards against one that never does.
 _BACKSTOP = 0.5
@@ -112,10 +116,13 @@ class Collision(Exception):
 
 
 def translate(exc: gexc.GoogleAPIError, what: str) -> StoreError:
-    """The Loom error for a Google API error: retryable ones become unavailability."""
+    """The Loom error for a Google API error: retryable ones become unavailability, a
+    request Firestore refuses as too large a :class:`StoreLimitError` (never retryable)."""
     cause: BaseException = exc
     if isinstance(exc, gexc.RetryError):
         cause = cast(BaseException | None, exc.cause) or exc
+    if isinstance(cause, gexc.InvalidArgument) and _TOO_LARGE.search(str(cause)):
+        return StoreLimitError(f"Firestore: {what} refused: {cause}", details={"limit": "size"})
     if isinstance(exc, gexc.RetryError) or isinstance(cause, TRANSIENT):
         reason = next((r for kind, r in _REASONS if isinstance(cause, kind)), "unavailable")
         return StoreUnavailableError(

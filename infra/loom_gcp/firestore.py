@@ -145,10 +145,11 @@ class FirestoreEventStore(EventStore):
     snapshot_min_tail = 8
     # Bytes a snapshot writes per commit: Firestore's limit, with a margin.
     snapshot_commit_bytes = MAX_COMMIT_BYTES
+    # One commit: the events, and the execution document when the status changes.
+    max_append_events = MAX_COMMIT_WRITES - 1
     # A snapshot taken where an execute call ends rides the append's status write.
     keeps_append_snapshots = True
-    # One append is one commit: room for the execution document, within Firestore's limits.
-    max_batch_events = MAX_COMMIT_WRITES - 10
+    # Event bytes a batched session gathers for one commit, within Firestore's 10 MiB.
     max_batch_bytes = MAX_COMMIT_BYTES - 1_000_000
 
     def __init__(
@@ -311,6 +312,9 @@ class FirestoreEventStore(EventStore):
                 tail = await self._tail(execution_id, base, boundary)
                 events, body = (tail[0], tail[2]) if tail else ([], None)
                 self._cache.put(execution_id, LoadedLog(snapshot, events), body)
+                if snapshot is not None and not events:  # exact: see ``_events_after``
+                    self._known[execution_id] = snapshot.seq
+                    self._note(execution_id, snapshot.seq)
                 return LoadedLog(snapshot, events)
         raise StoreError(f"snapshot of {execution_id!r} kept changing while loading")
 
@@ -590,10 +594,18 @@ class FirestoreEventStore(EventStore):
         return doc.to_dict() or {}
 
     async def _require_log_end(self, execution_id: str, expected: int) -> None:
-        """Refuse unless event ``expected`` exists and, as far as we know, is the last."""
+        """Refuse unless event ``expected`` exists and, as far as we know, is the last.
+
+        A remembered seq past ``expected`` is checked before it refuses: an id purged and
+        started again elsewhere has a shorter log than this object saw, and refusing on
+        memory alone would refuse every append to it (a conflict loop) until restart.
+        """
         known = self._known_seq(execution_id)
         if known > expected:
-            raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
+            if (await self._io.get(self._event_ref(execution_id, expected + 1))).exists:
+                raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
+            self._known.pop(execution_id, None)  # stale: the log is shorter than we saw
+            known = 0
         if expected < 1:  # seq 1 is written by ``create`` only
             await self._exec_doc(execution_id)
             raise AppendConflictError(f"log of {execution_id!r} already has its first event")

@@ -110,7 +110,7 @@ async def test_a_flow_may_ask_for_batched_in_a_strict_app(store: RecordingStore)
 
 async def test_unforced_events_stay_within_the_store_limit(tmp_path: Path) -> None:
     class Limited(RecordingStore):
-        max_batch_events = 4
+        max_append_events = 4
 
     store = Limited(tmp_path / "loom.db")
     result = await Runtime(make_app("batched"), store).start("steps", 10)

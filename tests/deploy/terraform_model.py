@@ -87,7 +87,7 @@ REQUIRED_COMPOSITE_INDEXES = frozenset(
 PUBSUB_AGENT = "pubsub-service-agent"
 
 # What Cloud Scheduler may call on the tasks service.
-SCHEDULED_ROUTES = ("/tasks/sweep", "/tasks/purge")
+SCHEDULED_ROUTES = ("/tasks/sweep", "/tasks/purge", "/tasks/schedules")
 
 # Who may do what, on which resource. ``project`` marks a project-level grant.
 _RUNTIME_BASE = frozenset(

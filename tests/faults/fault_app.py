@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loom import EffectContext, FlowContext, Loom
+from loom import EffectContext, EffectFailedError, FlowContext, Loom
 
 app = Loom("faults")
 BIG = 300 * 1024  # over the default 256 KiB blob threshold
@@ -84,3 +84,32 @@ async def nap(ctx: EffectContext, seconds: float) -> float:
 async def slow(ctx: FlowContext, seconds: float) -> float:
     """A backlog item: takes ``seconds`` of effect time to finish."""
     return await ctx.execute(nap, seconds)
+
+
+def _note(key: str, attempt: int) -> None:
+    with open(os.environ["LOOM_TEST_SIDE_FILE"], "a", encoding="utf-8") as side:
+        side.write(f"{key} {attempt}\n")
+
+
+@app.effect("side.sized")
+async def sized(ctx: EffectContext, n: int) -> str:
+    """Returns ``n`` characters (noted in the ledger, no gate)."""
+    await asyncio.to_thread(_note, ctx.idempotency_key, ctx.attempt)
+    return "x" * n
+
+
+@app.effect("side.sized_once", idempotent=False)
+async def sized_once(ctx: EffectContext, n: int) -> str:
+    """The same, not idempotent (its intent is recorded before it runs)."""
+    await asyncio.to_thread(_note, ctx.idempotency_key, ctx.attempt)
+    return "x" * n
+
+
+@app.flow("fault.sized")
+async def sized_flow(ctx: FlowContext, spec: dict[str, Any]) -> dict[str, Any]:
+    """An effect output of ``spec["output"]`` characters, then a result of ``spec["result"]``."""
+    try:
+        out = await ctx.execute(spec.get("effect", "side.sized"), spec["output"])
+    except EffectFailedError as exc:
+        return {"failed": exc.error_code}
+    return {"length": len(out), "pad": "y" * spec.get("result", 0)}

@@ -9,13 +9,17 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from loom.runtime import Runtime
+from loom.store import SqliteEventStore
 from loom.wire import ExecutionPackage
 from loom_gcp.cloud_tasks import CloudTasksDispatcher, task_id
 from tests import procs
+from tests.functions.apps import app
 from tests.gcp_emulators import TasksEmulator
 
 pytestmark = pytest.mark.slow
@@ -139,3 +143,24 @@ async def test_a_duplicating_queue_delivers_each_task_twice(
     await d.dispatch(package("e1"), "e1:1")
     got = receiver.wait_for(2)
     assert [x.body for x in got[:1]] == [x.body for x in got[1:]]
+
+
+async def test_a_repeated_start_of_a_created_execution_dispatches_it_once(
+    tasks_emulator: TasksEmulator, receiver: Receiver, tmp_path: Path
+) -> None:
+    """A start that died between its append and its dispatch, then the same start again:
+    the repeat creates the task the first one never did, under the first start's name, so
+    a further repeat (or a first start that had in fact dispatched) makes no second one."""
+    rt = Runtime(
+        app, SqliteEventStore(tmp_path / "loom.db"), dispatcher=make(tasks_emulator, receiver)
+    )
+    assert (await rt.start("echo", {"n": 1}, execution_id="e1", run=False)).status == "running"
+    await asyncio.sleep(0.5)
+    assert receiver.deliveries == []
+    for _ in range(3):
+        assert (await rt.start("echo", {"n": 1}, execution_id="e1")).status == "running"
+    [got] = receiver.wait_for(1)
+    assert got.body["executionPackage"]["dispatch_id"] == "e1:1"
+    await asyncio.sleep(0.5)  # a second task would have arrived by now
+    assert len(receiver.deliveries) == 1
+    await rt.store.aclose()

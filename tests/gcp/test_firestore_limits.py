@@ -19,7 +19,7 @@ from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
 from loom.errors import (
     AppendConflictError,
     ConfigurationError,
-    StoreError,
+    StoreLimitError,
     StoreUnavailableError,
 )
 from loom.events import EffectCompleted, Event, ExecutionStarted
@@ -124,7 +124,7 @@ async def test_an_append_over_500_writes_is_refused_whole(store: FirestoreEventS
     fits = [step(2 + i, str(i)) for i in range(499)]
     assert await store.append(AppendRequest("e1", 1, fits, StatusChange("running"))) == 500
     too_many = [step(501 + i, str(i)) for i in range(500)]
-    with pytest.raises(StoreError, match="500") as info:
+    with pytest.raises(StoreLimitError, match="500") as info:
         await store.append(AppendRequest("e1", 500, too_many, StatusChange("suspended")))
     assert info.value.code == "store_limit"
     assert info.value.details == {"limit": "writes per commit", "max": 500, "size": 501}
@@ -133,10 +133,10 @@ async def test_an_append_over_500_writes_is_refused_whole(store: FirestoreEventS
 
 async def test_a_document_over_1_mib_is_refused(store: FirestoreEventStore) -> None:
     huge = secrets.token_hex(600_000)  # 1.2 MB of output in one event
-    with pytest.raises(StoreError, match="1048576") as info:
+    with pytest.raises(StoreLimitError, match="1048576") as info:
         await store.append(AppendRequest("e1", 1, [step(2, output=huge)]))
     assert info.value.code == "store_limit"
-    with pytest.raises(StoreError, match="1048576"):
+    with pytest.raises(StoreLimitError, match="1048576"):
         await store.create(ExecutionStarted(execution_id="e2", flow="f", input=huge))
     assert [e.seq for e in await store.read("e1")] == [1]
     assert [r.execution_id for r in await store.list()] == ["e1"]
@@ -144,7 +144,7 @@ async def test_a_document_over_1_mib_is_refused(store: FirestoreEventStore) -> N
 
 async def test_a_commit_over_10_mb_is_refused(store: FirestoreEventStore) -> None:
     events: list[Event] = [step(2 + i, str(i), secrets.token_hex(400_000)) for i in range(13)]
-    with pytest.raises(StoreError, match="bytes per commit") as info:
+    with pytest.raises(StoreLimitError, match="bytes per commit") as info:
         await store.append(AppendRequest("e1", 1, events))
     assert info.value.details["max"] == 10_000_000
     assert [e.seq for e in await store.read("e1")] == [1]

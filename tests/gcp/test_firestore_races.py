@@ -17,7 +17,7 @@ from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
 
 from loom.errors import AppendConflictError, StoreUnavailableError
 from loom.events import EffectCompleted, Event, ExecutionStarted
-from loom.store import AppendRequest, StatusChange
+from loom.store import AppendRequest, Snapshot, StatusChange
 from loom_gcp.firestore import FirestoreEventStore
 
 pytestmark = pytest.mark.slow
@@ -228,3 +228,28 @@ async def test_exhausted_retries_raise_a_store_error(database: str) -> None:
     assert isinstance(cause.cause, gexc.ServiceUnavailable)
     await store.aclose()
     assert os.environ["FIRESTORE_EMULATOR_HOST"].startswith("127.0.0.1:")
+
+
+async def test_a_log_shorter_than_remembered_takes_appends(database: str) -> None:
+    """Another instance purged ``e1`` and started it again (with a snapshot at its start):
+    this store object saw a longer log. It must not refuse every append on that memory
+    alone, which made the runtime's control appends loop ("log keeps changing")."""
+    mine = FirestoreEventStore(project=PROJECT, database=database)
+    other = FirestoreEventStore(project=PROJECT, database=database)
+    assert await mine.append(AppendRequest("e1", 1, [step(2, "a"), step(3, "b")])) == 3
+    assert await other.delete_execution("e1")
+    await other.create(ExecutionStarted(execution_id="e1", flow="f", input={"n": 2}))
+    await other.save_snapshot("e1", Snapshot(1, "{}"))
+    loaded = await mine.load("e1")
+    assert (loaded.snapshot, loaded.events) == (Snapshot(1, "{}"), [])
+    assert await mine.append(AppendRequest("e1", 1, [step(2, "c")])) == 2
+    with pytest.raises(AppendConflictError):  # a real conflict is still one
+        await other.append(AppendRequest("e1", 1, [step(2, "d")]))
+    again = FirestoreEventStore(project=PROJECT, database=database)
+    assert await again.append(AppendRequest("e1", 2, [step(3, "e")])) == 3
+    # Without a load in between: memory says 3, the log is shorter again.
+    assert await other.delete_execution("e1")
+    await other.create(ExecutionStarted(execution_id="e1", flow="f", input={"n": 3}))
+    assert await again.append(AppendRequest("e1", 1, [step(2, "f")])) == 2
+    for store in (mine, other, again):
+        await store.aclose()

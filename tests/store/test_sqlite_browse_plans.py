@@ -12,8 +12,8 @@ import pytest
 
 from loom.store import SqliteEventStore
 from loom.store.browse import BrowseQuery
-from loom.store.sqlite import _SUMMARY_COLUMNS  # pyright: ignore[reportPrivateUsage]
 from loom.store.sqlite_browse import browse_rows, count_rows, prefix_bound
+from loom.store.sqlite_schema import SUMMARY_COLUMNS
 
 FILTERS = {
     "status": ["failed"],
@@ -51,7 +51,7 @@ def test_every_filter_combination_reads_through_an_index(
             captured.append((sql, args))
             return con.execute(sql, args)
 
-    browse_rows(Spy(), _SUMMARY_COLUMNS, query)  # type: ignore[arg-type]
+    browse_rows(Spy(), SUMMARY_COLUMNS, query)  # type: ignore[arg-type]
     [(sql, args)] = captured
     plan = plan_of(store, sql, args)
     assert plan and all("USING" in step for step in plan if step.startswith(("SCAN", "SEARCH"))), (

@@ -54,7 +54,12 @@ class InProcessDispatcher(Dispatcher):
                 delay + _EARLY_MARGIN, self._spawn, package, dispatch_id
             )
             return
-        await self._run(package, inline=True)
+        try:
+            await self._run(package, inline=True)
+        except StoreError:
+            # Not delivered: a repeated start (or retry) must be able to dispatch it again.
+            self._seen.pop(dispatch_id, None)
+            raise
 
     def _spawn(self, package: ExecutionPackage, dispatch_id: str) -> None:
         self._timers.pop(dispatch_id, None)

@@ -183,15 +183,17 @@ class EventStore(abc.ABC):
     Attributes:
         snapshot_min_tail: Events after the last snapshot worth a new snapshot when an execute
             call ends. Cheap local reads favour long tails; billed reads favour short ones.
+        max_append_events: The most events one append may carry (``None``: no limit). A
+            longer append is refused with :class:`~loom.errors.StoreLimitError`; the session
+            writes long runs of decisions ahead in appends of this size instead.
         keeps_append_snapshots: Whether ``append`` keeps ``AppendRequest.snapshot``.
-        max_batch_events: Most events one append may carry (``None``: no limit), so a
-            caller gathering events knows when to write them.
-        max_batch_bytes: Most bytes of event JSON one append may carry (``None``: no limit).
+        max_batch_bytes: Most bytes of event JSON one append may carry (``None``: no limit),
+            so a caller gathering events knows when to write them.
     """
 
     snapshot_min_tail: int = 64
+    max_append_events: int | None = None
     keeps_append_snapshots: bool = False
-    max_batch_events: int | None = None
     max_batch_bytes: int | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -43,54 +43,22 @@ from loom.store.base import (
     check_numbering,
 )
 from loom.store.browse import BrowseQuery
-from loom.store.sqlite_faults import busy_timeout_from_env, guard, rollback, translate
+from loom.store.sqlite_faults import (
+    busy_timeout_from_env,
+    check_sizes,
+    guard,
+    max_event_bytes_from_env,
+    rollback,
+    translate,
+)
 from loom.store.sqlite_group import GroupCommitter
+from loom.store.sqlite_schema import SCHEMA, SUMMARY_COLUMNS, migrate
 
 T = TypeVar("T")
 
 _READ_THREADS = 4
 _REOPEN = frozenset({"read_only", "cannot_open", "io"})
 _PING_BUSY_MS = 1000  # a readiness check waits this long for the write lock, not 30 s
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS executions (
-    id TEXT PRIMARY KEY,
-    flow TEXT NOT NULL,
-    status TEXT NOT NULL,
-    last_seq INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    wake_at REAL,
-    parked_reason TEXT,
-    flow_version TEXT NOT NULL DEFAULT '1'
-);
-CREATE INDEX IF NOT EXISTS executions_status ON executions(status, created_at);
-CREATE INDEX IF NOT EXISTS executions_wake ON executions(wake_at) WHERE wake_at IS NOT NULL;
-CREATE TABLE IF NOT EXISTS events (
-    execution_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    body TEXT NOT NULL,
-    PRIMARY KEY (execution_id, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS snapshots (
-    execution_id TEXT PRIMARY KEY,
-    seq INTEGER NOT NULL,
-    state TEXT NOT NULL
-);
-"""
-
-_SUMMARY_COLUMNS = (
-    "id, flow, status, last_seq, created_at, updated_at, wake_at, parked_reason, flow_version"
-)
-
-
-def _migrate(con: sqlite3.Connection) -> None:
-    """Bring a database created by an older release up to the current schema."""
-    columns = {row[1] for row in con.execute("PRAGMA table_info(executions)")}
-    if "flow_version" not in columns:
-        # Executions created before versions were recorded all started on version "1".
-        with contextlib.suppress(sqlite3.OperationalError):  # another process just added it
-            con.execute("ALTER TABLE executions ADD COLUMN flow_version TEXT NOT NULL DEFAULT '1'")
 
 
 class SqliteEventStore(EventStore):
@@ -101,14 +69,24 @@ class SqliteEventStore(EventStore):
         busy_timeout: Seconds a write waits for another connection's lock before it fails
             with :class:`~loom.errors.StoreUnavailableError` (default
             ``LOOM_SQLITE_BUSY_TIMEOUT`` or 30).
+        max_event_bytes: The largest event (its JSON) an append or create takes; a larger
+            one is refused with :class:`~loom.errors.StoreLimitError`, nothing written
+            (default ``LOOM_SQLITE_MAX_EVENT_BYTES`` or SQLite's own 1 GB).
 
     Raises:
         StoreUnavailableError: The file cannot be created, opened or initialised.
     """
 
-    def __init__(self, path: str | Path, *, busy_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        busy_timeout: float | None = None,
+        max_event_bytes: int | None = None,
+    ) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout_from_env() if busy_timeout is None else busy_timeout
+        self.max_event_bytes = max_event_bytes or max_event_bytes_from_env()
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -123,8 +101,8 @@ class SqliteEventStore(EventStore):
 
     @guard("opening the database")
     def _init(self) -> None:
-        self._con().executescript(_SCHEMA + sqlite_browse.INDEXES)
-        _migrate(self._con())
+        self._con().executescript(SCHEMA + sqlite_browse.INDEXES)
+        migrate(self._con())
 
     def serve_off_loop(self) -> None:
         """Run writes on one writer thread and reads on a small pool from now on."""
@@ -201,6 +179,8 @@ class SqliteEventStore(EventStore):
         self, started: ExecutionStarted
     ) -> Callable[[sqlite3.Connection], tuple[bool, ExecutionStarted]]:
         first = started.model_copy(update={"seq": 1})
+        body_json = first.model_dump_json()
+        check_sizes(f"create {started.execution_id!r}", [body_json], self.max_event_bytes)
         now = time.time()
 
         def body(con: sqlite3.Connection) -> tuple[bool, ExecutionStarted]:
@@ -212,12 +192,12 @@ class SqliteEventStore(EventStore):
                 assert isinstance(stored, ExecutionStarted)
                 return False, stored
             con.execute(
-                f"INSERT INTO executions ({_SUMMARY_COLUMNS}) VALUES (?,?,?,?,?,?,NULL,NULL,?)",
+                f"INSERT INTO executions ({SUMMARY_COLUMNS}) VALUES (?,?,?,?,?,?,NULL,NULL,?)",
                 (started.execution_id, started.flow, "running", 1, now, now, started.flow_version),
             )
             con.execute(
                 "INSERT INTO events VALUES (?,?,?)",
-                (started.execution_id, 1, first.model_dump_json()),
+                (started.execution_id, 1, body_json),
             )
             return True, first
 
@@ -228,6 +208,9 @@ class SqliteEventStore(EventStore):
         check_execution_id(request.execution_id)
         check_numbering(request)
         rows = [(request.execution_id, e.seq, e.model_dump_json()) for e in request.events]
+        check_sizes(
+            f"append to {request.execution_id!r}", (r[2] for r in rows), self.max_event_bytes
+        )
         size = sum(len(body) for _, _, body in rows)
         return await self._group.submit(
             self._append_body(request, rows), size, "append", self._writer
@@ -350,7 +333,7 @@ class SqliteEventStore(EventStore):
     def _summary(self, execution_id: str) -> ExecutionSummary:
         row = (
             self._con()
-            .execute(f"SELECT {_SUMMARY_COLUMNS} FROM executions WHERE id=?", (execution_id,))
+            .execute(f"SELECT {SUMMARY_COLUMNS} FROM executions WHERE id=?", (execution_id,))
             .fetchone()
         )
         if row is None:
@@ -391,7 +374,7 @@ class SqliteEventStore(EventStore):
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         order = "ASC" if oldest_first else "DESC"
         cur = self._con().execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM executions {where}"
+            f"SELECT {SUMMARY_COLUMNS} FROM executions {where}"
             f" ORDER BY created_at {order}, id {order} LIMIT ?",
             (*args, limit),
         )
@@ -402,7 +385,7 @@ class SqliteEventStore(EventStore):
 
     @guard("browse")
     def _browse(self, query: BrowseQuery) -> list[ExecutionSummary]:
-        rows = sqlite_browse.browse_rows(self._con(), _SUMMARY_COLUMNS, query)
+        rows = sqlite_browse.browse_rows(self._con(), SUMMARY_COLUMNS, query)
         return [ExecutionSummary(*row) for row in rows]
 
     async def count_by_status(self, *, flow: str | None = None) -> dict[str, int]:
@@ -454,7 +437,7 @@ class SqliteEventStore(EventStore):
     ) -> list[ExecutionSummary]:
         marks = ",".join("?" * len(statuses)) or "NULL"
         cur = self._con().execute(
-            f"SELECT {_SUMMARY_COLUMNS} FROM executions WHERE status IN ({marks}) AND id > ?"
+            f"SELECT {SUMMARY_COLUMNS} FROM executions WHERE status IN ({marks}) AND id > ?"
             " ORDER BY id LIMIT ?",
             (*statuses, after if after is not None else "", limit),
         )

@@ -12,16 +12,18 @@ import functools
 import logging
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import ParamSpec, TypeVar
 
-from loom.errors import ConfigurationError, StoreError, StoreUnavailableError
+from loom.errors import ConfigurationError, StoreError, StoreLimitError, StoreUnavailableError
 
 log = logging.getLogger("loom.store")
 P = ParamSpec("P")
 T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT = 30.0
+DEFAULT_MAX_EVENT_BYTES = 1_000_000_000  # SQLite's own longest string (SQLITE_MAX_LENGTH)
+_TOOBIG = 18  # SQLITE_TOOBIG: a string or blob over the connection's length limit
 
 # Primary SQLite result codes (the low byte of an extended code) that a retry may cure.
 _UNAVAILABLE = {
@@ -44,6 +46,8 @@ def translate(exc: sqlite3.Error | OSError, what: str) -> StoreError:
         code = getattr(exc, "sqlite_errorcode", None)
         reason = _UNAVAILABLE.get(code & 0xFF) if isinstance(code, int) else None
     message = f"{what} failed: {exc}"
+    if reason is None and getattr(exc, "sqlite_errorcode", None) == _TOOBIG:
+        return StoreLimitError(message, details={"limit": "bytes per value"})
     if reason is None:
         return StoreError(message, details={"error": type(exc).__name__})
     return StoreUnavailableError(message, details={"reason": reason})
@@ -85,3 +89,34 @@ def busy_timeout_from_env() -> float:
     if not value >= 0:
         raise ConfigurationError(f"LOOM_SQLITE_BUSY_TIMEOUT must be seconds >= 0, not {raw!r}")
     return value
+
+
+def max_event_bytes_from_env() -> int:
+    """``LOOM_SQLITE_MAX_EVENT_BYTES``: the largest event (its JSON) the store takes."""
+    raw = os.environ.get("LOOM_SQLITE_MAX_EVENT_BYTES")
+    if not raw:
+        return DEFAULT_MAX_EVENT_BYTES
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigurationError(
+            f"LOOM_SQLITE_MAX_EVENT_BYTES must be a positive integer, not {raw!r}"
+        )
+    return int(raw)
+
+
+def check_sizes(what: str, bodies: Iterable[str], limit: int) -> None:
+    """Refuse, before anything is written, an event whose JSON is over ``limit`` bytes.
+
+    Raises:
+        StoreLimitError: Naming the limit and the size asked for.
+    """
+    for body in bodies:
+        if len(body) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character: surely fits
+            continue
+        size = len(body.encode())
+        if size > limit:
+            raise StoreLimitError(
+                f"SQLite: {what} refused, nothing written: an event of {size} bytes, the "
+                f"store takes at most {limit} (LOOM_SQLITE_MAX_EVENT_BYTES; store large "
+                "payloads in a blob store)",
+                details={"limit": "bytes per event", "max": limit, "size": size},
+            )

@@ -46,7 +46,7 @@ from werkzeug.datastructures import Headers
 
 from loom.errors import ConfigurationError
 
-Action = Literal["start", "execute", "read", "list", "cancel", "resume", "verdict", "retry"]
+Action = Literal["start", "execute", "read", "list", "cancel", "resume", "verdict", "retry", "fork"]
 DEFAULT_SIGNATURE_TTL = 300
 """Seconds a signature made by :func:`sign` stays good unless told otherwise."""
 

@@ -50,6 +50,7 @@ from loom.errors import (
     ExecutionFinishedError,
     InputError,
     LoomError,
+    StoreLimitError,
     UnknownExecutionError,
 )
 from loom.grants import ANONYMOUS, GrantPolicy
@@ -290,8 +291,8 @@ async def handle_event(
         message = parse_message(published.value)
         by = None if check is None else message_principal(check, message, published)
         return await handle_message(runtime, message, message_id, by)
-    except (InputError, AuthError) as exc:
-        body = exc.to_json() if isinstance(exc, InputError) else _auth_json(exc)
+    except (InputError, StoreLimitError, AuthError) as exc:  # a redelivery fails the same way
+        body = _auth_json(exc) if isinstance(exc, AuthError) else exc.to_json()
         log.error("message %s rejected: %s", message_id, exc.message)
         return EventOutcome("rejected", message_id, error=body)
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loom import __version__
-from loom.errors import LoomError, StoreError, StoreUnavailableError
+from loom.errors import LoomError, StoreError, StoreLimitError, StoreUnavailableError
 from loom.runtime import Runtime
 from loom.workers.logs import bind
 from loom.workers.loop import BackgroundLoop
@@ -77,8 +77,12 @@ def store_error_reply(exc: StoreError) -> tuple[int, dict[str, Any], dict[str, s
     """503 with ``Retry-After`` and the JSON error body, for a store failure.
 
     The body names the failure (``code``, ``message``, ``details``) plus an ``error_id``
-    that is also on the log line carrying the cause's traceback.
+    that is also on the log line carrying the cause's traceback. A write over a store limit
+    is no passing failure: 413, without ``Retry-After``, naming the limit.
     """
+    if isinstance(exc, StoreLimitError):
+        log.warning("refused over a store limit: %s", exc.message)
+        return 413, exc.to_json(), {}
     error_id = uuid.uuid4().hex
     bind(error_id=error_id)
     log.error("store failure %s: %s: %s", error_id, exc.code, exc.message, exc_info=exc)

@@ -447,6 +447,21 @@ from loom.workers.retry_route import retry as _retry  # noqa: E402  (it imports 
 
 ROUTES.append(("POST", ("executions", "*", "retry"), _retry))
 
+from loom.workers.fork_route import fork as _fork  # noqa: E402  (it imports this module)
+
+ROUTES.append(("POST", ("executions", "*", "fork"), _fork))
+
+from loom.workers import deadletters_route as _dead  # noqa: E402  (it imports this module)
+
+ROUTES.append(("GET", ("dead-letters",), _dead.list_dead_letters))
+ROUTES.append(("POST", ("dead-letters", "retry"), _dead.redrive_dead_letters))
+_ACTIONS.update(list_dead_letters="list", redrive_dead_letters="retry")
+
+from loom.workers.schedule_routes import list_schedules as _schedules  # noqa: E402
+
+ROUTES.append(("GET", ("schedules",), _schedules))
+_ACTIONS.update(list_schedules="list")
+
 from loom.workers.http_messages import get_event as _get_event  # noqa: E402
 from loom.workers.http_messages import send_message as _send_message  # noqa: E402
 

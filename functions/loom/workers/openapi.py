@@ -14,6 +14,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from loom import __version__
 from loom.wire import ExecutionResult
+from loom.workers.fork_route import ForkRequest
 from loom.workers.http_messages import MessageRequest, PublishedEvent
 from loom.workers.http_routes import (
     ErrorBody,
@@ -33,6 +34,7 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (StartRequest, "validation"),
     (ResumeRequest, "validation"),
     (VerdictRequest, "validation"),
+    (ForkRequest, "validation"),
     (MessageRequest, "validation"),
     (PublishedEvent, "serialization"),
     (ExecutionResult, "serialization"),
@@ -50,7 +52,8 @@ _ERRORS = {
     405: "Method not allowed on this path",
     409: "Superseded (another holder owns the execution), a conflicting start, or a "
     "request for a finished execution",
-    413: "Request body over the limit (default 1 MiB)",
+    413: "Request body over the limit (default 1 MiB), or a payload over a store limit "
+    "(code store_limit, the limit in details; not worth a retry)",
     415: "Content-Type is not application/json",
     500: "Internal error; details.error_id is also in the log line",
     503: "The store failed or cannot answer now (busy, disk full, read-only, unreachable); "
@@ -222,6 +225,18 @@ def _paths() -> dict[str, Any]:
                 ("ExecutionResult", "Where the execution stands"),
                 [400, 401, 403, 404, 409, 413, 415],
                 body="VerdictRequest",
+                secured=True,
+                params=[_ID],
+            )
+        },
+        "/executions/{execution_id}/fork": {
+            "post": _operation(
+                "fork",
+                "A new execution reusing the recorded steps before from_step (409 when they "
+                "cannot be reused); the original is untouched",
+                ("ExecutionResult", "Where the new execution stands"),
+                [400, 401, 403, 404, 409, 413, 415],
+                body="ForkRequest",
                 secured=True,
                 params=[_ID],
             )

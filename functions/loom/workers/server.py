@@ -45,6 +45,7 @@ from loom.errors import (
     ExecutionSupersededError,
     InputError,
     LoomError,
+    NotForkableError,
     NotPermittedError,
     PayloadTooLargeError,
     StaleVerdictError,
@@ -80,6 +81,7 @@ from loom.workers.http_routes import (
 from loom.workers.local import LocalWorkerRuntime
 from loom.workers.logs import bind, configure_logging, log_context, trace_fields
 from loom.workers.loop import PROCESS_LOOP
+from loom.workers.schedule_routes import fire_schedules_forever
 
 log = logging.getLogger("loom.worker")
 
@@ -264,6 +266,7 @@ _INPUT_STATUS: list[tuple[type[InputError], int]] = [
     (UnknownExecutionError, 404),
     (ExecutionConflictError, 409),
     (ExecutionFinishedError, 409),
+    (NotForkableError, 409),
     (EventNotFoundError, 404),
     (StaleVerdictError, 409),
     (NotPermittedError, 403),
@@ -455,6 +458,7 @@ def serve_forever(
     # Listening first: the backlog (executions left running, timers armed before this
     # process started or by `loom start`) is caught up in the background.
     PROCESS_LOOP.submit(_catch_up(handler)).add_done_callback(_recovered)
+    PROCESS_LOOP.submit(fire_schedules_forever(lambda: handler.services().runtime))
     print(
         f"loom worker listening on http://{host}:{server.port} "
         f"(store {store_url or os.environ.get('LOOM_STORE') or 'default'}); "

@@ -1,4 +1,4 @@
-"""The Cloud Tasks target: ``POST /tasks/{execute,sweep,purge}``.
+"""The Cloud Tasks target: ``POST /tasks/{execute,sweep,purge,schedules}``.
 
 ``/tasks/execute`` takes what :class:`~loom_gcp.cloud_tasks.CloudTasksDispatcher` enqueued,
 ``{"executionPackage": {...}, "notBefore": epoch-seconds | null}``, and answers so that Cloud
@@ -65,6 +65,7 @@ from loom.workers.http_routes import HttpError, parse_json, parse_model, read_bo
 from loom.workers.lazy import LazyRuntime
 from loom.workers.logs import bind, log_context, trace_fields
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
+from loom.workers.schedule_routes import schedule_tick
 from loom.workers.tasks_maintenance import (
     DEFAULT_SWEEP_GRACE,
     purge,
@@ -324,6 +325,9 @@ class TasksHandler:
         if segments == ["tasks", "purge"]:
             _only(request, "POST")
             return 200, self.loop.run(purge(self.runtime())).to_json(), {}
+        if segments == ["tasks", "schedules"]:  # Cloud Scheduler's tick (loom.schedules)
+            _only(request, "POST")
+            return 200, self.loop.run(schedule_tick(self.runtime())), {}
         if segments == ["health"]:
             return self.health()
         if segments == ["live"]:

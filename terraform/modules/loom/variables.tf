@@ -303,3 +303,9 @@ variable "deletion_protection" {
   type        = bool
   default     = true
 }
+
+variable "schedules_enabled" {
+  description = "Whether the minutely Cloud Scheduler job that fires the app's schedules (POST /tasks/schedules) exists. Turn off for an app that declares no schedules."
+  type        = bool
+  default     = true
+}

@@ -8,6 +8,7 @@ The public names::
 from loom.app import Loom, Retry
 from loom.context import EffectContext, FlowContext
 from loom.errors import (
+    ChildFlowFailedError,
     EffectFailedError,
     ExecutionSupersededError,
     GateTimeoutError,
@@ -18,6 +19,7 @@ from loom.errors import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChildFlowFailedError",
     "EffectContext",
     "EffectFailedError",
     "ExecutionSupersededError",

@@ -159,6 +159,8 @@ class FlowDef:
     name: str
     fn: Callable[..., Coroutine[Any, Any, Any]]
     version: str = "1"
+    timeout: float | None = None  # seconds from the start; then cancelled, with cleanup
+    cleanup_timeout: float = 300.0  # seconds a cancelled execution's cleanup may run
     durability: str = "strict"  # or "batched": see loom.durability
 
     def __post_init__(self) -> None:
@@ -189,6 +191,22 @@ def _version(version: str | int) -> str:
     return text
 
 
+def _builtin_resume_checks() -> dict[str, ResumeCheck]:
+    """Gates of Loom's own whose resumes are checked whatever their route (child flows)."""
+    from loom.children import CHILD_GATE, check_child_resume
+
+    return {CHILD_GATE: check_child_resume}
+
+
+def _flow_limits(
+    name: str, timeout: float | timedelta | None, cleanup: float | timedelta
+) -> tuple[float | None, float]:
+    limits = (_seconds(timeout), _seconds(cleanup))
+    if any(v is not None and not v > 0 for v in limits):  # also refuses NaN
+        raise ConfigurationError(f"flow {name!r}: timeout and cleanup_timeout must be > 0")
+    return limits[0], limits[1] or 0.0
+
+
 class Loom:
     """The application object: flows and effects registered by name.
 
@@ -216,7 +234,7 @@ class Loom:
         self.versions: dict[str, dict[str, FlowDef]] = {}
         self.effects: dict[str, EffectDef] = {}
         self.grants = grants or GrantPolicy()  # who may grant which capabilities
-        self.resume_checks: dict[str, ResumeCheck] = {}
+        self.resume_checks: dict[str, ResumeCheck] = _builtin_resume_checks()
         self.schedules: dict[str, Schedule] = {}  # by name (loom.schedules)
 
     def resume_check(self, on: str) -> Callable[[ResumeCheck], ResumeCheck]:
@@ -243,23 +261,34 @@ class Loom:
         return declare(self.schedules, cron, flow=flow, **options)
 
     def flow(
-        self, name: str, *, version: str | int = "1", durability: str | None = None
+        self,
+        name: str,
+        *,
+        version: str | int = "1",
+        timeout: float | timedelta | None = None,
+        cleanup_timeout: float | timedelta = 300.0,
+        durability: str | None = None,
     ) -> Callable[[F], F]:
         """Register an ``async def f(ctx, input)`` as version ``version`` of the flow ``name``.
 
         Versions of one flow live side by side: new executions start on the latest (numbers
         compare numerically), and each execution runs to its end on the version it started
         on, so a version can be deleted once no live execution uses it (``loom versions``).
+
+        ``timeout`` bounds an execution from its start (a start may override it): past it
+        the execution is cancelled. A cancelled execution's ``except``/``finally`` blocks
+        may run effects for ``cleanup_timeout`` (see :mod:`loom.cancellation`).
         ``durability`` (default: the app's) is ``"strict"`` or ``"batched"``: see
         :mod:`loom.durability`.
         """
         tag = _version(version)
+        limits = _flow_limits(name, timeout, cleanup_timeout)
 
         def register(fn: F) -> F:
             known = self.versions.setdefault(name, {})
             if tag in known:
                 raise ConfigurationError(f"flow {name!r} version {tag} is registered twice")
-            known[tag] = FlowDef(name, fn, tag, durability or self.durability)
+            known[tag] = FlowDef(name, fn, tag, *limits, durability or self.durability)
             self.flows[name] = known[max(known, key=version_key)]
             return fn
 

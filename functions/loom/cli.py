@@ -157,6 +157,7 @@ def _print_result(result: Any, check: bool = False) -> None:
 )
 @click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
 @click.option("--version", default=None, help="Flow version to start (default: the latest).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds (override).")
 @click.pass_obj
 def start(
     settings: Settings,
@@ -166,6 +167,7 @@ def start(
     capabilities: tuple[str, ...],
     wait: float,
     version: str | None,
+    timeout: float | None,
 ) -> None:
     """Start FLOW (idempotent by --id) and run it until it blocks; exit 1 if it failed."""
     value = _json_arg(input_json, "--input")
@@ -179,6 +181,7 @@ def start(
             capabilities=set(capabilities),
             by=local_principal(),
             version=version,
+            timeout=timeout,
         )
         return await _settle(env, result.execution_id, wait)
 
@@ -275,7 +278,7 @@ def cancel(settings: Settings, execution_id: str, reason: str) -> None:
         _with(
             settings,
             lambda env: env.runtime.cancel(execution_id, reason, by=local_principal()),
-            need_app=False,
+            need_app=settings.app is not None,  # with the app, the cleanup runs here
         )
     )
 

@@ -85,6 +85,19 @@ def _detail(event: Event) -> str:
     )
 
 
+def _lineage(state: dict[str, Any]) -> list[str]:
+    """Child flows: the parent of this execution and the children it started."""
+    lines: list[str] = []
+    parent = state.get("parent")
+    if parent:
+        lines.append(f"  parent {parent['execution_id']} (step {parent['step_id']})")
+    recorded: dict[str, dict[str, str]] = state.get("children") or {}
+    children = [c["child_id"] for c in recorded.values()]
+    if children:
+        lines.append(f"  children {', '.join(children)}")
+    return lines
+
+
 def render_timeline(result: ExecutionResult, events: Sequence[Event]) -> None:
     """Print the state line, the metering counters, and one row per event (80 columns fit:
     the detail column folds, the others never wrap)."""
@@ -105,6 +118,8 @@ def render_timeline(result: ExecutionResult, events: Sequence[Event]) -> None:
     runs = run_chain(result.execution_id, events)
     if len(runs) > 1:  # continued as new: the chain of runs, the current one last
         console.print("  runs: " + " → ".join(f"{r['run_id']} (#{r['first_seq']})" for r in runs))
+    for line in _lineage(result.state):
+        console.print(line)
     table = Table(box=None, pad_edge=False)
     for col in ("seq", "time", "event", "step"):
         table.add_column(col, no_wrap=True)

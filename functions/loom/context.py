@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import contextvars
 import uuid as _uuid
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -26,6 +26,7 @@ from loom.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from loom.app import EffectDef
+    from loom.children import ChildFlow
     from loom.session import Session
 
 T = TypeVar("T")
@@ -59,17 +60,32 @@ class AbortSignal(_Signal):
     """The store failed under the session: unwind, record nothing more, fail the call."""
 
 
+def task_signal(task: asyncio.Task[Any]) -> BaseException | None:
+    """The control-flow signal a finished flow task ended on (cancelled: superseded)."""
+    if task.cancelled():
+        return SupersededSignal()
+    exc = task.exception()
+    return exc if isinstance(exc, _Signal) else None
+
+
 class _Scope:
-    __slots__ = ("n", "prefix", "session")
+    __slots__ = ("n", "prefix", "session", "timers")
 
     def __init__(self, prefix: str, session: Session) -> None:
         self.prefix = prefix
         self.n = 0
+        self.timers = 0
         self.session = session
 
     def next_id(self) -> str:
         self.n += 1
         return f"{self.prefix}{self.n}"
+
+    def next_timer_id(self) -> str:
+        """The id of the scope's next loop timer (``t1``, ``3.t2``): a numbering of its own,
+        so timers never shift the step ids of histories recorded before them."""
+        self.timers += 1
+        return f"{self.prefix}t{self.timers}"
 
 
 SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("loom_scope", default=None)
@@ -163,6 +179,29 @@ class FlowContext:
         seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
         sid = next_step_id()
         await self._session.gate(sid, "loom.timer", f"{self.execution_id}:{sid}", seconds)
+
+    async def execute_flow(
+        self, flow: str | Callable[..., Any], input: Any = None, *, on_cancel: str = "cancel"
+    ) -> Any:
+        """Run ``flow`` as a child execution and return its output (see :mod:`loom.children`).
+
+        Raises:
+            ChildFlowFailedError: The child failed or was cancelled.
+        """
+        child = await self.start_flow(flow, input, on_cancel=on_cancel)
+        return await child.result()
+
+    async def start_flow(
+        self, flow: str | Callable[..., Any], input: Any = None, *, on_cancel: str = "cancel"
+    ) -> ChildFlow:
+        """Start ``flow`` as a child execution; await the returned handle for its output.
+
+        ``on_cancel``: what this execution's end does to the child if it still runs,
+        ``"cancel"`` it or ``"abandon"`` it.
+        """
+        from loom import children
+
+        return await children.start_flow(self._session, next_step_id(), flow, input, on_cancel)
 
     async def send(self, execution_id: str, topic: str, payload: Any = None) -> None:
         """Send a message to ``execution_id``'s mailbox on ``topic``, exactly once (a step;
@@ -261,3 +300,15 @@ class EffectContext:
     def cancel(self) -> None:
         """Mark the attempt cancelled (the runtime does this on timeout)."""
         self._cancelled = True
+
+
+async def reap(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel what a flow left running and retrieve every outcome (a child's suspension is
+    not an error to report)."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=1.0)
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()

@@ -36,7 +36,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from loom import crash
+from loom import cancellation, crash
 from loom import events as ev
 from loom import messages as msgs  # its names are read at call time (import cycle)
 from loom.app import to_json_value
@@ -124,6 +124,8 @@ def _continued(s: ExecutionState, e: ev.ExecutionContinued) -> None:
     s.parked_reason, s.output, s.error = None, None, None
     s._steps, s._decisions, s._raw_tail = {}, {}, None  # pyright: ignore[reportPrivateUsage]
     s._deferred = []  # pyright: ignore[reportPrivateUsage]
+    s.children = {}  # the next run's steps start their own children (loom.children)
+    cancellation.carry_over(s)
 
 
 _HEAD["ExecutionContinued"] = _continued
@@ -139,7 +141,9 @@ async def continue_as_new(session: Session, value: Any) -> NoReturn:
         InvalidPayloadError: ``value`` does not fit the flow's input model.
         LoomError: A step is still in flight in another task (``continue_in_flight``).
     """
+    await session.timers.landed()  # steps whose await was abandoned belong to this run
     _check_alone(session)
+    await cancellation.checkpoint(session)  # a pending cancel arrives here, not in the next run
     parsed = to_json_value(session.flow.typed.parse_input(value))
     with off_scope():
         stored, _ = await session._unless_store_fails(  # pyright: ignore[reportPrivateUsage]

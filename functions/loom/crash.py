@@ -18,6 +18,10 @@ POINTS = (
     "after_complete",
     "before_reply",
 )
+# Child flow points: numbered by the parent's step, the child exists, then it was
+# dispatched, and the parent has not recorded ``ChildStarted`` yet; ``child_ended``: a child
+# reached its end and its parent has not been told.
+CHILD_POINTS = ("child_created", "child_dispatched", "child_ended")
 # Points of a flow's ``ctx.send`` (loom.messages), numbered by the sending step.
 MESSAGE_POINTS = ("before_send", "after_send", "after_sent")
 # ``ctx.continue_as_new`` (loom.continuation): the next run appended, not yet dispatched.

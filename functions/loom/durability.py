@@ -43,6 +43,7 @@ from loom.fold import ExecutionState, evolve, fold
 from loom.journal import Journal
 from loom.store.base import AppendRequest, StatusChange
 from loom.telemetry import flow_scope
+from loom.timeouts import overdue
 
 if TYPE_CHECKING:
     from loom.app import FlowDef
@@ -150,16 +151,6 @@ class BatchedJournal(Journal):
             evolve(self.state, event)
 
 
-def new_journal(session: Session, state: ExecutionState) -> Journal:
-    """The journal of a new session: its class's, batched when the flow asks for it."""
-    cls = session.journal_class
-    if cls is Journal and session.flow.durability == "batched":
-        journal = BatchedJournal(session.rt, state, session.holder)
-        journal.session = session
-        return journal
-    return cls(session.rt, state, session.holder)
-
-
 async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: FlowDef) -> Session:
     """Claim the execution for ``holder`` and open its session.
 
@@ -174,8 +165,9 @@ async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: Flow
     flow_scope(flow.name)  # names the flow on the step spans of this call
     now = runtime.clock()
     batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + runtime.claim_ttl)]
-    for gate in state.open_gates().values():
-        if gate["wake_at"] is not None and gate["wake_at"] <= now:
+    batch.extend(overdue(runtime, state))  # a passed flow deadline goes before gate timeouts
+    for gate in sorted(state.open_gates().values(), key=lambda g: g["wake_at"] or 0.0):
+        if gate["wake_at"] is not None and gate["wake_at"] <= now:  # earliest fires first
             batch.append(
                 ev.ExecutionResumed(
                     on=gate["on"], correlation_key=gate["correlation_key"], timed_out=True

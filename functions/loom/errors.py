@@ -31,6 +31,7 @@ The tree::
     ├── ExecutionSupersededError       another holder owns the execution
     ├── NondeterminismError            replay diverged from the recorded history
     ├── EffectFailedError              an effect failed for good (raised into the flow)
+    ├── ChildFlowFailedError           a child flow failed or was cancelled (into the parent)
     ├── EffectOutcomeUnknownError      an effect cannot tell whether its side effect happened
     ├── GateTimeoutError               a gate's timeout passed before its resume
     │   └── MessageTimeoutError        ctx.recv's timeout passed before a message came
@@ -254,6 +255,28 @@ class NondeterminismError(LoomError):
     """Replay reached a recorded step that does not match the flow's call at that position."""
 
     code = "nondeterminism"
+
+
+class ChildFlowFailedError(LoomError):
+    """A child flow ended ``failed`` or ``cancelled``; raised into its parent's flow.
+
+    Attributes:
+        child_id: The child execution's id.
+        flow: The child's flow.
+        status: ``failed`` or ``cancelled``.
+        error: The child's recorded error (``code``, ``type``, ``message``).
+    """
+
+    code = "child_flow_failed"
+
+    def __init__(
+        self, message: str, *, child_id: str, flow: str, status: str, error: dict[str, Any]
+    ) -> None:
+        super().__init__(
+            message,
+            details={"child_id": child_id, "flow": flow, "status": status, "error": error},
+        )
+        self.child_id, self.flow, self.status, self.error = child_id, flow, status, error
 
 
 class EffectFailedError(LoomError):

@@ -17,10 +17,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version 2 records who asked (``by`` on starts, resumes and cancels) and which in-doubt
-episode a verdict settles (``episode``). Version 1 events load unchanged: the new fields
-default to ``None`` (nobody recorded)."""
+episode a verdict settles (``episode``). Version 3 adds messages, published state and
+continue-as-new (``MessageReceived``, ``MessageSent``, ``EventPublished``,
+``ExecutionContinued``), cancellation with cleanup (``CancelRequested``,
+``CancelDelivered``), child flows (``ChildStarted``, ``ExecutionStarted.parent``) and flow
+timeouts (``ExecutionStarted.deadline``). Older events load unchanged: the new fields
+default to ``None`` (nobody recorded, no parent, no deadline)."""
 
 
 class _Event(BaseModel):
@@ -58,6 +62,8 @@ class ExecutionStarted(_Event):
     capabilities: list[str] = Field(default_factory=list[str])
     budgets: dict[str, float] = Field(default_factory=dict[str, float])
     by: str | None = None
+    deadline: float | None = None  # the flow timeout: cancelled (with cleanup) past it
+    parent: dict[str, str] | None = None  # a child flow's parent: execution_id, step_id
     forked_from: ForkOrigin | None = None
 
 
@@ -130,11 +136,15 @@ class EffectRetried(_Event):
 
 
 class DecisionRecorded(_Event):
-    """A value the flow took from ``ctx.now/uuid/random``, served from the log on replay."""
+    """A value the flow took from ``ctx.now/uuid/random``, served from the log on replay.
+
+    ``kind="timer"`` is the deadline (epoch seconds) of a loop timer the flow created
+    (``asyncio.sleep``, ``wait_for``, ``timeout``…; see :mod:`loom.loop_timers`).
+    """
 
     type: Literal["DecisionRecorded"] = "DecisionRecorded"
     step_id: str
-    kind: Literal["now", "uuid", "random"]
+    kind: Literal["now", "uuid", "random", "timer"]
     value: Any
 
 
@@ -287,6 +297,40 @@ class ExecutionFailed(_Event):
     error: ErrorInfo
 
 
+class ChildStarted(_Event):
+    """The flow started a child flow at ``step_id``: the execution ``child_id`` (derived
+    from this execution's id and the step, so a replay never starts a second one). Its end
+    comes back as a resume on ``loom.child`` keyed by ``child_id``. ``on_cancel`` says what
+    this execution's end does to a child still running: ``cancel`` it or ``abandon`` it."""
+
+    type: Literal["ChildStarted"] = "ChildStarted"
+    step_id: str
+    child_id: str
+    flow: str
+    on_cancel: Literal["cancel", "abandon"] = "cancel"
+
+
+class CancelRequested(_Event):
+    """Someone asked the execution to stop (``by``), or its ``deadline`` passed (``by`` is
+    ``"loom.timeout"``). Not terminal: the flow sees ``asyncio.CancelledError`` at its next
+    await the log cannot serve, and its ``except``/``finally`` blocks may run effects until
+    ``cleanup_s`` seconds after this event's ``at`` (see :mod:`loom.cancellation`)."""
+
+    type: Literal["CancelRequested"] = "CancelRequested"
+    reason: str = ""
+    by: str | None = None
+    cleanup_s: float = 300.0
+
+
+class CancelDelivered(_Event):
+    """The flow was handed its ``CancelledError``. A replay hands it over at ``place`` among
+    the step outcomes (the request's seq when the flow met it while replaying, else this
+    event's own), so the flow sees exactly the outcomes it saw live before it."""
+
+    type: Literal["CancelDelivered"] = "CancelDelivered"
+    place: int | None = None
+
+
 class ExecutionCancelled(_Event):
     """Terminal: cancelled by a caller."""
 
@@ -317,6 +361,9 @@ Event = Annotated[
     | ExecutionContinued
     | ExecutionCompleted
     | ExecutionFailed
+    | ChildStarted
+    | CancelRequested
+    | CancelDelivered
     | ExecutionCancelled,
     Field(discriminator="type"),
 ]

@@ -48,7 +48,7 @@ class ResumeRecord(TypedDict):
 
     payload: Any
     timed_out: bool
-    seq: int  # where it sits in the log: the flow sees it after every outcome before it
+    seq: float  # where it sits in the log: the flow sees it after every outcome before it
 
 
 def resume_key(on: str, correlation_key: str) -> str:
@@ -102,6 +102,10 @@ class ExecutionState:
     idle_claims: int = 0  # execute calls that claimed it in a row with no progress since
     output: Any = None
     error: dict[str, Any] | None = None
+    cancel: dict[str, Any] | None = None  # a pending cancel request (loom.cancellation)
+    deadline: float | None = None  # the recorded flow timeout
+    parent: dict[str, str] | None = None  # a child flow's parent (loom.children)
+    children: dict[str, dict[str, str]] = field(default_factory=dict[str, dict[str, str]])
     meter: Meter = field(default_factory=Meter)
     _steps: dict[str, StepRecord] | None = field(default=None, repr=False)
     _decisions: dict[str, Any] | None = field(default=None, repr=False)
@@ -155,6 +159,9 @@ class ExecutionState:
     def next_wake_at(self) -> float | None:
         """The earliest ``wake_at`` among open gates, if any."""
         times = [g["wake_at"] for g in self.open_gates().values() if g["wake_at"] is not None]
+        limit = self.cancel["deadline"] if self.cancel else self.deadline  # cleanup, timeout
+        if limit is not None:
+            times.append(limit)
         return min(times) if times else None
 
     def _head(self) -> dict[str, Any]:
@@ -196,7 +203,7 @@ class ExecutionState:
 def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
     s.execution_id, s.flow, s.input = e.execution_id, e.flow, e.input
     s.flow_version, s.capabilities, s.budgets = e.flow_version, list(e.capabilities), e.budgets
-    s.status, s.started_at = "running", e.at
+    s.status, s.started_at, s.deadline, s.parent = "running", e.at, e.deadline, e.parent
 
 
 def _claimed(s: ExecutionState, e: ev.ExecutionClaimed) -> None:
@@ -302,6 +309,7 @@ def _resumed(s: ExecutionState, e: ev.ExecutionResumed) -> None:
     key = resume_key(e.on, e.correlation_key)
     if key in s.resumes:
         return  # a duplicate resume is a no-op
+    _loop_timers.fire_due(s, e)  # a suspended flow's loop timers due by now fire first
     gates = [
         g for g in s.gates.values() if g["on"] == e.on and g["correlation_key"] == e.correlation_key
     ]
@@ -430,8 +438,11 @@ def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> Exe
 
 # Primitives in modules of their own register their handlers into ``_HEAD``/``_STEP``; they
 # are imported here so no fold ever runs without them.
+from loom import cancellation as _cancellation  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
+from loom import children as _children  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import continuation as _continuation  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import fork as _fork  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
+from loom import loop_timers as _loop_timers  # noqa: E402
 from loom import messages as _messages  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import published as _published  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

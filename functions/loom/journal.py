@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from loom import events as ev
-from loom.context import SupersededSignal
+from loom.context import SCOPE, SupersededSignal
 from loom.errors import AppendConflictError, StoreLimitError
 from loom.fold import ExecutionState, evolve
 from loom.limits import instead
@@ -24,6 +24,7 @@ from loom.store.base import AppendRequest, StatusChange
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
+    from loom.session import Session
 
 # Events that never change the status summary: the hot path skips computing it.
 _QUIET_TYPES = frozenset(
@@ -33,6 +34,8 @@ _QUIET_TYPES = frozenset(
 
 class Journal:
     """Appends for one session. Callers hold :attr:`lock` around :meth:`try_append`."""
+
+    dry = False  # a replay that writes nothing (no live timer fires in one, either)
 
     def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
         self.rt = runtime
@@ -85,6 +88,7 @@ class Journal:
             change = self._status_change(before)
         snapshot = self._riding_snapshot(change, len(events))
         request = AppendRequest(self.execution_id, expected, events, change, snapshot)
+        token = SCOPE.set(None)  # the store's own timers are the loop's, not the flow's
         try:
             await self.rt.store.append(request)
         except AppendConflictError:
@@ -92,6 +96,8 @@ class Journal:
             return False
         except StoreLimitError as exc:
             return await self._over_limit(events, exc)
+        finally:
+            SCOPE.reset(token)
         self.pending = []
         if snapshot is None:
             await self._maybe_snapshot(len(events))
@@ -183,6 +189,8 @@ class DryJournal(Journal):
     """Keeps what a replay would append in :attr:`tail` instead of writing it (for the test
     toolkit's replays and the pre-deploy replay check)."""
 
+    dry = True
+
     def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
         super().__init__(runtime, state, holder)
         self.tail: list[ev.Event] = []
@@ -191,3 +199,15 @@ class DryJournal(Journal):
         self.tail.extend([*self.pending, *events])
         self.pending = []
         return True
+
+
+def new_journal(session: Session, state: ExecutionState) -> Journal:
+    """The journal of a new session: its class's, batched when the flow asks for it."""
+    from loom.durability import BatchedJournal  # it builds on this module
+
+    cls = session.journal_class
+    if cls is Journal and session.flow.durability == "batched":
+        journal = BatchedJournal(session.rt, state, session.holder)
+        journal.session = session
+        return journal
+    return cls(session.rt, state, session.holder)

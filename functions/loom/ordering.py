@@ -37,7 +37,7 @@ class Ordering:
         moved: Called after each hand-over (the session's progress signal).
     """
 
-    def __init__(self, recorded: Iterable[int], moved: Callable[[], None]) -> None:
+    def __init__(self, recorded: Iterable[float], moved: Callable[[], None]) -> None:
         self._recorded = sorted(recorded)
         # Outcomes after the last recorded one are live: two of them appended together (a
         # resume merged in by a step's append) are handed over one at a time, as a replay
@@ -45,10 +45,11 @@ class Ordering:
         self._last_recorded = self._recorded[-1] if self._recorded else 0
         self._moved = moved
         self._head = 0  # index of the first recorded outcome not yet handed over or passed
-        self._waiters: dict[int, asyncio.Future[None]] = {}
+        self._waiters: dict[float, asyncio.Future[None]] = {}
         self.driver: asyncio.Task[None] | None = None
         self.open_tasks = 0  # flow tasks not yet done; one means nobody can observe order
         self.moves = 0
+        self.busy = 0  # engine work under way in a flow task (a payload read): not quiet
 
     @property
     def waiting(self) -> bool:
@@ -58,7 +59,7 @@ class Ordering:
     def _next_recorded(self) -> float:
         return self._recorded[self._head] if self._head < len(self._recorded) else float("inf")
 
-    def turn(self, seq: int) -> asyncio.Future[None] | None:
+    def turn(self, seq: float) -> asyncio.Future[None] | None:
         """Ask to hand over the outcome at ``seq``: None if it may go now, else a future.
 
         An outcome whose place was already passed (a resume that came before its gate
@@ -72,6 +73,15 @@ class Ordering:
             return None
         if seq < head and seq <= self._last_recorded and not any(s < seq for s in self._waiters):
             return None  # already passed: nothing ahead of it to wait for
+        return self.queue(seq)
+
+    def queue(self, seq: float) -> asyncio.Future[None]:
+        """Wait for the turn of the outcome at ``seq`` through the driver, never at once.
+
+        A loop timer's firing takes its turn this way: it is handed over only once the flow
+        has settled, so it reaches the flow at the same point live and on replay.
+        """
+        self.moves += 1
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         self._waiters[seq] = fut
@@ -87,13 +97,14 @@ class Ordering:
         while self._waiters:
             await self._settle()
             self._hand_over()
+        self._moved()  # nothing waits any more (a cancelled waiter was dropped): re-check
 
     async def _settle(self) -> None:
         quiet = 0
         while quiet < _SETTLE_TURNS:
             mark = self.moves
             await asyncio.sleep(0)
-            quiet = quiet + 1 if self.moves == mark else 0
+            quiet = quiet + 1 if self.moves == mark and not self.busy else 0
 
     def _hand_over(self) -> None:
         for seq in [s for s, f in self._waiters.items() if f.done()]:
@@ -119,9 +130,9 @@ class Ordering:
         self.moves += 1
 
 
-def recorded_outcomes(state: ExecutionState) -> list[int]:
+def recorded_outcomes(state: ExecutionState) -> list[float]:
     """The seqs of the outcomes in ``state`` a replay hands to the flow."""
-    seqs = [
+    seqs: list[float] = [
         rec.get("seq", 0)
         for rec in state.steps.values()
         if rec.get("status") in ("completed", "failed")

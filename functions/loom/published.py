@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
+from loom import cancellation
 from loom import events as ev
 from loom.app import to_json_value
 from loom.context import off_scope
@@ -69,6 +70,7 @@ async def set_event(session: Session, step_id: str, key: str, value: Any) -> Non
     rec = session.state.steps.get(step_id)
     if rec is None:
         session._check_unused(step_id, f"set_event({key!r})")  # pyright: ignore[reportPrivateUsage]
+        await cancellation.checkpoint(session)  # a new step: a pending cancel arrives here
         with off_scope():
             stored, _ = await session._unless_store_fails(  # pyright: ignore[reportPrivateUsage]
                 session.rt.payloads.encode(to_json_value(value), f"{session.execution_id}/event")

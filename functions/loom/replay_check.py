@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequen
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from loom import cancellation
 from loom import events as ev
 from loom.app import EffectDef, FlowDef, Loom
 from loom.context import ParkSignal, SuspendSignal
@@ -118,6 +119,7 @@ class _CheckSession(Session):
         return await super().execute(step_id, effect, value)
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
+        await cancellation.checkpoint(self)  # a recorded cancel arrives here, as it did live
         self._frontier(step_id, f"effect {defn.name!r}")
 
     def decide(self, step_id: str, kind: str) -> Any:

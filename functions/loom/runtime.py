@@ -15,12 +15,15 @@ import random
 import time
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from loom import crash, messages, poison, published
 from loom import events as ev
 from loom.app import Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
+from loom.cancellation import request_cancel
+from loom.children import follow_up as follow_up_children
 from loom.claims import ACTIVE_HOLDERS, HOST, claim_is_live
 from loom.context import SupersededSignal
 from loom.durability import claim
@@ -39,6 +42,7 @@ from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, 
 from loom.starts import check_same_start, never_ran
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
 from loom.telemetry import traced_execute
+from loom.timeouts import deadline_for, overdue
 from loom.verdicts import current_episode, verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
 
@@ -144,6 +148,7 @@ class Runtime:
         run: bool = True,
         by: str | None = None,
         version: str | int | None = None,
+        timeout: float | timedelta | None = None,
     ) -> ExecutionResult:
         """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
 
@@ -155,6 +160,7 @@ class Runtime:
         under ``self.grants``; ``None`` is the trusted path of the process's own code.
         The execution runs on ``version`` of the flow (default: the latest registered) for
         its whole life; the version is recorded in ``ExecutionStarted.flow_version``.
+        ``timeout`` overrides the flow's own (``loom.timeouts``).
 
         Raises:
             NotPermittedError: ``by`` may not grant some of ``capabilities``.
@@ -169,6 +175,7 @@ class Runtime:
             self.grants.check(by, flow, capabilities)
         value = to_json_value(defn.typed.parse_input(input))
         stored, _ = await self.payloads.encode(value, f"{eid}/input")
+        now = self.clock()
         started = ev.ExecutionStarted(
             execution_id=eid,
             flow=flow,
@@ -176,8 +183,9 @@ class Runtime:
             flow_version=defn.version,
             capabilities=sorted(capabilities),
             budgets=budgets or {},
-            at=self.clock(),
+            at=now,
             by=by,
+            deadline=deadline_for(defn, timeout, now),
         )
         created, first = await self.store.create(started)
         crash.point("after_start")
@@ -274,7 +282,8 @@ class Runtime:
         return True
 
     async def _follow_up(self, state: ExecutionState) -> None:
-        """Arrange the next dispatch: a timer when the execution sleeps."""
+        """Arrange the next dispatch: a timer when it sleeps; an end goes to parent/children."""
+        await follow_up_children(self, state)
         if state.status == "suspended" and state.parked_reason is None:
             wake = state.next_wake_at()
             if wake is not None:
@@ -300,6 +309,7 @@ class Runtime:
         ``recheck`` runs again on the reloaded state before each retry (and may raise), so a
         check made before the first try still holds for the append that lands.
         """
+        events = [*overdue(self, state), *events]
         for attempt in range(20):
             if attempt and recheck is not None:
                 recheck(state)
@@ -416,20 +426,9 @@ class Runtime:
     async def cancel(
         self, execution_id: str, reason: str = "", *, by: str | None = None
     ) -> ExecutionResult:
-        """End an execution as ``cancelled``; a holder mid-run stops at its next append.
-
-        ``by`` (who asked) is recorded on the event.
-        """
-        state = await self.load_state(execution_id)
-        if state.finished:
-            raise ExecutionFinishedError(
-                f"execution {execution_id!r} is already {state.status}",
-                details={"status": state.status},
-            )
-        state = await self._append_control(
-            state, [ev.ExecutionCancelled(reason=reason, by=by)], StatusChange("cancelled")
-        )
-        return await self.report(state)
+        """Cancel an execution; its flow gets ``asyncio.CancelledError`` at its next await and
+        may clean up. ``by`` is recorded. See :func:`loom.cancellation.request_cancel`."""
+        return await request_cancel(self, execution_id, reason, by)
 
     async def report(self, state: ExecutionState, *, include_state: bool = True) -> ExecutionResult:
         """Where ``state`` stands, with its output as the flow returned it (read back from

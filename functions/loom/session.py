@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from loom import crash
+from loom import cancellation, crash
 from loom import events as ev
 from loom.app import EffectDef, FlowDef
 from loom.backoff import BACKOFF, scheduled, wait_for_retry
@@ -29,9 +29,10 @@ from loom.context import (
     SupersededSignal,
     SuspendSignal,
     install_task_factory,
+    reap,
     root_scope,
+    task_signal,
 )
-from loom.durability import new_journal
 from loom.effects import admit, budget_exceeded, error_info, failed_error, invoke_with_retry
 from loom.errors import (
     ConfigurationError,
@@ -41,8 +42,9 @@ from loom.errors import (
     StoreError,
 )
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
-from loom.journal import Journal
-from loom.ordering import Ordering, recorded_outcomes
+from loom.journal import Journal, new_journal
+from loom.loop_timers import LoopTimers, engine_io
+from loom.ordering import Ordering
 from loom.payloads import completion_event
 
 if TYPE_CHECKING:
@@ -83,7 +85,8 @@ class Session:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._flow_task: asyncio.Task[Any] | None = None
-        self.order = Ordering(recorded_outcomes(state), self._poke)
+        self.order = Ordering(cancellation.outcomes(state), self._poke)
+        self.timers = LoopTimers(self, self._poke, self._halt)
 
     # -- bookkeeping ------------------------------------------------------------------
 
@@ -92,8 +95,9 @@ class Session:
         self._tasks.append(task)  # kept after done, so _reap retrieves every outcome
         self.order.track(task)
 
-    async def _turn(self, seq: int) -> None:
+    async def _turn(self, seq: float) -> None:
         """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``)."""
+        await cancellation.served(self, seq)
         wait = self.order.turn(seq)
         if wait is not None:
             self._poke()
@@ -131,7 +135,7 @@ class Session:
         """Await a payload encode or decode; a store or configuration failure unwinds like a
         failed append."""
         try:
-            return await step
+            return await engine_io(self.order, step)
         except (StoreError, ConfigurationError) as exc:  # the deployment's, not the flow's
             self._raise(AbortSignal(exc))
 
@@ -219,6 +223,7 @@ class Session:
         self._park(step_id, f"step {step_id} is {status}; it needs a verdict")
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
+        await cancellation.checkpoint(self)
         result = await self._live_call(step_id, defn, value, attempt)
         if result is BACKOFF:  # the next attempt waits on a durable timer
             return await self.execute(step_id, defn, value)
@@ -228,7 +233,8 @@ class Session:
         self._inflight += 1
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
         try:
-            value = await self._invoke(step_id, defn, value, attempt)
+            call = self._invoke(step_id, defn, value, attempt)
+            value = await (self.timers.detach(call) if self.timers.guard else call)
         except EffectFailedError:
             await self._turn(self.state.steps[step_id].get("seq", 0))
             raise
@@ -349,6 +355,7 @@ class Session:
     async def _wait(
         self, step_id: str, on: str, key: str, timeout: float | None, recorded: GateRecord | None
     ) -> ResumeRecord:
+        await cancellation.checkpoint(self)
         if recorded is not None:
             gate = recorded
         else:
@@ -369,7 +376,7 @@ class Session:
         """Extend the claim while a long effect runs and nothing else is appended."""
         while True:
             await asyncio.sleep(self.rt.claim_ttl / 3)
-            if self._inflight and self.signal is None:
+            if (self._inflight or self.timers.busy) and self.signal is None:
                 await self.append([])  # prepends a claim extension when one is due
 
     async def _watch(self, flow_task: asyncio.Task[Any]) -> None:
@@ -377,7 +384,7 @@ class Session:
         while not flow_task.done():
             await self._wake.wait()
             self._wake.clear()
-            if self._inflight or not self._waiting or self.order.waiting:
+            if self._inflight or not self.timers.blockable(bool(self._waiting)):
                 continue
             mark = self._progress
             for _ in range(_SETTLE_YIELDS):
@@ -385,14 +392,18 @@ class Session:
                 if self._progress != mark or self._inflight or flow_task.done():
                     break
             else:
-                await self._block()
+                await (cancellation.deliver(self) if cancellation.due(self) else self._block())
 
     async def _block(self) -> None:
         async with self.journal.lock:
             while True:
                 self._deliver_resumes()
-                if any(w.fut.done() for w in self._waiting.values()) or not self._waiting:
-                    return  # a resume arrived meanwhile: keep running
+                if any(w.fut.done() for w in self._waiting.values()) or not self.timers.blockable(
+                    bool(self._waiting)
+                ):
+                    return  # a resume arrived, or a timer fires, meanwhile: keep running
+                if cancellation.interrupts(self):
+                    return  # a cancel arrived: it is handed over, not suspended on
                 fresh = [(sid, w.gate) for sid, w in self._waiting.items() if w.new]
                 gates = fresh or [(sid, w.gate) for sid, w in self._waiting.items()]
                 batch: list[ev.Event] = [
@@ -403,7 +414,7 @@ class Session:
                         wake_at=g["wake_at"],
                     )
                     for sid, g in gates
-                ]
+                ] + self.timers.gates()
                 try:
                     written = await self._try_append(batch)
                 except StoreError as exc:
@@ -435,6 +446,8 @@ class Session:
 
     async def run(self) -> None:
         """Run the flow until it completes, fails, suspends, parks or is superseded."""
+        if await cancellation.before_run(self):
+            return
         value = self.flow.typed.parse_input(
             await self.rt.payloads.decode(self.state.input, self.execution_id)
         )
@@ -449,27 +462,20 @@ class Session:
         heartbeat = loop.create_task(self._heartbeat())
         try:
             await asyncio.wait([flow_task])
+            await self.timers.drain()
         finally:
+            self.timers.close()
             driver = [self.order.driver] if self.order.driver is not None else []
-            await self._reap([watcher, heartbeat, *driver, *self._tasks])
+            await reap([watcher, heartbeat, *driver, *self._tasks])
         try:
             await self._finish(flow_task)
         except AbortSignal as signal:
             raise signal.args[0] from None
 
-    async def _reap(self, tasks: list[asyncio.Task[Any]]) -> None:
-        """Cancel what the flow left running and retrieve every outcome (a child's
-        suspension is not an error to report)."""
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
-        for task in tasks:
-            if task.done() and not task.cancelled():
-                task.exception()
-
     async def _finish(self, flow_task: asyncio.Task[Any]) -> None:
-        signal = self.signal or _task_signal(flow_task)
+        if await cancellation.finish(self, flow_task):
+            return
+        signal = self.signal or task_signal(flow_task)
         if isinstance(signal, AbortSignal):
             raise signal.args[0]
         if isinstance(signal, SupersededSignal):
@@ -496,13 +502,3 @@ class Session:
             return
         end = await completion_event(self.rt.payloads, flow_task.result(), self.execution_id)
         await self.append([end])
-
-
-def _task_signal(task: asyncio.Task[Any]) -> BaseException | None:
-    if task.cancelled():
-        return SupersededSignal()
-    exc = task.exception()
-    return exc if isinstance(exc, _SIGNALS) else None
-
-
-_SIGNALS = (SuspendSignal, ParkSignal, StopSignal, SupersededSignal, AbortSignal, InDoubtSignal)

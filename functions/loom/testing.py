@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from loom import cancellation
 from loom import events as ev
 from loom.app import EffectDef, Loom
 from loom.blobs import BlobStore, InMemoryBlobStore
@@ -57,6 +58,7 @@ class _ReplaySession(Session):
         super().__init__(runtime, state, app.get_flow(state.flow, state.flow_version), "replay")
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
+        await cancellation.checkpoint(self)  # a recorded cancel arrives here, as it did live
         self._check_budget(defn.name)  # a budget stop is reproduced, not a divergence
         self._park(
             step_id,
@@ -105,6 +107,8 @@ def _outcome(session: _ReplaySession) -> ReplayOutcome:
             return ReplayOutcome("completed", output=event.output)
         if isinstance(event, ev.ExecutionFailed):
             return ReplayOutcome("failed", error=event.error.model_dump())
+        if isinstance(event, ev.ExecutionCancelled):
+            return ReplayOutcome("cancelled", error={"code": "cancelled", "message": event.reason})
     waiting = [e.step_id for e in session.tail if isinstance(e, ev.ExecutionSuspended)]
     return ReplayOutcome("suspended" if waiting else "running", waiting_on=waiting)
 
@@ -121,6 +125,9 @@ def check_replay(outcome: ReplayOutcome, result: ExecutionResult) -> None:
         )
     if result.status == "failed" and outcome.status != "failed":
         raise NondeterminismError(f"replay ended {outcome.status}; the run failed")
+    if result.status == "cancelled" and outcome.status in ("completed", "failed"):
+        # A cancel that ended the run without a hand-over stops a replay short, not this.
+        raise NondeterminismError(f"replay ended {outcome.status}; the run was cancelled")
 
 
 class LoomTestEnv:
@@ -154,6 +161,9 @@ class LoomTestEnv:
         return await self.store.read(execution_id)
 
 
+_CHECKED = ("completed", "failed", "cancelled", "suspended")
+
+
 class _CheckedRuntime(Runtime):
     def __init__(self, env: LoomTestEnv, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -161,7 +171,7 @@ class _CheckedRuntime(Runtime):
 
     async def execute(self, package: ExecutionPackage) -> ExecutionResult:
         result = await super().execute(package)
-        if self._env.always_replay and result.status in ("completed", "failed", "suspended"):
+        if self._env.always_replay and result.status in _CHECKED:
             history = await self.store.read(package.execution_id)
             check_replay(await replay(self.app, history, self.payloads.blobs), result)
         return result

@@ -9,6 +9,7 @@ with ``LOOM_TEST_DIE_AT_ATTEMPT=n`` kills its worker during attempt ``n``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 
@@ -78,3 +79,28 @@ async def flow_batched(ctx: FlowContext, _: None) -> str:
     await ctx.execute(idempotent, None)
     third = await ctx.execute(once, None)
     return await ctx.execute(tail, third)
+
+
+@app.flow("crash.saga")
+async def flow_saga(ctx: FlowContext, _: None) -> str:
+    """A booking (step 1), a wait (2); a cancel compensates with steps 3 and 4."""
+    await ctx.execute(once, None)
+    try:
+        await ctx.suspend("confirm", ctx.execution_id)
+        return "confirmed"
+    except asyncio.CancelledError:
+        await ctx.execute(idempotent, None)
+        await ctx.execute(once, None)
+        raise
+
+
+@app.flow("crash.kid")
+async def flow_kid(ctx: FlowContext, n: int) -> str:
+    """A child flow: one idempotent effect."""
+    return await ctx.execute(idempotent, None)
+
+
+@app.flow("crash.parent")
+async def flow_parent(ctx: FlowContext, _: None) -> list[str]:
+    """Two child flows, one after the other."""
+    return [await ctx.execute_flow(flow_kid, n) for n in (1, 2)]

@@ -120,6 +120,24 @@ async def versioned_v2(ctx: FlowContext, value: Any) -> str:
     return "v2"
 
 
+@app.flow("refundable")
+async def refundable(ctx: FlowContext, amount: int) -> str:
+    """A charge, then a wait on ``ship``; a cancel refunds the charge (a compensation)."""
+    receipt = await ctx.execute(charge, amount)
+    try:
+        await ctx.suspend(on="ship", correlation_key=ctx.execution_id)
+        return "shipped"
+    except asyncio.CancelledError:
+        await ctx.execute(greet, f"refund {receipt['charge_id']}")
+        raise
+
+
+@app.flow("family")
+async def family(ctx: FlowContext, value: dict[str, Any]) -> dict[str, Any]:
+    """A parent: ``echo`` as a child flow."""
+    return {"child": await ctx.execute_flow(echo, value)}
+
+
 @app.flow("mailbox")
 async def mailbox(ctx: FlowContext, n: int) -> list[Any]:
     """Takes ``n`` messages on ``cmd``, publishing how many it has under ``count``."""

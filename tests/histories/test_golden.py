@@ -19,7 +19,7 @@ from loom.events import EVENTS_ADAPTER, Event, ExecutionCompleted
 from loom.testing import replay
 
 HERE = Path(__file__).parent
-HISTORIES = sorted(p for p in HERE.glob("*.json") if not p.stem.startswith("race_"))
+HISTORIES = sorted(p for p in HERE.glob("*.json") if not p.stem.startswith(("race_", "timer_")))
 
 
 def load(path: Path) -> list[Event]:

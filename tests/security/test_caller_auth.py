@@ -154,6 +154,7 @@ ROUTES = [
     ("GET", "/executions/x-1", None),
     ("POST", "/executions/x-1/resume", {"on": "go", "correlation_key": "k"}),
     ("POST", "/executions/x-1/verdict", {"step_id": "1", "episode": 3, "verdict": "failed"}),
+    ("POST", "/executions/x-1/cancel", {"reason": "stop"}),
     ("POST", "/executions/x-1/messages", {"topic": "t", "payload": 1}),
     ("GET", "/executions/x-1/events/k", None),
 ]

@@ -62,6 +62,9 @@ class StartRequest(BaseModel):
     version: Annotated[str, Field(min_length=1, max_length=64)] | StrictInt | None = Field(
         default=None, description="The flow version to start; default: the latest"
     )
+    timeout: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="Seconds; overrides the flow's"
+    )
 
 
 class ResumeRequest(BaseModel):
@@ -291,6 +294,7 @@ def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
             capabilities=body.capabilities,
             by=by,
             version=body.version,
+            timeout=body.timeout,
         )
     )
     _bind_result(result)
@@ -446,6 +450,10 @@ def route_action(route: Route) -> str:
 from loom.workers.retry_route import retry as _retry  # noqa: E402  (it imports this module)
 
 ROUTES.append(("POST", ("executions", "*", "retry"), _retry))
+
+from loom.workers.cancel_route import cancel as _cancel  # noqa: E402  (it imports this module)
+
+ROUTES.append(("POST", ("executions", "*", "cancel"), _cancel))
 
 from loom.workers.fork_route import fork as _fork  # noqa: E402  (it imports this module)
 

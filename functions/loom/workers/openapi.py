@@ -12,8 +12,10 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+import loom.workers.http_routes  # noqa: F401  # pyright: ignore[reportUnusedImport]  (first: the route modules below import it back)
 from loom import __version__
 from loom.wire import ExecutionResult
+from loom.workers.cancel_route import CancelRequest
 from loom.workers.fork_route import ForkRequest
 from loom.workers.http_messages import MessageRequest, PublishedEvent
 from loom.workers.http_routes import (
@@ -34,6 +36,7 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (StartRequest, "validation"),
     (ResumeRequest, "validation"),
     (VerdictRequest, "validation"),
+    (CancelRequest, "validation"),
     (ForkRequest, "validation"),
     (MessageRequest, "validation"),
     (PublishedEvent, "serialization"),
@@ -225,6 +228,18 @@ def _paths() -> dict[str, Any]:
                 ("ExecutionResult", "Where the execution stands"),
                 [400, 401, 403, 404, 409, 413, 415],
                 body="VerdictRequest",
+                secured=True,
+                params=[_ID],
+            )
+        },
+        "/executions/{execution_id}/cancel": {
+            "post": _operation(
+                "cancel",
+                "Cancel an execution: its flow gets CancelledError at its next await and may "
+                "run compensations before it ends cancelled (a finished one: 409)",
+                ("ExecutionResult", "Where the execution stands"),
+                [400, 401, 403, 404, 409, 413, 415],
+                body="CancelRequest",
                 secured=True,
                 params=[_ID],
             )

@@ -1,0 +1,277 @@
+"""Child flows: ``ctx.execute_flow`` and ``ctx.start_flow``.
+
+A child flow is an execution of its own, with its own log, claims and dispatches. Its id is
+derived from the parent's id and the step that starts it (:func:`child_id`), so however
+often the parent's step is replayed, and whenever its worker dies, one child exists. The
+step, live:
+
+1. creates the child's ``ExecutionStarted`` (with ``parent``); an existing one with the same
+   parent is the same child (a replay after a crash);
+2. dispatches it (dispatch id ``{child}:1``, which Cloud Tasks deduplicates);
+3. records ``ChildStarted`` in the parent's log.
+
+Waiting for the child is a gate on ``loom.child`` keyed by the child's id, at step
+``{step}/child``. When the child ends (completed, failed, cancelled) its worker resumes
+that gate through ``Runtime.resume``, whose check for ``loom.child`` reads
+``{"status", "output", "error"}`` from the child's own log (so no route can forge it), and
+which appends to the parent and dispatches it: the parent is woken by the normal dispatch path, never by
+polling. The child's worker does this after every execute call that finds the child ended,
+so a worker that died in between is made good by the redelivery (a duplicate resume is a
+no-op). A failed or cancelled child raises :class:`~loom.errors.ChildFlowFailedError`.
+
+When the parent ends, its children still running are cancelled (``on_cancel="cancel"``,
+the default) or left alone (``"abandon"``); a parent whose wait on a child is cancelled
+requests the child's cancel at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, Literal
+
+from loom import cancellation, crash
+from loom import events as ev
+from loom.app import FlowDef, to_json_value
+from loom.context import off_scope
+from loom.errors import (
+    ChildFlowFailedError,
+    ExecutionFinishedError,
+    InputError,
+    LoomError,
+    UnknownExecutionError,
+    UnknownFlowError,
+)
+from loom.fold import _HEAD, _STEP, ExecutionState, resume_key  # pyright: ignore[reportPrivateUsage]
+from loom.ids import MAX_ID_BYTES
+from loom.timeouts import deadline_for
+
+if TYPE_CHECKING:
+    from loom.runtime import Runtime
+    from loom.session import Session
+
+__all__ = ["CHILD_GATE", "ChildFlow", "OnCancel", "child_id", "start_flow"]
+
+log = logging.getLogger("loom")
+
+CHILD_GATE = "loom.child"
+"""The gate a parent waits on for a child's end, keyed by the child's id."""
+
+OnCancel = Literal["cancel", "abandon"]
+
+
+def child_id(parent_id: str, step_id: str, run: int = 1) -> str:
+    """The id of the child started at ``step_id`` of ``parent_id``: ``{parent}.child.{step}``,
+    ``{parent}#run{n}.child.{step}`` in run ``n`` > 1 of a parent that continued as new (its
+    step ids start again); a digest of the parent's id stands in when the id would break
+    the id length rule."""
+    parent = parent_id if run == 1 else f"{parent_id}#run{run}"
+    plain = f"{parent}.child.{step_id}"
+    if len(plain.encode()) <= MAX_ID_BYTES:
+        return plain
+    digest = hashlib.sha256(parent.encode()).hexdigest()[:40]
+    return f"{digest}.child.{step_id}"
+
+
+def _flow_def(session: Session, flow: str | Callable[..., Any]) -> FlowDef:
+    app = session.rt.app
+    if isinstance(flow, str):
+        return app.get_flow(flow)
+    for known in app.flows.values():
+        if known.fn is flow:
+            return known
+    raise UnknownFlowError(f"{flow!r} is not a flow registered on this app")
+
+
+class ChildFlow:
+    """A child flow started by ``ctx.start_flow``: await it (or :meth:`result`) for its output.
+
+    Attributes:
+        execution_id: The child execution's id.
+        flow: The child's flow name.
+    """
+
+    def __init__(self, session: Session, step_id: str, cid: str, defn: FlowDef, on_cancel: str):
+        self._session, self._step_id, self._defn = session, step_id, defn
+        self._on_cancel = on_cancel
+        self.execution_id, self.flow = cid, defn.name
+        self._outcome: dict[str, Any] | None = None
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self.result().__await__()
+
+    async def result(self) -> Any:
+        """The child's output (typed by its flow), once it ends.
+
+        Raises:
+            ChildFlowFailedError: The child failed or was cancelled.
+        """
+        if self._outcome is None:
+            self._outcome = await self._wait()
+        got = self._outcome
+        if got.get("status") == "completed":
+            return self._defn.typed.parse_output(got.get("output"))
+        error: dict[str, Any] = got.get("error") or {}
+        raise ChildFlowFailedError(
+            f"child flow {self.flow!r} ({self.execution_id}) {got.get('status')}: "
+            f"{error.get('message', '')}",
+            child_id=self.execution_id,
+            flow=self.flow,
+            status=str(got.get("status")),
+            error=error,
+        )
+
+    async def _wait(self) -> dict[str, Any]:
+        session, cid = self._session, self.execution_id
+        try:
+            got = await session.gate(f"{self._step_id}/child", CHILD_GATE, cid, None)
+        except asyncio.CancelledError:
+            if self._on_cancel == "cancel" and cancellation.handed_over(session):
+                await _cancel(session.rt, cid, f"parent {session.execution_id} was cancelled")
+            raise
+        return got if isinstance(got, dict) else {"status": "failed"}  # pyright: ignore[reportUnknownVariableType]
+
+
+async def start_flow(
+    session: Session, step_id: str, flow: str | Callable[..., Any], value: Any, on_cancel: str
+) -> ChildFlow:
+    """The session side of ``ctx.start_flow``: see the module docstring."""
+    if session.signal is not None:
+        raise session.signal
+    if on_cancel not in ("cancel", "abandon"):
+        raise ValueError(f"on_cancel must be 'cancel' or 'abandon', got {on_cancel!r}")
+    defn = _flow_def(session, flow)
+    _visit(session, step_id)
+    recorded = session.state.children.get(step_id)
+    cid = child_id(session.execution_id, step_id, session.state.run)
+    if recorded is None:
+        session._check_unused(step_id, f"child flow {defn.name!r}")  # pyright: ignore[reportPrivateUsage]
+        await cancellation.checkpoint(session)  # a new step: a pending cancel arrives here
+        await _start_live(session, step_id, cid, defn, value, on_cancel)
+    elif recorded["flow"] != defn.name:
+        session._park(  # pyright: ignore[reportPrivateUsage]
+            step_id, f"step {step_id}: log has child flow {recorded['flow']!r}, flow {defn.name!r}"
+        )
+    return ChildFlow(session, step_id, cid, defn, on_cancel)
+
+
+def _visit(session: Session, step_id: str) -> None:
+    """Count the step as reached for the pre-deploy replay check (its ``visited`` set)."""
+    visited: object = getattr(session, "visited", None)
+    if isinstance(visited, set):
+        visited.add(step_id)  # pyright: ignore[reportUnknownMemberType]
+
+
+async def _start_live(
+    session: Session, step_id: str, cid: str, defn: FlowDef, value: Any, on_cancel: str
+) -> None:
+    rt = session.rt
+    with off_scope():
+        await session._unless_store_fails(_create(session, step_id, cid, defn, value))  # pyright: ignore[reportPrivateUsage]
+        crash.point("child_created", step_id)
+        await rt._dispatch(cid, defn.name, "start", f"{cid}:1")  # pyright: ignore[reportPrivateUsage]
+        crash.point("child_dispatched", step_id)
+        await session.append(
+            [ev.ChildStarted(step_id=step_id, child_id=cid, flow=defn.name, on_cancel=on_cancel)]  # type: ignore[arg-type]
+        )
+
+
+async def _create(session: Session, step_id: str, cid: str, defn: FlowDef, value: Any) -> None:
+    rt, now = session.rt, session.rt.clock()
+    parsed = to_json_value(defn.typed.parse_input(value))
+    stored, _ = await rt.payloads.encode(parsed, f"{cid}/input")
+    parent = {"execution_id": session.execution_id, "step_id": step_id}
+    started = ev.ExecutionStarted(
+        execution_id=cid,
+        flow=defn.name,
+        input=stored,
+        flow_version=defn.version,
+        capabilities=list(session.state.capabilities),  # a child holds what its parent holds
+        at=now,
+        deadline=deadline_for(defn, None, now),
+        parent=parent,
+    )
+    created, first = await rt.store.create(started)
+    if not created and (first.parent, first.flow) != (parent, defn.name):
+        session._park(step_id, f"step {step_id}: execution {cid!r} exists and is not this child")  # pyright: ignore[reportPrivateUsage]
+
+
+async def _cancel(rt: Runtime, cid: str, reason: str) -> None:
+    with off_scope(), contextlib.suppress(ExecutionFinishedError, UnknownExecutionError):
+        await rt.cancel(cid, reason, by="loom.parent")
+
+
+# -- the child's end, told to its parent; the parent's end, told to its children ---------
+
+
+async def follow_up(rt: Runtime, state: ExecutionState) -> None:
+    """After an execute call: an ended child resumes its parent; an ended parent cancels its
+    children still running (those started with ``on_cancel="cancel"``)."""
+    if not state.finished:
+        return
+    try:
+        if state.parent is not None:
+            crash.point("child_ended")  # ended, its parent not told yet
+            await _tell_parent(rt, state)
+        for child in _running_children(state):
+            await _cancel(rt, child, f"parent {state.execution_id} ended {state.status}")
+    except LoomError as exc:  # the redelivery of this execute call tries again
+        log.warning("child flow follow-up of %s failed: %s", state.execution_id, exc)
+        raise
+
+
+def _running_children(state: ExecutionState) -> list[str]:
+    return [
+        c["child_id"]
+        for c in state.children.values()
+        if c.get("on_cancel") == "cancel"
+        and resume_key(CHILD_GATE, c["child_id"]) not in state.resumes
+    ]
+
+
+async def _tell_parent(rt: Runtime, state: ExecutionState) -> None:
+    parent = state.parent or {}
+    with contextlib.suppress(ExecutionFinishedError, UnknownExecutionError):
+        await rt.resume(parent["execution_id"], CHILD_GATE, state.execution_id, None)
+
+
+async def check_child_resume(
+    rt: Runtime, parent: ExecutionState, child: str, payload: Any
+) -> dict[str, Any]:
+    """The resume check of ``loom.child``, whatever the route: the outcome recorded is read
+    from the child's own log, never taken from the request, so nobody can forge a child's
+    result; a child of another parent, or one still running, is refused.
+
+    Raises:
+        UnknownExecutionError: No such child.
+        InputError: The execution is not a child of ``parent``, or has not ended.
+    """
+    state = await rt.load_state(child)
+    if (state.parent or {}).get("execution_id") != parent.execution_id:
+        raise InputError(
+            f"{child!r} is not a child flow of {parent.execution_id!r}",
+            details={"child_id": child},
+        )
+    if not state.finished:
+        raise InputError(f"child flow {child!r} has not ended", details={"child_id": child})
+    result = await rt.report(state, include_state=False)  # the output as the child returned it
+    return {"status": state.status, "output": result.output, "error": state.error}
+
+
+# -- the fold -------------------------------------------------------------------------
+
+
+def _child_started(s: ExecutionState, e: ev.ChildStarted) -> None:
+    s.children[e.step_id] = {"child_id": e.child_id, "flow": e.flow, "on_cancel": e.on_cancel}
+
+
+def _child_step(s: ExecutionState, e: ev.ChildStarted) -> None:
+    # A step record too, so an effect called where the log started a child diverges.
+    s.steps[e.step_id] = {"effect": f"loom.child:{e.flow}", "status": "child"}
+
+
+_HEAD["ChildStarted"] = _child_started
+_STEP["ChildStarted"] = _child_step

@@ -41,3 +41,25 @@ def wait_sync(ctx: EffectContext, seconds: float) -> float:
 async def wait(ctx: FlowContext, spec: Wait) -> float:
     """One step that waits ``spec.seconds``."""
     return await ctx.execute(f"wait.{spec.kind}", spec.seconds)
+
+
+@app.effect("noop")
+async def noop(ctx: EffectContext, n: int) -> int:
+    """Does nothing: what is measured is the durable step around it."""
+    return n
+
+
+@app.flow("steps")
+async def steps(ctx: FlowContext, n: int) -> int:
+    """``n`` sequential idempotent steps, each written before the next (strict)."""
+    for i in range(n):
+        await ctx.execute(noop, i)
+    return n
+
+
+@app.flow("steps.batched", durability="batched")
+async def steps_batched(ctx: FlowContext, n: int) -> int:
+    """The same steps with durable points (one write at the end)."""
+    for i in range(n):
+        await ctx.execute(noop, i)
+    return n

@@ -140,7 +140,7 @@ def render(r: dict[str, Any], when: str, command: str) -> str:
     if r.get("firestore_table"):
         lines += [
             "",
-            "## Firestore document operations (emulator, counted by the store)",
+            "## Firestore document operations (emulator, the real runtime, counted at the client)",
             "",
             "List prices: reads $0.03 and writes $0.09 per 100K documents, Cloud Tasks $0.40 and",
             "Cloud Run requests $0.40 per million, one of each per execute call. Goal: at most",
@@ -174,13 +174,11 @@ def main() -> None:
     if (HERE.parent / "functions" / "main.py").exists():
         results["importtime"] = _sub("importtime.py")
     if not args.no_firestore:
-        from bench import firestore_ops
+        from bench import firestore_cost, firestore_ops
 
         with firestore_ops.emulator():
-            results["firestore"] = asyncio.run(firestore_ops.run())
-        results["firestore_table"] = firestore_ops.markdown(
-            results["firestore"]["flows"], results["firestore"]["resumes"]
-        )
+            results["firestore"] = asyncio.run(firestore_cost.run())
+        results["firestore_table"] = firestore_cost.markdown(results["firestore"])
     when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     if not args.quick:  # a smoke run must not replace the recorded tables
         rendered = render(results, when, command)

@@ -162,11 +162,22 @@ class FlowDef:
     version: str = "1"
     timeout: float | None = None  # seconds from the start; then cancelled, with cleanup
     cleanup_timeout: float = 300.0  # seconds a cancelled execution's cleanup may run
+    durability: str = "strict"  # or "batched": see loom.durability
 
     def __post_init__(self) -> None:
         if not inspect.iscoroutinefunction(self.fn):
             raise ConfigurationError(f"flow {self.name!r} must be an async function")
         self.typed = _Typed(self.fn, "flow", self.name)
+        _durability(self.durability)
+
+
+DURABILITIES = ("strict", "batched")
+
+
+def _durability(value: str) -> str:
+    if value not in DURABILITIES:
+        raise ConfigurationError(f"durability must be one of {DURABILITIES}, got {value!r}")
+    return value
 
 
 def version_key(version: str) -> tuple[int, int, str]:
@@ -215,8 +226,11 @@ class Loom:
         versions: Every registered version of each flow, by name then version.
     """
 
-    def __init__(self, name: str, *, grants: GrantPolicy | None = None) -> None:
+    def __init__(
+        self, name: str, *, grants: GrantPolicy | None = None, durability: str = "strict"
+    ) -> None:
         self.name = name
+        self.durability = _durability(durability)  # the default of every flow (loom.durability)
         self.flows: dict[str, FlowDef] = {}
         self.versions: dict[str, dict[str, FlowDef]] = {}
         self.effects: dict[str, EffectDef] = {}
@@ -262,6 +276,7 @@ class Loom:
         version: str | int = "1",
         timeout: float | timedelta | None = None,
         cleanup_timeout: float | timedelta = 300.0,
+        durability: str | None = None,
     ) -> Callable[[F], F]:
         """Register an ``async def f(ctx, input)`` as version ``version`` of the flow ``name``.
 
@@ -272,6 +287,8 @@ class Loom:
         ``timeout`` bounds an execution from its start (a start may override it): past it
         the execution is cancelled. A cancelled execution's ``except``/``finally`` blocks
         may run effects for ``cleanup_timeout`` (see :mod:`loom.cancellation`).
+        ``durability`` (default: the app's) is ``"strict"`` or ``"batched"``: see
+        :mod:`loom.durability`.
         """
         tag = _version(version)
         limits = _flow_limits(name, timeout, cleanup_timeout)
@@ -280,7 +297,7 @@ class Loom:
             known = self.versions.setdefault(name, {})
             if tag in known:
                 raise ConfigurationError(f"flow {name!r} version {tag} is registered twice")
-            known[tag] = FlowDef(name, fn, tag, *limits)
+            known[tag] = FlowDef(name, fn, tag, *limits, durability or self.durability)
             self.flows[name] = known[max(known, key=version_key)]
             return fn
 

@@ -24,6 +24,7 @@ from loom.store.base import AppendRequest, StatusChange
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
+    from loom.session import Session
 
 # Events that never change the status summary: the hot path skips computing it.
 _QUIET_TYPES = frozenset(
@@ -57,17 +58,39 @@ class Journal:
         batch = self._batch(events)
         if not batch:
             return True
-        state, expected = self.state, self.state.last_seq
-        before = (state.status, state.parked_reason)
-        ev.number(batch, expected, self.rt.clock())
+        state = self.state
+        return await self._write([], batch, state.last_seq, (state.status, state.parked_reason))
+
+    async def durable_point(self) -> None:
+        """Make every event this session has appended durable before going on.
+
+        Call it before anything whose loss after a crash would matter outside the log (a
+        child start, a message sent). Strict sessions write every append at once, so here
+        it returns at once; see :mod:`loom.durability` for batched sessions.
+        """
+
+    async def _write(
+        self,
+        written: Sequence[ev.Event],
+        batch: list[ev.Event],
+        expected: int,
+        before: tuple[str, str | None],
+    ) -> bool:
+        """Number and fold ``batch``, then append ``written`` (already folded) and it after
+        ``expected``; False after a conflict (state reloaded)."""
+        state = self.state
+        ev.number(batch, state.last_seq, self.rt.clock())
         for event in batch:
             evolve(state, event)
+        events = [*written, *batch]
         change = None
-        if any(e.type not in _QUIET_TYPES for e in batch):
+        if any(e.type not in _QUIET_TYPES for e in events):
             change = self._status_change(before)
+        snapshot = self._riding_snapshot(change, len(events))
+        request = AppendRequest(self.execution_id, expected, events, change, snapshot)
         token = SCOPE.set(None)  # the store's own timers are the loop's, not the flow's
         try:
-            await self.rt.store.append(AppendRequest(self.execution_id, expected, batch, change))
+            await self.rt.store.append(request)
         except AppendConflictError:
             await self._merge_foreign(expected)
             return False
@@ -76,8 +99,22 @@ class Journal:
         finally:
             SCOPE.reset(token)
         self.pending = []
-        await self._maybe_snapshot(len(batch))
+        if snapshot is None:
+            await self._maybe_snapshot(len(events))
+        else:
+            self.since_snapshot = 0
         return True
+
+    def _riding_snapshot(self, change: StatusChange | None, appended: int) -> str | None:
+        """The state to keep as a snapshot with this append: where the call stops (the
+        status leaves ``running``) after a tail worth a snapshot, if the store keeps them."""
+        if change is None or change.status == "running":
+            return None
+        if not self.rt.store.keeps_append_snapshots:
+            return None
+        if self.since_snapshot + appended < self.rt.snapshot_min_tail:
+            return None
+        return self.state.to_json()
 
     async def _write_decisions_ahead(self, room: int) -> bool:
         """Append pending decisions ahead of a batch that would be over the store's
@@ -162,3 +199,15 @@ class DryJournal(Journal):
         self.tail.extend([*self.pending, *events])
         self.pending = []
         return True
+
+
+def new_journal(session: Session, state: ExecutionState) -> Journal:
+    """The journal of a new session: its class's, batched when the flow asks for it."""
+    from loom.durability import BatchedJournal  # it builds on this module
+
+    cls = session.journal_class
+    if cls is Journal and session.flow.durability == "batched":
+        journal = BatchedJournal(session.rt, state, session.holder)
+        journal.session = session
+        return journal
+    return cls(session.rt, state, session.holder)

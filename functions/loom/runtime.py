@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from loom import crash, messages, poison, published, queues
 from loom import events as ev
-from loom.app import FlowDef, Loom, to_json_value
+from loom.app import Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.cancellation import request_cancel
 from loom.children import follow_up as follow_up_children
 from loom.claims import ACTIVE_HOLDERS, HOST, claim_is_live
 from loom.context import SupersededSignal
+from loom.durability import claim
 from loom.errors import (
     AppendConflictError,
     ExecutionFinishedError,
@@ -38,10 +39,9 @@ from loom.grants import GrantPolicy
 from loom.ids import check_execution_id
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
-from loom.session import Session
 from loom.starts import check_same_start, never_ran
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
-from loom.telemetry import flow_scope, traced_execute
+from loom.telemetry import traced_execute
 from loom.timeouts import deadline_for, overdue
 from loom.verdicts import current_episode, park_in_doubt, verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
@@ -250,7 +250,7 @@ class Runtime:
             return await queues.defer(self, state)
         ACTIVE_HOLDERS.add(holder)
         try:
-            session = await self._claim(state, holder, flow)
+            session = await claim(self, state, holder, flow)
             session.journal.since_snapshot = tail
             await session.run()
         finally:
@@ -274,30 +274,6 @@ class Runtime:
             return False
         wake = state.next_wake_at()
         return wake is None or wake > self.clock()
-
-    async def _claim(self, state: ExecutionState, holder: str, flow: FlowDef) -> Session:
-        now = self.clock()
-        batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + self.claim_ttl)]
-        batch.extend(overdue(self, state))  # a passed flow deadline goes before gate timeouts
-        for gate in sorted(state.open_gates().values(), key=lambda g: g["wake_at"] or 0.0):
-            if gate["wake_at"] is not None and gate["wake_at"] <= now:  # earliest fires first
-                batch.append(
-                    ev.ExecutionResumed(
-                        on=gate["on"], correlation_key=gate["correlation_key"], timed_out=True
-                    )
-                )
-        ev.number(batch, state.last_seq, now)
-        try:
-            await self.store.append(
-                AppendRequest(state.execution_id, state.last_seq, batch, StatusChange("running"))
-            )
-        except AppendConflictError as exc:
-            raise ExecutionSupersededError(
-                f"execution {state.execution_id!r} changed while claiming it"
-            ) from exc
-        fold(batch, state)
-        flow_scope(flow.name)  # names the flow on the step spans of this call
-        return Session(self, state, flow, holder)
 
     async def _follow_up(self, state: ExecutionState) -> None:
         """Arrange the next dispatch: a timer when it sleeps; an end goes to parent/children."""

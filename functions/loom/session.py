@@ -42,7 +42,7 @@ from loom.errors import (
     StoreError,
 )
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
-from loom.journal import Journal
+from loom.journal import Journal, new_journal
 from loom.loop_timers import LoopTimers, engine_io
 from loom.ordering import Ordering
 from loom.payloads import completion_event
@@ -74,9 +74,9 @@ class Session:
 
     def __init__(self, runtime: Runtime, state: ExecutionState, flow: FlowDef, holder: str):
         self.rt = runtime
-        self.journal = self.journal_class(runtime, state, holder)
         self.flow = flow
         self.holder = holder
+        self.journal = new_journal(self, state)
         self.execution_id = state.execution_id
         self.signal: BaseException | None = None
         self._waiting: dict[str, _Waiting] = {}

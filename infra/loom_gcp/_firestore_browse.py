@@ -17,7 +17,7 @@ from google.cloud.firestore_v1.field_path import FieldPath
 
 from loom.store.base import ExecutionSummary, page_after
 from loom.store.browse import BrowseQuery
-from loom_gcp._firestore_docs import summary_from_fields
+from loom_gcp._firestore_docs import SUMMARY_FIELDS, summary_from_fields
 from loom_gcp._firestore_io import CountedDocs
 from loom_gcp._firestore_retention import ordered_by_creation
 
@@ -69,7 +69,7 @@ async def browse(io: CountedDocs, executions: Any, query: BrowseQuery) -> list[E
         q = q.where(filter=FieldFilter("created_at", "<", query.created_before))
     q = ordered_by_creation(q, False, query.after)
     async with io.call("browse"):
-        docs = await io.query(q.limit(query.limit))
+        docs = await io.query(q.select(SUMMARY_FIELDS).limit(query.limit))
     rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
     return page_after(rows, query.after, False, query.limit)
 
@@ -93,7 +93,7 @@ async def browse_prefix(
             else q.start_after({FieldPath.document_id(): start})
         )
         async with io.call("browse"):
-            docs = await io.query(q.limit(_PREFIX_PAGE))
+            docs = await io.query(q.select(SUMMARY_FIELDS).limit(_PREFIX_PAGE))
         inside = [d for d in docs if d.id.startswith(prefix)]
         matches.extend(summary_from_fields(d.id, d.to_dict() or {}) for d in inside)
         if len(inside) < len(docs) or len(docs) < _PREFIX_PAGE:

@@ -15,11 +15,14 @@ from typing import Any
 
 from loom.errors import StoreLimitError
 from loom.events import EVENT_ADAPTER, Event
-from loom.store.base import ExecutionSummary, StatusChange
+from loom.store.base import ExecutionSummary, Snapshot, StatusChange
 
 # A Firestore document holds at most 1 MiB; keep each snapshot part well under it so the
 # part's other fields and the document name never tip it over.
 SNAPSHOT_PART_BYTES = 900_000
+# A snapshot kept on the execution document itself (see :func:`inline_snapshot_fields`) stays
+# far enough under 1 MiB that the document's other fields always fit beside it.
+INLINE_SNAPSHOT_BYTES = 256_000
 
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 
@@ -143,6 +146,7 @@ class SnapshotPointer:
             "snapshot_seq": self.seq,
             "snapshot_id": self.snapshot_id,
             "snapshot_parts": self.parts,
+            "snapshot_inline": None,
         }
 
     def part_ids(self) -> list[str]:
@@ -163,6 +167,34 @@ def encode_snapshot(state: str) -> list[bytes]:
 def decode_snapshot(parts: list[bytes]) -> str:
     """Join and decompress the parts written by :func:`encode_snapshot`."""
     return zlib.decompress(b"".join(parts)).decode("utf-8")
+
+
+def inline_snapshot_fields(seq: int, state: str) -> dict[str, Any] | None:
+    """Execution-document fields that hold a small snapshot in place (``None`` if too big).
+
+    An append that changes the status writes the execution document anyway; a snapshot
+    riding in it costs no write of its own (nor the read a part swap needs). Parts written
+    by an earlier :meth:`save_snapshot` stay unreferenced until the execution is deleted.
+    """
+    data = zlib.compress(state.encode("utf-8"), level=6)
+    if len(data) > INLINE_SNAPSHOT_BYTES:
+        return None
+    return {"snapshot_seq": seq, "snapshot_id": None, "snapshot_parts": 0, "snapshot_inline": data}
+
+
+def inline_snapshot(fields: Mapping[str, Any]) -> Snapshot | None:
+    """The snapshot held on the execution document, if it holds one."""
+    data = fields.get("snapshot_inline")
+    if not data:
+        return None
+    return Snapshot(int(fields["snapshot_seq"]), decode_snapshot([data]))
+
+
+def snapshot_seq(fields: Mapping[str, Any]) -> int:
+    """The seq of the execution's current snapshot, inline or in parts (0: none)."""
+    if fields.get("snapshot_inline") or int(fields.get("snapshot_parts") or 0):
+        return int(fields.get("snapshot_seq") or 0)
+    return 0
 
 
 def new_execution_fields(flow: str, now: float, flow_version: str = "1") -> dict[str, Any]:
@@ -201,6 +233,19 @@ def status_fields(status: StatusChange, last_seq: int, retention: timedelta) -> 
         "updated_at": now,
         "expire_at": expire_at,
     }
+
+
+# What a listing reads of each execution document: never the snapshot it may hold.
+SUMMARY_FIELDS = [
+    "flow",
+    "flow_version",
+    "status",
+    "last_seq",
+    "created_at",
+    "updated_at",
+    "wake_at",
+    "parked_reason",
+]
 
 
 def summary_from_fields(

@@ -4,7 +4,9 @@ Layout:
 
 * ``executions/{id}``: flow, status, ``last_seq`` (as of the last status change), created/
   updated times, ``wake_at``, ``parked_reason``, ``expire_at`` (a TTL field, set when the
-  execution ends) and the snapshot pointer. ``list`` queries only these documents.
+  execution ends) and the snapshot pointer, or a small snapshot itself (``snapshot_inline``,
+  written by the append that stops an execute call). ``list`` queries only these documents,
+  and reads only their summary fields.
 * ``executions/{id}/events/{seq:010d}``: one document per event (``seq``, ``type``, ``at``
   and ``body``, the event's JSON string).
 * ``executions/{id}/snapshots/{seq:010d}.{token}.{part}``: a zlib-compressed snapshot state
@@ -18,6 +20,9 @@ Appends cost one document write per event and no read on the hot path. The batch
 "event N exists" never becomes false: the store remembers the highest seq it has seen (it
 wrote it, or loaded it) and only reads document ``expected_seq`` when it has not seen it.
 The runtime always loads before it appends, so that read never happens on the hot path.
+
+A store remembers the logs it has read or written (:mod:`loom_gcp._firestore_cache`): a later
+load reads the execution document and only the events it has not seen.
 
 The execution document is written only on ``create``, on appends that carry a
 :class:`~loom.store.base.StatusChange`, and on snapshots; so its ``last_seq`` lags between
@@ -55,7 +60,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, Literal, cast
 from urllib.parse import unquote, urlparse
 
 from google.api_core import exceptions as gexc
@@ -84,16 +89,21 @@ from loom.store.base import (
 )
 from loom.store.browse import BrowseQuery
 from loom_gcp._firestore_browse import browse, browse_prefix, count_by_status
+from loom_gcp._firestore_cache import LogCache
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
     MAX_COMMIT_WRITES,
+    SUMMARY_FIELDS,
     SnapshotPointer,
     check_commit,
     encode_snapshot,
     event_doc_id,
     event_fields,
     event_from_fields,
+    inline_snapshot,
+    inline_snapshot_fields,
     new_execution_fields,
+    snapshot_seq,
     status_fields,
     summary_from_fields,
     timestamp_seconds,
@@ -138,6 +148,10 @@ class FirestoreEventStore(EventStore):
     snapshot_commit_bytes = MAX_COMMIT_BYTES
     # One commit: the events, and the execution document when the status changes.
     max_append_events = MAX_COMMIT_WRITES - 1
+    # A snapshot taken where an execute call ends rides the append's status write.
+    keeps_append_snapshots = True
+    # Event bytes a batched session gathers for one commit, within Firestore's 10 MiB.
+    max_batch_bytes = MAX_COMMIT_BYTES - 1_000_000
 
     def __init__(
         self,
@@ -161,6 +175,7 @@ class FirestoreEventStore(EventStore):
         self._known_max = known_executions
         self._attempts = attempts
         self._io = CountedDocs(self._client, policy)
+        self._cache = LogCache()
 
     @classmethod
     def from_url(cls, url: str) -> FirestoreEventStore:
@@ -215,12 +230,14 @@ class FirestoreEventStore(EventStore):
             try:
                 await self._io.commit(build)
             except Collision as collision:
+                self._cache.drop(eid)
                 if await clear_orphan(self._io, self._exec_ref(eid)):
                     self._known.pop(eid, None)
                     return await self.create(started)
                 return await self._stored_start(eid, fields, collision.maybe_ours)
         self._known[eid] = 1  # a reused id: whatever an older log reached is void
         self._note(eid, 1)
+        self._cache.put(eid, LoadedLog(None, [first]), fields["body"])
         return True, first
 
     async def append(self, request: AppendRequest) -> int:
@@ -230,19 +247,16 @@ class FirestoreEventStore(EventStore):
         eid, expected = request.execution_id, request.expected_seq
         new_last = expected + len(request.events)
         docs = [event_fields(e) for e in request.events]
-        status = request.status
-        check_commit(
-            f"append to {eid!r}",
-            [(event_doc_id(d["seq"]), d) for d in docs],
-            other_writes=0 if status is None else 1,
-        )
+        update = self._exec_update(request, new_last)
+        written: list[tuple[str, Mapping[str, Any]]] = [(event_doc_id(d["seq"]), d) for d in docs]
+        check_commit(f"append to {eid!r}", written + [("execution", update)] * bool(update), 0)
 
         def build() -> tuple[AsyncWriteBatch, int]:
             batch = self._client.batch()
             for fields in docs:
                 batch.create(self._event_ref(eid, fields["seq"]), fields)
-            if status is not None:
-                batch.update(self._exec_ref(eid), status_fields(status, new_last, self._retention))
+            if update:
+                batch.update(self._exec_ref(eid), update)
             return batch, 0
 
         async with self._io.call(f"append to {eid!r}"):
@@ -251,33 +265,119 @@ class FirestoreEventStore(EventStore):
                 await self._io.commit(build)
             except Collision as collision:
                 if not (collision.maybe_ours and await self._stored_equal(eid, docs)):
+                    self._cache.drop(eid)
                     raise AppendConflictError(
                         f"log of {eid!r} does not end at {expected}"
                     ) from None
             except gexc.NotFound:
                 raise UnknownExecutionError(f"unknown execution {eid!r}") from None
         self._note(eid, new_last)
+        self._cache.extend(eid, expected, request.events, docs[-1]["body"])
+        if request.snapshot is not None:
+            if "snapshot_seq" in update:
+                self._cache.rebase(eid, Snapshot(new_last, request.snapshot))
+            else:  # too big to ride: the usual swap, after the append
+                await self.save_snapshot(eid, Snapshot(new_last, request.snapshot))
         return new_last
 
+    def _exec_update(self, request: AppendRequest, new_last: int) -> dict[str, Any]:
+        """The execution-document update riding an append: a status change, and the
+        append's snapshot when the document is written anyway and the snapshot fits."""
+        if request.status is None:
+            return {}
+        fields = status_fields(request.status, new_last, self._retention)
+        if request.snapshot is not None:
+            fields.update(inline_snapshot_fields(new_last, request.snapshot) or {})
+        return fields
+
     async def load(self, execution_id: str) -> LoadedLog:
+        """The newest snapshot and the events after it. The execution document says which
+        snapshot is newest; when this store already holds that snapshot and the log before
+        it, only the events after what it saw are read (see :mod:`loom_gcp._firestore_cache`).
+        """
         async with self._io.call(f"load {execution_id!r}"):
             # A snapshot saved between reading the pointer and its parts deletes the old
             # parts; reading the pointer again finds the new ones.
             for _ in range(self._attempts):
                 doc = await self._exec_doc(execution_id)
-                pointer = SnapshotPointer.from_fields(doc)
-                snapshot = None
-                if pointer is not None:
-                    state = await read_state(self._io, self._snapshot_refs(execution_id, pointer))
-                    if state is None:
-                        continue
-                    snapshot = Snapshot(pointer.seq, state)
-                events = await self._events_after(execution_id, snapshot.seq if snapshot else 0)
+                known = await self._load_cached(execution_id, doc)
+                if known is not None:
+                    return known
+                snapshot = await self._snapshot_of(execution_id, doc)
+                if snapshot is False:
+                    continue
+                base = snapshot.seq if snapshot else 0
+                # The boundary event pays when the tail is likely empty (the snapshot was
+                # taken at the document's last status change): it lets the log be remembered.
+                boundary = int(doc.get("last_seq") or 0) == base
+                tail = await self._tail(execution_id, base, boundary)
+                events, body = (tail[0], tail[2]) if tail else ([], None)
+                self._cache.put(execution_id, LoadedLog(snapshot, events), body)
                 if snapshot is not None and not events:  # exact: see ``_events_after``
                     self._known[execution_id] = snapshot.seq
                     self._note(execution_id, snapshot.seq)
                 return LoadedLog(snapshot, events)
         raise StoreError(f"snapshot of {execution_id!r} kept changing while loading")
+
+    async def _load_cached(self, execution_id: str, doc: Mapping[str, Any]) -> LoadedLog | None:
+        """The remembered log and what follows it, if it is still the log (and its snapshot
+        the newest); None otherwise."""
+        cached = self._cache.get(execution_id)
+        if cached is None:
+            return None
+        if snapshot_seq(doc) > (cached.snapshot.seq if cached.snapshot else 0):
+            self._cache.drop(execution_id)  # a newer snapshot: read it
+            return None
+        tail = await self._tail(execution_id, cached.last_seq)
+        if tail is None or tail[1] != cached.last_body:
+            self._cache.drop(execution_id)  # purged and started again: not the same log
+            return None
+        loaded = LoadedLog(cached.snapshot, cached.events + tail[0])
+        if tail[0] and tail[2] is not None:
+            self._cache.extend(execution_id, cached.last_seq, tail[0], tail[2])
+        return loaded
+
+    async def _snapshot_of(
+        self, execution_id: str, doc: Mapping[str, Any]
+    ) -> Snapshot | Literal[False] | None:
+        """The snapshot the execution document names; False if its parts were replaced."""
+        inline = inline_snapshot(doc)
+        if inline is not None:
+            self._note(execution_id, inline.seq)
+            return inline
+        pointer = SnapshotPointer.from_fields(doc)
+        if pointer is None:
+            return None
+        state = await read_state(self._io, self._snapshot_refs(execution_id, pointer))
+        if state is None:
+            return False
+        self._note(execution_id, pointer.seq)
+        return Snapshot(pointer.seq, state)
+
+    async def _tail(
+        self, execution_id: str, base: int, boundary: bool = True
+    ) -> tuple[list[Event], str | None, str | None] | None:
+        """The events after ``base``, and the stored bodies of event ``base`` (with
+        ``boundary``) and of the last event read (``None`` when unknown).
+
+        With ``boundary`` the query starts at event ``base`` itself, which proves the log is
+        the one ``base`` came from: ``None`` when that event is missing. A query is billed one
+        read even when it finds nothing, so the boundary is free when the tail is empty, and
+        one read more when it is not.
+        """
+        op = ">=" if boundary and base > 0 else ">"
+        query = self._events(execution_id).where(filter=FieldFilter("seq", op, base))
+        docs = await self._io.query(query.order_by("seq"))
+        first = None
+        if op == ">=":
+            if not docs or int(docs[0].get("seq")) != base:
+                return None
+            first, docs = str(docs[0].get("body")), docs[1:]
+        events = [event_from_fields(d.to_dict() or {}) for d in docs]
+        if events:
+            self._known[execution_id] = events[-1].seq
+            self._note(execution_id, events[-1].seq)
+        return events, first, str(docs[-1].get("body")) if docs else first
 
     async def load_many(self, execution_ids: Sequence[str]) -> list[LoadedLog]:
         """Point reads instead of one query per execution: the execution documents in one
@@ -302,13 +402,9 @@ class FirestoreEventStore(EventStore):
         if doc is None or not doc.exists:
             raise UnknownExecutionError(f"unknown execution {execution_id!r}")
         fields = doc.to_dict() or {}
-        pointer = SnapshotPointer.from_fields(fields)
-        snapshot = None
-        if pointer is not None:
-            state = await read_state(self._io, self._snapshot_refs(execution_id, pointer))
-            if state is None:  # replaced since the document was read
-                return await self.load(execution_id)
-            snapshot = Snapshot(pointer.seq, state)
+        snapshot = await self._snapshot_of(execution_id, fields)
+        if snapshot is False:  # replaced since the document was read
+            return await self.load(execution_id)
         base = snapshot.seq if snapshot else 0
         end = max(int(fields["last_seq"]), base)
         refs = [self._event_ref(execution_id, seq) for seq in range(base + 1, end + 2)]
@@ -343,6 +439,7 @@ class FirestoreEventStore(EventStore):
             await self._require_seq(execution_id, snapshot.seq)
             for _ in range(self._attempts):
                 if await self._swap_snapshot(execution_id, pointer, parts):
+                    self._cache.rebase(execution_id, snapshot)
                     return
         raise StoreError(f"snapshot of {execution_id!r}: too much contention")
 
@@ -389,7 +486,7 @@ class FirestoreEventStore(EventStore):
         else:
             query = ordered_by_creation(query, oldest_first, after)
         async with self._io.call("list"):
-            docs = await self._io.query(query.limit(limit))
+            docs = await self._io.query(query.select(SUMMARY_FIELDS).limit(limit))
         rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
         return page_after(rows, after, oldest_first, limit)
 
@@ -416,7 +513,7 @@ class FirestoreEventStore(EventStore):
         if after is not None:
             query = query.start_after({FieldPath.document_id(): self._exec_ref(after)})
         async with self._io.call("scan"):
-            docs = await self._io.query(query.limit(limit))
+            docs = await self._io.query(query.select(SUMMARY_FIELDS).limit(limit))
         return [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
 
     async def delete_execution(self, execution_id: str) -> bool:
@@ -426,6 +523,7 @@ class FirestoreEventStore(EventStore):
         own (under its own deadline), the execution document last.
         """
         self._known.pop(execution_id, None)
+        self._cache.drop(execution_id)
         exec_ref = self._exec_ref(execution_id)
         async with self._io.call(f"delete {execution_id!r}"):
             existed = (await self._io.get(exec_ref)).exists
@@ -547,6 +645,8 @@ class FirestoreEventStore(EventStore):
         event = event_from_fields(stored)
         assert isinstance(event, ExecutionStarted)
         self._note(execution_id, 1)
+        if self._cache.get(execution_id) is None:
+            self._cache.put(execution_id, LoadedLog(None, [event]), stored.get("body"))
         return maybe_ours and stored.get("body") == fields["body"], event
 
     async def _stored_equal(self, execution_id: str, docs: list[dict[str, Any]]) -> bool:
@@ -586,9 +686,10 @@ class FirestoreEventStore(EventStore):
         doc = await self._io.get(self._exec_ref(execution_id))
         if not doc.exists:
             raise UnknownExecutionError(f"unknown execution {execution_id!r}")
-        old = SnapshotPointer.from_fields(doc.to_dict() or {})
-        if old is not None and old.seq >= pointer.seq:
+        fields = doc.to_dict() or {}
+        if snapshot_seq(fields) >= pointer.seq:
             return True
+        old = SnapshotPointer.from_fields(fields)
         new = (pointer, self._snapshot_refs(execution_id, pointer), parts)
         stale = self._snapshot_refs(execution_id, old) if old else []
         return await swap_in(self._io, doc, new, stale, self.snapshot_commit_bytes)

@@ -332,3 +332,23 @@ async def test_ping_answers_on_a_working_store(store: EventStore) -> None:
     await store.create(started())
     await store.ping()
     assert [s.execution_id for s in await store.list()] == ["e1"]  # a check writes nothing
+
+
+async def test_an_append_may_carry_the_snapshot_after_it(store: EventStore) -> None:
+    await store.create(started())
+    await store.append(AppendRequest("e1", 1, [step(2)]))
+    done = ExecutionCompleted(seq=3, output={"ok": True}, at=1.0)
+    request = AppendRequest("e1", 2, [done], StatusChange("completed"), snapshot='{"at": 3}')
+    assert await store.append(request) == 3
+    loaded = await store.load("e1")
+    assert loaded.last_seq == 3
+    if store.keeps_append_snapshots:
+        assert loaded.snapshot == Snapshot(3, '{"at": 3}') and loaded.events == []
+    else:  # ignored: the caller saves snapshots itself
+        assert loaded.snapshot is None and [e.seq for e in loaded.events] == [1, 2, 3]
+    assert (await store.summary("e1")).status == "completed"
+    # An older snapshot saved afterwards never replaces the one that rode the append.
+    await store.save_snapshot("e1", Snapshot(2, "old"))
+    assert (await store.load("e1")).last_seq == 3
+    if store.keeps_append_snapshots:
+        assert (await store.load("e1")).snapshot == Snapshot(3, '{"at": 3}')

@@ -72,6 +72,15 @@ async def flow_flaky(ctx: FlowContext, _: None) -> str:
         return f"gave up: {exc}"
 
 
+@app.flow("crash.batched", durability="batched")
+async def flow_batched(ctx: FlowContext, _: None) -> str:
+    """Two idempotent steps kept unforced, then a non-idempotent one (a durable point)."""
+    await ctx.execute(idempotent, None)
+    await ctx.execute(idempotent, None)
+    third = await ctx.execute(once, None)
+    return await ctx.execute(tail, third)
+
+
 @app.flow("crash.saga")
 async def flow_saga(ctx: FlowContext, _: None) -> str:
     """A booking (step 1), a wait (2); a cancel compensates with steps 3 and 4."""

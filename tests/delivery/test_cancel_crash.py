@@ -9,11 +9,7 @@ and the execution ends ``cancelled``.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -23,8 +19,7 @@ from loom.config import open_store
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
 from tests.delivery import crash_app
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.delivery.kit import run_loom, store_url
 
 # crash point → invocations of (compensation 3, compensation 4) the log may show afterwards
 POINTS = {
@@ -39,30 +34,12 @@ POINTS = {
 @pytest.fixture(params=["sqlite", pytest.param("firestore", marks=pytest.mark.slow)])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A store URL that a child process can open too."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/loom.db"
-    request.getfixturevalue("firestore_emulator")  # sets FIRESTORE_EMULATOR_HOST
-    return f"firestore://loom-test/k{uuid.uuid4().hex[:24]}"
+    return store_url(request, tmp_path, "k")
 
 
 def _cancel_and_die(db: str, side: Path, eid: str, point: str) -> int:
-    env = {
-        **os.environ,
-        "LOOM_APP": "tests.delivery.crash_app:app",
-        "LOOM_STORE": db,
-        "LOOM_TEST_SIDE_FILE": str(side),
-        "LOOM_CRASH_AT": point,
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "loom", "cancel", eid, "--reason", "stop"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return proc.returncode
+    args = ("cancel", eid, "--reason", "stop")
+    return run_loom("tests.delivery.crash_app:app", db, side, *args, env={"LOOM_CRASH_AT": point})
 
 
 @pytest.mark.parametrize("point", list(POINTS))

@@ -12,11 +12,7 @@ output built from both. A child killed after its end but before telling its pare
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
-import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -26,8 +22,8 @@ from loom.config import open_store
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
 from tests.delivery import crash_app
+from tests.delivery.kit import run_loom, store_url
 
-ROOT = Path(__file__).resolve().parents[2]
 POINTS = ["child_created:1", "child_dispatched:1", "child_created:2", "after_complete:1"]
 POINTS += ["child_ended", "before_reply"]
 
@@ -35,30 +31,12 @@ POINTS += ["child_ended", "before_reply"]
 @pytest.fixture(params=["sqlite", pytest.param("firestore", marks=pytest.mark.slow)])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A store URL that a child process can open too."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/loom.db"
-    request.getfixturevalue("firestore_emulator")  # sets FIRESTORE_EMULATOR_HOST
-    return f"firestore://loom-test/f{uuid.uuid4().hex[:24]}"
+    return store_url(request, tmp_path, "f")
 
 
 def _run_and_die(db: str, side: Path, eid: str, point: str) -> int:
-    env = {
-        **os.environ,
-        "LOOM_APP": "tests.delivery.crash_app:app",
-        "LOOM_STORE": db,
-        "LOOM_TEST_SIDE_FILE": str(side),
-        "LOOM_CRASH_AT": point,
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "loom", "start", "crash.parent", "--id", eid, "--wait", "2"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return proc.returncode
+    args = ("start", "crash.parent", "--id", eid, "--wait", "2")
+    return run_loom("tests.delivery.crash_app:app", db, side, *args, env={"LOOM_CRASH_AT": point})
 
 
 async def _redeliver(runtime: Runtime, eid: str) -> str:

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -24,8 +21,7 @@ from loom.events import Event
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
 from tests.delivery import crash_app
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.delivery.kit import run_loom, store_url
 
 # point → (what the non-idempotent case must end as after recovery, invocations before it)
 CASES = {
@@ -41,10 +37,7 @@ CASES = {
 @pytest.fixture(params=["sqlite", pytest.param("firestore", marks=pytest.mark.slow)])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A store URL that a child process can open too."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/loom.db"
-    request.getfixturevalue("firestore_emulator")  # sets FIRESTORE_EMULATOR_HOST
-    return f"firestore://loom-test/c{uuid.uuid4().hex[:24]}"
+    return store_url(request, tmp_path, "c")
 
 
 def _runtime(db: str) -> Runtime:
@@ -52,26 +45,11 @@ def _runtime(db: str) -> Runtime:
 
 
 def _kill_worker(db: str, side: Path, eid: str, point: str) -> int:
-    env = {
-        **os.environ,
-        "LOOM_APP": "tests.delivery.crash_app:app",
-        "LOOM_STORE": db,
-        "LOOM_TEST_SIDE_FILE": str(side),
-    }
     if point == "in_effect":
-        env["LOOM_TEST_DIE_IN_EFFECT"] = "1"
+        env = {"LOOM_TEST_DIE_IN_EFFECT": "1"}
     else:
-        env["LOOM_CRASH_AT"] = f"{point}:1" if point != "before_reply" else point
-    proc = subprocess.run(
-        [sys.executable, "-m", "loom", "execute", eid],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return proc.returncode
+        env = {"LOOM_CRASH_AT": f"{point}:1" if point != "before_reply" else point}
+    return run_loom("tests.delivery.crash_app:app", db, side, "execute", eid, env=env)
 
 
 def _invocations(side: Path) -> list[str]:

@@ -9,36 +9,18 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from loom.config import open_store
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
 from tests.delivery import crash_app
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.delivery.kit import run_loom
 
 
 def _kill_at_attempt(db: str, side: Path, eid: str, attempt: int) -> int:
-    env = {
-        **os.environ,
-        "LOOM_APP": "tests.delivery.crash_app:app",
-        "LOOM_STORE": db,
-        "LOOM_TEST_SIDE_FILE": str(side),
-        "LOOM_TEST_DIE_AT_ATTEMPT": str(attempt),
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "loom", "execute", eid],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return proc.returncode
+    env = {"LOOM_TEST_DIE_AT_ATTEMPT": str(attempt)}
+    return run_loom("tests.delivery.crash_app:app", db, side, "execute", eid, env=env)
 
 
 async def test_a_worker_killed_mid_retry_does_not_reset_the_attempts(tmp_path: Path):

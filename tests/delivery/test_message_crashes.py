@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -23,39 +20,21 @@ from loom.messages import deliver
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
 from tests.delivery import message_app
+from tests.delivery.kit import run_loom, store_url
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(params=["sqlite", "firestore"])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A store URL that a child process can open too."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/loom.db"
-    request.getfixturevalue("firestore_emulator")  # sets FIRESTORE_EMULATOR_HOST
-    return f"firestore://loom-test/m{uuid.uuid4().hex[:24]}"
+    return store_url(request, tmp_path, "m")
 
 
 def _loom(db: str, side: Path, crash_at: str, *args: str) -> int:
     """Run ``loom ARGS`` in a child process that SIGKILLs itself at ``crash_at``."""
-    env = {
-        **os.environ,
-        "LOOM_APP": "tests.delivery.message_app:app",
-        "LOOM_STORE": db,
-        "LOOM_TEST_SIDE_FILE": str(side),
-        "LOOM_CRASH_AT": crash_at,
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "loom", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return proc.returncode
+    app = "tests.delivery.message_app:app"
+    return run_loom(app, db, side, *args, timeout=120, env={"LOOM_CRASH_AT": crash_at})
 
 
 def _received(events: list[Event]) -> list[str]:

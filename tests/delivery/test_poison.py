@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -22,29 +20,13 @@ from loom.config import open_store
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
 from tests.delivery import crash_app
+from tests.delivery.kit import run_loom
 
-ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.delivery.crash_app:app"
 
 
 def _die_in_effect(db: str, side: Path, eid: str) -> int:
-    env = {
-        **os.environ,
-        "LOOM_APP": APP,
-        "LOOM_STORE": db,
-        "LOOM_TEST_SIDE_FILE": str(side),
-        "LOOM_TEST_DIE_IN_EFFECT": "1",
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "loom", "execute", eid],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return proc.returncode
+    return run_loom(APP, db, side, "execute", eid, env={"LOOM_TEST_DIE_IN_EFFECT": "1"})
 
 
 def _lines(side: Path) -> list[str]:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from loom.config import open_store
@@ -21,28 +19,12 @@ from loom.runtime import Runtime
 from loom.testing import replay
 from loom.wire import ExecutionPackage
 from tests.delivery import timer_crash_app
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.delivery.kit import run_loom
 
 
 def _worker_dies(db: str, side: Path, eid: str) -> int:
-    env = {
-        **os.environ,
-        "LOOM_APP": "tests.delivery.timer_crash_app:app",
-        "LOOM_STORE": db,
-        "LOOM_TEST_SIDE_FILE": str(side),
-        "LOOM_TEST_KILL_IN_EFFECT": "1",
-    }
-    proc = subprocess.run(
-        [sys.executable, "-m", "loom", "execute", eid],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return proc.returncode
+    app = "tests.delivery.timer_crash_app:app"
+    return run_loom(app, db, side, "execute", eid, env={"LOOM_TEST_KILL_IN_EFFECT": "1"})
 
 
 async def _killed_after_the_deadline(tmp_path: Path, effect: str) -> tuple[Runtime, Path]:

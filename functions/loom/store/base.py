@@ -10,6 +10,10 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
   nothing. The events must be numbered ``expected_seq + 1, expected_seq + 2, …``. When it
   returns, the events are durable (for SQLite: fsync'd). Either all of a batch is written or
   none of it.
+* An append may carry ``snapshot``, the state after its events; a store whose
+  ``keeps_append_snapshots`` is true keeps it exactly as ``save_snapshot`` would, in the same
+  write (so a snapshot taken where an execute call ends costs no write of its own); other
+  stores ignore it and the caller saves snapshots itself.
 * ``load`` returns the newest snapshot (if any) and every event after it, in order.
   ``read`` returns events after a given seq, in order, for history and audit.
 * ``save_snapshot`` stores a state derived from the log at ``seq``; a snapshot is never ahead
@@ -93,12 +97,15 @@ class AppendRequest:
         expected_seq: The seq the log must end at for the append to succeed.
         events: The events, numbered consecutively after ``expected_seq``.
         status: A summary change written atomically with the events, if any.
+        snapshot: The folded state after the events (serialized), for a store that keeps
+            snapshots with appends (``EventStore.keeps_append_snapshots``).
     """
 
     execution_id: str
     expected_seq: int
     events: Sequence[Event]
     status: StatusChange | None = None
+    snapshot: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,10 +190,15 @@ class EventStore(abc.ABC):
         max_append_events: The most events one append may carry (``None``: no limit). A
             longer append is refused with :class:`~loom.errors.StoreLimitError`; the session
             writes long runs of decisions ahead in appends of this size instead.
+        keeps_append_snapshots: Whether ``append`` keeps ``AppendRequest.snapshot``.
+        max_batch_bytes: Most bytes of event JSON one append may carry (``None``: no limit),
+            so a caller gathering events knows when to write them.
     """
 
     snapshot_min_tail: int = 64
     max_append_events: int | None = None
+    keeps_append_snapshots: bool = False
+    max_batch_bytes: int | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

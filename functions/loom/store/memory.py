@@ -33,6 +33,8 @@ class _Log:
 class InMemoryEventStore(EventStore):
     """Keeps every log in a dict. Appends are atomic because nothing here awaits."""
 
+    keeps_append_snapshots = True
+
     def __init__(self) -> None:
         self._logs: dict[str, _Log] = {}
         self._leases = InMemoryLeaseSet()
@@ -86,6 +88,8 @@ class InMemoryEventStore(EventStore):
                 parked_reason=request.status.parked_reason,
             )
         log.summary = replace(log.summary, **changes)  # type: ignore[arg-type]
+        if request.snapshot is not None:
+            log.snapshot = Snapshot(new_last, request.snapshot)
         return new_last
 
     async def load(self, execution_id: str) -> LoadedLog:

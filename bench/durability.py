@@ -1,0 +1,205 @@
+"""Strict and batched durability on SQLite, side by side with another checkout.
+
+    python bench/durability.py --baseline ../loom-main            # print the table
+    python bench/durability.py --baseline ../loom-main --record   # and add it to RESULTS.md
+
+Each round runs one child process per checkout, alternating, so a noisy disk or a busy CPU
+hits both alike; every child imports the engine of its own checkout. A checkout without
+durable points (``Loom(durability=...)``) measures strict only. Figures are medians over
+rounds; ratios are baseline / this checkout (above 1: this checkout is faster), and batched
+/ strict within this checkout.
+"""
+
+# No `from __future__ import annotations`: the flows below are defined in a function, after
+# the engine to measure is importable, and the engine resolves their annotations.
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import math
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+FIGURES = {
+    "strict_step_ms": ("sequential idempotent step, strict (marginal)", "ms", None),
+    "batched_step_ms": ("sequential idempotent step, batched (marginal)", "ms", 0.05),
+    "batched_step_cpu_ms": ("the same, CPU time of the process (less noisy)", "ms", 0.05),
+    "strict_50_s": ("50 concurrent 10-step flows, strict, in-loop", "s", 0.05),
+    "batched_50_s": ("50 concurrent 10-step flows, batched, in-loop", "s", None),
+    "commit_ms": ("SQLite commit alone (the floor, same process)", "ms", None),
+}
+
+
+def _child(root: str) -> dict[str, float]:
+    """Measure the engine of ``root`` (run in a fresh process: ``--child ROOT``)."""
+    sys.path[:0] = [f"{root}/functions"]
+    import loom
+
+    if not loom.__file__ or not Path(loom.__file__).is_relative_to(root):
+        raise SystemExit(f"imported {loom.__file__}, not the engine under {root}")
+    return asyncio.run(_measure())
+
+
+def _app(durability: str) -> Any:
+    from loom import EffectContext, FlowContext, Loom
+
+    app = Loom("bench") if durability == "strict" else Loom("bench", durability=durability)  # type: ignore[call-arg]
+
+    @app.effect("noop")
+    async def noop(ctx: EffectContext, n: int) -> int:  # pyright: ignore[reportUnusedFunction]
+        return n
+
+    @app.flow("steps")
+    async def steps(ctx: FlowContext, n: int) -> int:  # pyright: ignore[reportUnusedFunction]
+        for i in range(n):
+            await ctx.execute(noop, i)
+        return n
+
+    return app
+
+
+async def _measure() -> dict[str, float]:
+    from loom.runtime import Runtime
+    from loom.store import SqliteEventStore
+
+    def runtime(durability: str) -> Runtime:
+        path = Path(tempfile.mkdtemp(prefix="loom-bench-")) / "l.db"
+        return Runtime(_app(durability), SqliteEventStore(path))
+
+    async def gathered(rt: Runtime, tag: str) -> float:
+        t = time.perf_counter()
+        await asyncio.gather(*(rt.start("steps", 10, execution_id=f"{tag}{i}") for i in range(50)))
+        return time.perf_counter() - t
+
+    async def sequential(rt: Runtime, steps: int) -> float:
+        """Marginal ms per step: a long flow against an empty one, medians over runs."""
+        empty: list[float] = []
+        full: list[float] = []
+        for i in range(15):
+            for n, into in ((0, empty), (steps, full)):
+                t = time.perf_counter()
+                await rt.start("steps", n, execution_id=f"s{n}-{i}")
+                into.append(time.perf_counter() - t)
+        return (statistics.median(full) - statistics.median(empty)) / steps * 1000
+
+    out: dict[str, float] = {"commit_ms": _commit_ms()}
+    modes = ["strict"]
+    try:
+        _app("batched")
+        modes.append("batched")
+    except TypeError:  # a checkout without durable points
+        out.update(batched_step_ms=math.nan, batched_50_s=math.nan, batched_step_cpu_ms=math.nan)
+    for mode in modes:
+        rt = runtime(mode)
+        await gathered(rt, "warm")
+        out[f"{mode}_50_s"] = statistics.median([await gathered(rt, f"c{r}-") for r in range(3)])
+        # Strict steps each wait for an fsync: 10 steps say enough. Batched steps cost
+        # microseconds: 500 of them rise above the flow's fixed cost.
+        out[f"{mode}_step_ms"] = await sequential(runtime(mode), 10 if mode == "strict" else 500)
+    if "batched" in modes:
+        rt, cpu = runtime("batched"), list[float]()
+        for i in range(5):
+            c = time.process_time()
+            await rt.start("steps", 1000, execution_id=f"cpu{i}")
+            cpu.append((time.process_time() - c) / 1000 * 1000)
+        out["batched_step_cpu_ms"] = statistics.median(cpu)
+    return out
+
+
+def _commit_ms(commits: int = 300) -> float:
+    from core import fsync_baseline  # pyright: ignore[reportMissingImports]
+
+    return float(fsync_baseline(commits)["sqlite_commit_ms"])
+
+
+def _run_child(root: Path) -> dict[str, float]:
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=900,
+    )
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def compare(baseline: Path, rounds: int) -> dict[str, dict[str, float]]:
+    """Medians of each figure for the baseline and this checkout, alternating per round."""
+    runs: dict[str, list[dict[str, float]]] = {"baseline": [], "this": []}
+    for r in range(rounds):
+        order = [("baseline", baseline), ("this", HERE.parent)]
+        for name, root in order if r % 2 == 0 else order[::-1]:
+            runs[name].append(_run_child(root))
+            print(f"round {r + 1}/{rounds} {name}: {runs[name][-1]}", file=sys.stderr)
+    return {
+        name: {k: statistics.median(run[k] for run in results) for k in FIGURES}
+        for name, results in runs.items()
+    }
+
+
+def _cell(value: float, unit: str) -> str:
+    return "—" if math.isnan(value) else f"{value:.3f} {unit}"
+
+
+def markdown(medians: dict[str, dict[str, float]], rounds: int, command: str) -> str:
+    """A dated section for ``RESULTS.md``."""
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    base, this = medians["baseline"], medians["this"]
+    lines = [
+        f"### Durable points, {when}",
+        "",
+        f"`{command}` on {platform.machine()}, Python {platform.python_version()}: "
+        f"{rounds} rounds, each one process per checkout, alternating; medians over rounds.",
+        "",
+        "| what | before | after | before / after | target |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for key, (label, unit, target) in FIGURES.items():
+        goal = "" if target is None else f"<= {target:g} {unit}"
+        ratio = "—" if math.isnan(base[key]) else f"{base[key] / this[key]:.2f}x"
+        lines.append(
+            f"| {label} | {_cell(base[key], unit)} | {_cell(this[key], unit)} | {ratio} | {goal} |"
+        )
+    step = this["strict_step_ms"] / this["batched_step_ms"]
+    flows = this["strict_50_s"] / this["batched_50_s"]
+    lines += [
+        "",
+        f"Within this checkout, strict / batched: {step:.1f}x per step, {flows:.1f}x for 50 flows.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--baseline", type=Path, help="another checkout of this repository")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--record", action="store_true", help="append the table to RESULTS.md")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(_child(args.child)))
+        return
+    if args.baseline is None:
+        parser.error("--baseline is required: a checkout to compare with")
+    medians = compare(args.baseline.resolve(), args.rounds)
+    command = f"python bench/durability.py --baseline <main checkout> --rounds {args.rounds}"
+    section = markdown(medians, args.rounds, command)
+    print(section)
+    if args.record:
+        from group_commit import record  # pyright: ignore[reportMissingImports]
+
+        record(section)
+
+
+if __name__ == "__main__":
+    main()

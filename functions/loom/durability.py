@@ -1,0 +1,194 @@
+"""Durability of a session's appends: ``strict`` (every append written before the flow goes
+on) or ``batched`` (durable points).
+
+A flow (or a whole app) chooses with ``durability="batched"``; the default is ``"strict"``.
+
+In a batched session, what the delivery contract already allows to be lost is kept in
+memory instead of being written at once: the claim, the completions of idempotent steps and
+recorded decisions (``ctx.now``/``uuid``/``random``). They are *unforced*: folded into the
+session's state, handed to the flow, and written together with the next *durable point*, one
+append (one transaction, one Firestore commit) for all of them. A durable point is forced
+before anything whose loss would matter:
+
+* an intent record (``EffectStarted`` of a non-idempotent effect), and any other event that
+  is not one of the three kinds above (a failure, a suspension, a park, the end);
+* a claim extension (the lease must be visible to other workers);
+* the end of the ``execute`` call, before its reply (and so before a resume is answered);
+* a store limit: an append may carry only ``EventStore.max_append_events`` events and
+  ``max_batch_bytes`` bytes (Firestore: one commit of at most 500 writes and 10 MiB);
+* :meth:`Journal.durable_point <loom.journal.Journal.durable_point>`, for code that is about
+  to do something another party will see: a child start, a message sent. Call
+  ``await session.journal.durable_point()`` first; in a strict session it returns at once.
+
+While the flow runs several tasks at once, appends are strict: the order in which racing
+outcomes reached the flow is then observable, and only a written log fixes it.
+
+After a crash, the unforced events since the last durable point are gone: the next execute
+replays to the last durable point and invokes those idempotent steps again, with the same
+idempotency keys (``execution_id:step_id``) — the at-least-once contract of idempotent
+effects. A decision is drawn afresh, which is safe because nothing durable depended on it.
+Another worker may run the execution meanwhile (the claim was not written either); the
+first durable point settles it: one append wins, the other session finds the winner's claim
+and stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from loom import events as ev
+from loom.errors import AppendConflictError, ExecutionSupersededError, StoreLimitError
+from loom.fold import ExecutionState, evolve, fold
+from loom.journal import Journal
+from loom.store.base import AppendRequest, StatusChange
+from loom.telemetry import flow_scope
+from loom.timeouts import overdue
+
+if TYPE_CHECKING:
+    from loom.app import FlowDef
+    from loom.runtime import Runtime
+    from loom.session import Session
+
+_DEFERRABLE = frozenset({"EffectCompleted", "DecisionRecorded"})
+
+
+class BatchedJournal(Journal):
+    """A journal with durable points (see the module docstring).
+
+    Attributes:
+        unforced: Events folded into :attr:`state` and not yet written, in log order.
+    """
+
+    def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
+        super().__init__(runtime, state, holder)
+        self.session: Session | None = None
+        self.unforced: list[ev.Event] = []
+        self._durable(state)
+        self._bytes = 0
+
+    def _durable(self, state: ExecutionState) -> None:
+        self.durable_seq = state.last_seq
+        self.durable_status = (state.status, state.parked_reason)
+
+    def defer(self, events: Sequence[ev.Event]) -> None:
+        """Number and fold ``events`` and keep them unforced (e.g. the claim)."""
+        batch = list(events)
+        ev.number(batch, self.state.last_seq, self.rt.clock())
+        for event in batch:
+            evolve(self.state, event)
+        self.unforced.extend(batch)
+        if self.rt.store.max_batch_bytes is not None:
+            self._bytes += sum(len(e.model_dump_json()) for e in batch)
+
+    async def try_append(self, events: Sequence[ev.Event]) -> bool:
+        batch = self._batch(events)
+        if not batch:
+            return True
+        # One append must stay within the store's limits: write what waits first.
+        if self.unforced and not self._fits(batch) and not await self._flush([]):
+            return False
+        if self._deferrable(batch):
+            self.defer(batch)
+            self.pending = []
+            return True
+        return await self._flush(batch)
+
+    async def durable_point(self) -> None:
+        async with self.lock:
+            while not await self._flush(list(self.pending)):
+                pass
+
+    def _deferrable(self, batch: Sequence[ev.Event]) -> bool:
+        session = self.session
+        if session is None or session.order.open_tasks > 1:
+            return False
+        for event in batch:
+            if event.type not in _DEFERRABLE:
+                return False
+            if isinstance(event, ev.EffectCompleted):
+                effect = self.rt.app.effects.get(event.effect)
+                if effect is None or not effect.idempotent:
+                    return False
+        return True
+
+    def _fits(self, batch: Sequence[ev.Event]) -> bool:
+        """Whether ``batch`` may join the unforced events in one append (store limits)."""
+        store = self.rt.store
+        most = store.max_append_events
+        if most is not None and len(self.unforced) + len(batch) > most:
+            return False
+        if store.max_batch_bytes is None:
+            return True
+        size = sum(len(e.model_dump_json()) for e in batch)
+        return self._bytes + size <= store.max_batch_bytes
+
+    async def _flush(self, batch: list[ev.Event]) -> bool:
+        """Write the unforced events, then ``batch``; False after a conflict."""
+        if not batch and not self.unforced:
+            return True
+        written = await self._write(self.unforced, batch, self.durable_seq, self.durable_status)
+        if written:
+            self.unforced, self._bytes = [], 0
+            self._durable(self.state)
+            return True
+        self._replay_unforced()
+        return False
+
+    async def _over_limit(self, events: Sequence[ev.Event], exc: StoreLimitError) -> bool:
+        # ``events`` holds the unforced events too: they are written again from the reloaded
+        # state (nothing of the refused append was), so none stays waiting twice.
+        self.unforced, self._bytes = [], 0
+        return await super()._over_limit(events, exc)
+
+    def _replay_unforced(self) -> None:
+        """After a conflict (a resume or verdict landed; the state was reloaded), put the
+        unforced events after the foreign ones, keeping their times."""
+        self._durable(self.state)
+        for offset, event in enumerate(self.unforced, start=1):
+            object.__setattr__(event, "seq", self.state.last_seq + offset)
+        for event in self.unforced:
+            evolve(self.state, event)
+
+
+async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: FlowDef) -> Session:
+    """Claim the execution for ``holder`` and open its session.
+
+    The claim (with the resumes of gates whose deadline passed) is one append; a batched
+    session keeps a lone claim unforced instead, to be written with its first durable point.
+
+    Raises:
+        ExecutionSupersededError: The log changed since ``state`` was loaded.
+    """
+    from loom.session import Session  # the session imports this module
+
+    flow_scope(flow.name)  # names the flow on the step spans of this call
+    now = runtime.clock()
+    batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + runtime.claim_ttl)]
+    batch.extend(overdue(runtime, state))  # a passed flow deadline goes before gate timeouts
+    for gate in sorted(state.open_gates().values(), key=lambda g: g["wake_at"] or 0.0):
+        if gate["wake_at"] is not None and gate["wake_at"] <= now:  # earliest fires first
+            batch.append(
+                ev.ExecutionResumed(
+                    on=gate["on"], correlation_key=gate["correlation_key"], timed_out=True
+                )
+            )
+    # Gates whose deadline passed resume now: those are outcomes the session's ordering must
+    # know from the start, so that claim is written at once, as in strict mode.
+    if flow.durability == "batched" and len(batch) == 1:
+        session = Session(runtime, state, flow, holder)
+        if isinstance(session.journal, BatchedJournal):
+            session.journal.defer(batch)
+            session.journal.claim_until = now + runtime.claim_ttl
+            return session
+    ev.number(batch, state.last_seq, now)
+    # The status is written only when it changes: a fresh execution is running already.
+    change = StatusChange("running") if state.status != "running" else None
+    try:
+        await runtime.store.append(AppendRequest(state.execution_id, state.last_seq, batch, change))
+    except AppendConflictError as exc:
+        raise ExecutionSupersededError(
+            f"execution {state.execution_id!r} changed while claiming it"
+        ) from exc
+    fold(batch, state)
+    return Session(runtime, state, flow, holder)

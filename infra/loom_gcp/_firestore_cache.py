@@ -1,0 +1,97 @@
+"""What the Firestore store remembers of the logs it loaded or wrote, to read less.
+
+Firestore bills every document read, and one ``execute`` or ``resume`` loads the same
+execution more than once (the resume loads it, then the execute it dispatches loads it
+again). Events are immutable once written, so a log this process has seen stays a valid
+prefix of the log: a later load needs only the events after it. The store checks the
+prefix with the same query that fetches the tail — ``seq >= last`` returns the last known
+event first, and its stored body must be the one remembered — so an execution purged and
+started again elsewhere (a different first event, a different log) is never mistaken for
+the one remembered: that load falls back to reading everything.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from loom.events import Event
+from loom.store.base import LoadedLog, Snapshot
+
+
+@dataclass(slots=True)
+class CachedLog:
+    """A known prefix of one log: a snapshot, the events after it, and the last body."""
+
+    snapshot: Snapshot | None
+    events: list[Event]
+    last_body: str
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last event known."""
+        if self.events:
+            return self.events[-1].seq
+        return self.snapshot.seq if self.snapshot else 0
+
+    def loaded(self) -> LoadedLog:
+        """A copy the caller may keep (the cache goes on growing its own list)."""
+        return LoadedLog(self.snapshot, list(self.events))
+
+
+class LogCache:
+    """A bounded LRU of :class:`CachedLog` by execution id.
+
+    Args:
+        entries: How many executions are remembered.
+        max_events: Longer logs are not remembered (memory stays bounded).
+    """
+
+    def __init__(self, entries: int = 256, max_events: int = 2_000) -> None:
+        self._logs: OrderedDict[str, CachedLog] = OrderedDict()
+        self._entries = entries
+        self._max_events = max_events
+
+    def get(self, execution_id: str) -> CachedLog | None:
+        """The remembered prefix, if any."""
+        log = self._logs.get(execution_id)
+        if log is not None:
+            self._logs.move_to_end(execution_id)
+        return log
+
+    def put(self, execution_id: str, loaded: LoadedLog, last_body: str | None) -> None:
+        """Remember a whole log as loaded (forget it when its last body is unknown)."""
+        if last_body is None or len(loaded.events) > self._max_events:
+            self.drop(execution_id)
+            return
+        self._logs[execution_id] = CachedLog(loaded.snapshot, list(loaded.events), last_body)
+        self._logs.move_to_end(execution_id)
+        while len(self._logs) > self._entries:
+            self._logs.popitem(last=False)
+
+    def extend(
+        self, execution_id: str, expected: int, events: Sequence[Event], last_body: str
+    ) -> None:
+        """Add events appended after ``expected``; forget the log if that was not its end."""
+        log = self._logs.get(execution_id)
+        if log is None:
+            return
+        if log.last_seq != expected or len(log.events) + len(events) > self._max_events:
+            self.drop(execution_id)
+            return
+        log.events.extend(events)
+        log.last_body = last_body
+
+    def rebase(self, execution_id: str, snapshot: Snapshot) -> None:
+        """Take a newer snapshot: the events it covers are no longer needed."""
+        log = self._logs.get(execution_id)
+        if log is None or snapshot.seq > log.last_seq:
+            return
+        if log.snapshot is None or log.snapshot.seq < snapshot.seq:
+            log.snapshot = snapshot
+            log.events = [e for e in log.events if e.seq > snapshot.seq]
+
+    def drop(self, execution_id: str) -> None:
+        """Forget one execution."""
+        self._logs.pop(execution_id, None)

@@ -1,0 +1,103 @@
+"""Reads the Firestore store saves, and the snapshot that rides an append (on the emulator).
+
+A store remembers the logs it loaded or wrote: a later load reads the execution document
+(which names the newest snapshot) and only the events that are new, after checking that the
+log is still the one it remembers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from loom.events import EffectCompleted, ExecutionCompleted, ExecutionStarted
+from loom.store import AppendRequest, Snapshot, StatusChange
+from loom_gcp.firestore import FirestoreEventStore
+
+pytestmark = pytest.mark.slow
+
+PROJECT = "loom-test"
+
+
+def step(seq: int, step_id: str = "1") -> EffectCompleted:
+    return EffectCompleted(seq=seq, step_id=step_id, effect="fx", output={"n": seq}, at=1.0)
+
+
+@pytest.fixture
+async def database(firestore_emulator: str) -> str:
+    return f"r{uuid.uuid4().hex[:24]}"
+
+
+@pytest.fixture
+async def pair(database: str) -> AsyncIterator[tuple[FirestoreEventStore, FirestoreEventStore]]:
+    """Two store objects over one database: two processes."""
+    a = FirestoreEventStore(project=PROJECT, database=database)
+    b = FirestoreEventStore(project=PROJECT, database=database)
+    yield a, b
+    await a.aclose()
+    await b.aclose()
+
+
+async def test_a_known_log_costs_two_reads_and_sees_what_others_appended(
+    pair: tuple[FirestoreEventStore, FirestoreEventStore],
+) -> None:
+    a, b = pair
+    await a.create(ExecutionStarted(execution_id="e1", flow="f", input={}))
+    a.reset_ops()
+    assert [e.seq for e in (await a.load("e1")).events] == [1]
+    assert a.ops["reads"] == 2  # the execution document, the query for what follows
+    await b.append(AppendRequest("e1", 1, [step(2), step(3, "2")]))  # another process
+    a.reset_ops()
+    loaded = await a.load("e1")
+    assert [e.seq for e in loaded.events] == [1, 2, 3]  # each event once
+    assert a.ops["reads"] == 4  # the document, the last event it knew, the two new ones
+    assert [e.seq for e in (await a.load("e1")).events] == [1, 2, 3]
+
+
+async def test_a_purged_id_started_again_elsewhere_is_not_taken_for_the_old_log(
+    pair: tuple[FirestoreEventStore, FirestoreEventStore],
+) -> None:
+    a, b = pair
+    await a.create(ExecutionStarted(execution_id="e1", flow="old", input={}))
+    await a.append(AppendRequest("e1", 1, [step(2)]))
+    await a.load("e1")
+    assert await b.delete_execution("e1")
+    await b.create(ExecutionStarted(execution_id="e1", flow="new", input={}, at=5.0))
+    await b.append(AppendRequest("e1", 1, [step(2, "x"), step(3, "y")]))
+    loaded = await a.load("e1")
+    first = loaded.events[0]
+    assert isinstance(first, ExecutionStarted) and first.flow == "new"
+    assert [e.seq for e in loaded.events] == [1, 2, 3]
+
+
+async def test_a_snapshot_rides_the_status_write_at_no_extra_cost(
+    pair: tuple[FirestoreEventStore, FirestoreEventStore],
+) -> None:
+    a, b = pair
+    await a.create(ExecutionStarted(execution_id="e1", flow="f", input={}))
+    await a.save_snapshot("e1", Snapshot(1, "parts"))  # an earlier snapshot, in parts
+    a.reset_ops()
+    done = ExecutionCompleted(seq=2, output=1, at=1.0)
+    request = AppendRequest("e1", 1, [done], StatusChange("completed"), snapshot='{"s": 2}')
+    await a.append(request)
+    assert a.ops == {"reads": 0, "writes": 2, "deletes": 0}  # the event, the execution doc
+    loaded = await b.load("e1")  # a cold store
+    assert loaded.snapshot == Snapshot(2, '{"s": 2}') and loaded.events == []
+    assert b.ops["reads"] == 2  # the execution document (snapshot inside) and the tail query
+    assert (await b.list("completed"))[0].execution_id == "e1"
+    await b.save_snapshot("e1", Snapshot(1, "older"))  # never replaces a newer one
+    assert (await a.load("e1")).snapshot == Snapshot(2, '{"s": 2}')
+
+
+async def test_a_snapshot_too_big_to_ride_is_saved_in_parts(
+    pair: tuple[FirestoreEventStore, FirestoreEventStore],
+) -> None:
+    a, b = pair
+    await a.create(ExecutionStarted(execution_id="e1", flow="f", input={}))
+    big = "".join(uuid.uuid4().hex for _ in range(20_000))  # 640 kB of hex: 300 kB zipped
+    done = ExecutionCompleted(seq=2, output=1, at=1.0)
+    await a.append(AppendRequest("e1", 1, [done], StatusChange("completed"), snapshot=big))
+    loaded = await b.load("e1")
+    assert loaded.snapshot == Snapshot(2, big) and loaded.events == []

@@ -28,6 +28,7 @@ from loom.grants import GrantPolicy
 
 if TYPE_CHECKING:
     from loom.fold import ExecutionState
+    from loom.queues import QueueDef
     from loom.runtime import Runtime
     from loom.schedules import Schedule
 
@@ -236,6 +237,7 @@ class Loom:
         self.grants = grants or GrantPolicy()  # who may grant which capabilities
         self.resume_checks: dict[str, ResumeCheck] = _builtin_resume_checks()
         self.schedules: dict[str, Schedule] = {}  # by name (loom.schedules)
+        self.queues: dict[str, QueueDef] = {}  # by name (loom.queues)
 
     def resume_check(self, on: str) -> Callable[[ResumeCheck], ResumeCheck]:
         """Register the check every resume of gates on ``on`` must pass, whatever its route.
@@ -259,6 +261,13 @@ class Loom:
         from loom.schedules import declare  # imported on use: a cron parser costs cold starts
 
         return declare(self.schedules, cron, flow=flow, **options)
+
+    def queue(self, name: str, **limits: Any) -> QueueDef:
+        """Declare a queue executions can start on: see :mod:`loom.queues` (limits:
+        ``concurrency``, ``rate_per_second``, ``lease_ttl``)."""
+        from loom.queues import declare
+
+        return declare(self.queues, name, **limits)
 
     def flow(
         self,

@@ -33,7 +33,7 @@ import logging
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal
 
-from loom import cancellation, crash
+from loom import cancellation, crash, queues
 from loom import events as ev
 from loom.app import FlowDef, to_json_value
 from loom.context import off_scope
@@ -50,6 +50,7 @@ from loom.ids import MAX_ID_BYTES
 from loom.timeouts import deadline_for
 
 if TYPE_CHECKING:
+    from loom.queues import QueueRef
     from loom.runtime import Runtime
     from loom.session import Session
 
@@ -136,7 +137,12 @@ class ChildFlow:
 
 
 async def start_flow(
-    session: Session, step_id: str, flow: str | Callable[..., Any], value: Any, on_cancel: str
+    session: Session,
+    step_id: str,
+    flow: str | Callable[..., Any],
+    value: Any,
+    on_cancel: str,
+    queue: QueueRef | None = None,
 ) -> ChildFlow:
     """The session side of ``ctx.start_flow``: see the module docstring."""
     if session.signal is not None:
@@ -150,7 +156,7 @@ async def start_flow(
     if recorded is None:
         session._check_unused(step_id, f"child flow {defn.name!r}")  # pyright: ignore[reportPrivateUsage]
         await cancellation.checkpoint(session)  # a new step: a pending cancel arrives here
-        await _start_live(session, step_id, cid, defn, value, on_cancel)
+        await _start_live(session, step_id, cid, defn, (value, queue), on_cancel)
     elif recorded["flow"] != defn.name:
         session._park(  # pyright: ignore[reportPrivateUsage]
             step_id, f"step {step_id}: log has child flow {recorded['flow']!r}, flow {defn.name!r}"
@@ -166,11 +172,16 @@ def _visit(session: Session, step_id: str) -> None:
 
 
 async def _start_live(
-    session: Session, step_id: str, cid: str, defn: FlowDef, value: Any, on_cancel: str
+    session: Session,
+    step_id: str,
+    cid: str,
+    defn: FlowDef,
+    start: tuple[Any, QueueRef | None],
+    on_cancel: str,
 ) -> None:
     rt = session.rt
     with off_scope():
-        await session._unless_store_fails(_create(session, step_id, cid, defn, value))  # pyright: ignore[reportPrivateUsage]
+        await session._unless_store_fails(_create(session, step_id, cid, defn, *start))  # pyright: ignore[reportPrivateUsage]
         crash.point("child_created", step_id)
         await rt._dispatch(cid, defn.name, "start", f"{cid}:1")  # pyright: ignore[reportPrivateUsage]
         crash.point("child_dispatched", step_id)
@@ -179,7 +190,9 @@ async def _start_live(
         )
 
 
-async def _create(session: Session, step_id: str, cid: str, defn: FlowDef, value: Any) -> None:
+async def _create(
+    session: Session, step_id: str, cid: str, defn: FlowDef, value: Any, queue: QueueRef | None
+) -> None:
     rt, now = session.rt, session.rt.clock()
     parsed = to_json_value(defn.typed.parse_input(value))
     stored, _ = await rt.payloads.encode(parsed, f"{cid}/input")
@@ -193,6 +206,7 @@ async def _create(session: Session, step_id: str, cid: str, defn: FlowDef, value
         at=now,
         deadline=deadline_for(defn, None, now),
         parent=parent,
+        **queues.started_fields(rt.app, queue),  # a child on a queue runs within its limits
     )
     created, first = await rt.store.create(started)
     if not created and (first.parent, first.flow) != (parent, defn.name):

@@ -25,6 +25,7 @@ from loom.cli_hints import exit_for, interrupted, resume_checked
 from loom.cli_types import EXECUTION_ID
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
 from loom.errors import ConfigurationError, InputError, LoomError, StoreError, StoreLimitError
+from loom.queues import queue_ref
 from loom.store.base import STATUSES
 
 T = TypeVar("T")
@@ -157,6 +158,8 @@ def _print_result(result: Any, check: bool = False) -> None:
 )
 @click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
 @click.option("--version", default=None, help="Flow version to start (default: the latest).")
+@click.option("--queue", default=None, help="A declared queue to run on.")
+@click.option("--partition-key", default=None, help="With --queue: run one per key at a time.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds (override).")
 @click.pass_obj
 def start(
@@ -167,6 +170,8 @@ def start(
     capabilities: tuple[str, ...],
     wait: float,
     version: str | None,
+    queue: str | None,
+    partition_key: str | None,
     timeout: float | None,
 ) -> None:
     """Start FLOW (idempotent by --id) and run it until it blocks; exit 1 if it failed."""
@@ -181,6 +186,7 @@ def start(
             capabilities=set(capabilities),
             by=local_principal(),
             version=version,
+            queue=queue_ref(queue, partition_key),
             timeout=timeout,
         )
         return await _settle(env, result.execution_id, wait)
@@ -362,6 +368,7 @@ from loom.cli_fork import fork as _fork  # noqa: E402 - registers after the grou
 from loom.cli_messages import get_event as _get_event  # noqa: E402 - the same
 from loom.cli_messages import send as _send  # noqa: E402 - the same
 from loom.cli_purge import purge as _purge  # noqa: E402 - registers after the group exists
+from loom.cli_queues import queues as _queues  # noqa: E402 - registers after the group exists
 from loom.cli_retry import retry as _retry  # noqa: E402 - registers after the group exists
 from loom.cli_schedules import schedules as _schedules  # noqa: E402 - registers after the group
 
@@ -369,6 +376,7 @@ main.add_command(_purge)
 main.add_command(_retry)
 main.add_command(_fork)
 main.add_command(_schedules)
+main.add_command(_queues)
 main.add_command(_send)
 main.add_command(_get_event)
 

@@ -27,6 +27,7 @@ from loom.errors import ConfigurationError
 if TYPE_CHECKING:
     from loom.app import EffectDef
     from loom.children import ChildFlow
+    from loom.queues import QueueRef
     from loom.session import Session
 
 T = TypeVar("T")
@@ -181,27 +182,40 @@ class FlowContext:
         await self._session.gate(sid, "loom.timer", f"{self.execution_id}:{sid}", seconds)
 
     async def execute_flow(
-        self, flow: str | Callable[..., Any], input: Any = None, *, on_cancel: str = "cancel"
+        self,
+        flow: str | Callable[..., Any],
+        input: Any = None,
+        *,
+        on_cancel: str = "cancel",
+        queue: QueueRef | None = None,
     ) -> Any:
-        """Run ``flow`` as a child execution and return its output (see :mod:`loom.children`).
+        """Run ``flow`` as a child execution and return its output (see :mod:`loom.children`);
+        with ``queue``, the child runs within that queue's limits (:mod:`loom.queues`).
 
         Raises:
             ChildFlowFailedError: The child failed or was cancelled.
         """
-        child = await self.start_flow(flow, input, on_cancel=on_cancel)
+        child = await self.start_flow(flow, input, on_cancel=on_cancel, queue=queue)
         return await child.result()
 
     async def start_flow(
-        self, flow: str | Callable[..., Any], input: Any = None, *, on_cancel: str = "cancel"
+        self,
+        flow: str | Callable[..., Any],
+        input: Any = None,
+        *,
+        on_cancel: str = "cancel",
+        queue: QueueRef | None = None,
     ) -> ChildFlow:
         """Start ``flow`` as a child execution; await the returned handle for its output.
 
         ``on_cancel``: what this execution's end does to the child if it still runs,
-        ``"cancel"`` it or ``"abandon"`` it.
+        ``"cancel"`` it or ``"abandon"`` it. ``queue``: the declared queue (and partition
+        key) the child runs on.
         """
         from loom import children
 
-        return await children.start_flow(self._session, next_step_id(), flow, input, on_cancel)
+        sid = next_step_id()
+        return await children.start_flow(self._session, sid, flow, input, on_cancel, queue)
 
     async def send(self, execution_id: str, topic: str, payload: Any = None) -> None:
         """Send a message to ``execution_id``'s mailbox on ``topic``, exactly once (a step;

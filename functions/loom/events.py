@@ -65,6 +65,8 @@ class ExecutionStarted(_Event):
     deadline: float | None = None  # the flow timeout: cancelled (with cleanup) past it
     parent: dict[str, str] | None = None  # a child flow's parent: execution_id, step_id
     forked_from: ForkOrigin | None = None
+    queue: str | None = None  # started on a queue (loom.queues)
+    partition_key: str | None = None
 
 
 class ExecutionClaimed(_Event):

@@ -91,6 +91,8 @@ class ExecutionState:
     gates: dict[str, GateRecord] = field(default_factory=dict[str, GateRecord])
     resumes: dict[str, ResumeRecord] = field(default_factory=dict[str, ResumeRecord])
     patches: list[str] = field(default_factory=list[str])  # change ids (loom.patches)
+    queue: str | None = None  # the queue it runs on, and its partition key (loom.queues)
+    partition_key: str | None = None
     mailbox: dict[str, int] = field(default_factory=dict[str, int])  # loom.messages
     message_ids: dict[str, str] = field(default_factory=dict[str, str])  # loom.messages
     published: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
@@ -446,3 +448,4 @@ from loom import loop_timers as _loop_timers  # noqa: E402
 from loom import messages as _messages  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
 from loom import published as _published  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
+from loom import queues as _queues  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]

@@ -196,6 +196,8 @@ async def fork(
         at=runtime.clock(),
         by=by,
         forked_from=origin,
+        queue=first.queue,  # a fork runs on its origin's queue, with its partition key
+        partition_key=first.partition_key,
     )
     created, stored_first = await runtime.store.create(started)
     if not created and stored_first.forked_from != origin:

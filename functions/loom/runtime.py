@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from loom import crash, messages, poison, published
+from loom import crash, messages, poison, published, queues
 from loom import events as ev
 from loom.app import Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
@@ -43,12 +43,13 @@ from loom.starts import check_same_start, never_ran
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
 from loom.telemetry import traced_execute
 from loom.timeouts import deadline_for, overdue
-from loom.verdicts import current_episode, verdict_event
+from loom.verdicts import current_episode, park_in_doubt, verdict_event
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
 
 if TYPE_CHECKING:
     from loom.blobs import BlobStore
     from loom.dispatch.base import Dispatcher
+    from loom.queues import QueueRef
 
 log = logging.getLogger("loom")
 _counter = itertools.count(1)
@@ -148,6 +149,7 @@ class Runtime:
         run: bool = True,
         by: str | None = None,
         version: str | int | None = None,
+        queue: QueueRef | None = None,
         timeout: float | timedelta | None = None,
     ) -> ExecutionResult:
         """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
@@ -185,6 +187,7 @@ class Runtime:
             budgets=budgets or {},
             at=now,
             by=by,
+            **queues.started_fields(self.app, queue),
             deadline=deadline_for(defn, timeout, now),
         )
         created, first = await self.store.create(started)
@@ -241,8 +244,10 @@ class Runtime:
             )
         if poisoned(state, self.max_idle_claims):
             return ExecutionResult.from_state(await park_poison(self, state))
-        if await self._park_in_doubt(state):
+        if await park_in_doubt(self, state):
             return await self.report(await self.load_state(state.execution_id))
+        if not await queues.admit(self, state):  # its queue is full: try again later
+            return await queues.defer(self, state)
         ACTIVE_HOLDERS.add(holder)
         try:
             session = await claim(self, state, holder, flow)
@@ -250,6 +255,7 @@ class Runtime:
             await session.run()
         finally:
             ACTIVE_HOLDERS.discard(holder)
+            await queues.release(self, state)
         if isinstance(session.signal, SupersededSignal):
             raise ExecutionSupersededError(
                 f"execution {state.execution_id!r} was overtaken by another writer"
@@ -268,18 +274,6 @@ class Runtime:
             return False
         wake = state.next_wake_at()
         return wake is None or wake > self.clock()
-
-    async def _park_in_doubt(self, state: ExecutionState) -> bool:
-        """Append ``EffectInDoubt`` for intent records with no outcome. True if any."""
-        doubts: list[ev.Event] = [
-            ev.EffectInDoubt(step_id=sid, effect=rec.get("effect", "?"))
-            for sid, rec in state.steps.items()
-            if rec.get("status") == "started"
-        ]
-        if not doubts:
-            return False
-        await self._append_control(state, doubts, StatusChange("in_doubt"))
-        return True
 
     async def _follow_up(self, state: ExecutionState) -> None:
         """Arrange the next dispatch: a timer when it sleeps; an end goes to parent/children."""

@@ -8,13 +8,17 @@ again, that is a new episode with a new seq, so a verdict captured for the first
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loom import events as ev
 from loom.app import Loom, to_json_value
 from loom.errors import InvalidPayloadError, StaleVerdictError, VerdictError
 from loom.fold import ExecutionState
 from loom.payloads import check_exact
+from loom.store.base import StatusChange
+
+if TYPE_CHECKING:
+    from loom.runtime import Runtime
 
 
 def current_episode(
@@ -94,3 +98,16 @@ def verdict_event(
         details={"verdict": verdict},
         code="invalid_verdict",
     )
+
+
+async def park_in_doubt(runtime: Runtime, state: ExecutionState) -> bool:
+    """Append ``EffectInDoubt`` for intent records with no outcome. True if any."""
+    doubts: list[ev.Event] = [
+        ev.EffectInDoubt(step_id=sid, effect=rec.get("effect", "?"))
+        for sid, rec in state.steps.items()
+        if rec.get("status") == "started"
+    ]
+    if not doubts:
+        return False
+    await runtime._append_control(state, doubts, StatusChange("in_doubt"))  # pyright: ignore[reportPrivateUsage]
+    return True

@@ -51,6 +51,7 @@ from loom.store.base import (
     LoadedLog,
     Snapshot,
 )
+from loom.store.leases import LeaseRequest, LeaseSet, QueueDepth
 from loom.workers.base import WorkerRuntime
 from loom.workers.local import LocalWorkerRuntime
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
@@ -127,6 +128,37 @@ class PinnedEventStore(EventStore):
     async def ping(self) -> None:
         """The inner store's readiness check, on its loop."""
         await self._on_loop(self.inner.ping())
+
+    def leases(self) -> LeaseSet:
+        """The inner store's queue leases, their calls on the same loop."""
+        found: LeaseSet | None = getattr(self, "_lease_set", None)
+        if found is None:
+            found = self._lease_set = PinnedLeaseSet(self.inner.leases(), self)
+        return found
+
+
+class PinnedLeaseSet(LeaseSet):
+    """A :class:`LeaseSet` whose calls run on its pinned store's loop."""
+
+    def __init__(self, inner: LeaseSet, store: PinnedEventStore) -> None:
+        self.inner = inner
+        self.store = store
+
+    async def acquire(self, request: LeaseRequest) -> bool:
+        """See :class:`LeaseSet`."""
+        return await self.store._on_loop(self.inner.acquire(request))  # pyright: ignore[reportPrivateUsage]
+
+    async def release(self, queue: str, holder: str) -> None:
+        """See :class:`LeaseSet`."""
+        await self.store._on_loop(self.inner.release(queue, holder))  # pyright: ignore[reportPrivateUsage]
+
+    async def wait(self, queue: str, holder: str, now: float) -> None:
+        """See :class:`LeaseSet`."""
+        await self.store._on_loop(self.inner.wait(queue, holder, now))  # pyright: ignore[reportPrivateUsage]
+
+    async def depth(self, queue: str, now: float) -> QueueDepth:
+        """See :class:`LeaseSet`."""
+        return await self.store._on_loop(self.inner.depth(queue, now))  # pyright: ignore[reportPrivateUsage]
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:

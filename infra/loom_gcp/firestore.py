@@ -120,6 +120,7 @@ from loom_gcp._firestore_io import (
 )
 from loom_gcp._firestore_retention import clear_orphan, ordered_by_creation, ttl_from_env
 from loom_gcp._firestore_writes import delete_all, delete_page, read_state, swap_in
+from loom_gcp.firestore_leases import FirestoreLeaseSet
 
 
 class FirestoreEventStore(EventStore):
@@ -536,6 +537,13 @@ class FirestoreEventStore(EventStore):
         async with self._io.call(f"delete {execution_id!r}"):
             await delete_all(self._io, [exec_ref])
         return existed
+
+    def leases(self) -> FirestoreLeaseSet:
+        """Queue leases in this database, shared by every instance (``loom_queues``)."""
+        found: FirestoreLeaseSet | None = getattr(self, "_lease_set", None)
+        if found is None:
+            found = self._lease_set = FirestoreLeaseSet(self._client)
+        return found
 
     async def ping(self) -> None:
         """Read one (missing) document, within one RPC timeout: a readiness check.

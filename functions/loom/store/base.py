@@ -46,6 +46,8 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
   long, an unreachable service) is raised as a :class:`~loom.errors.StoreError` with the
   cause chained, :class:`~loom.errors.StoreUnavailableError` when a retry may succeed; a
   failed write writes nothing.
+* ``leases`` gives the queue leases (:class:`~loom.store.leases.LeaseSet`, its own contract)
+  shared by every process that opens the same store.
 * ``ping`` is a cheap check that the store can answer now (for a readiness probe); it
   raises :class:`~loom.errors.StoreError` when it cannot. The caller bounds its time.
 """
@@ -57,8 +59,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loom.errors import ConfigurationError
 from loom.events import Event, ExecutionStarted
 from loom.store.browse import BrowseQuery, browse_by_listing, count_by_scanning
+from loom.store.leases import LeaseSet
 from loom.telemetry import trace_store_methods
 
 STATUSES = ("running", "suspended", "in_doubt", "completed", "failed", "cancelled")
@@ -334,6 +338,18 @@ class EventStore(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook, most stores hold nothing
         """Release connections. Default: nothing to release."""
+
+    def leases(self) -> LeaseSet:
+        """The queue leases kept beside this store's logs (:mod:`loom.store.leases`), shared
+        by every process that opens the same store.
+
+        Raises:
+            ConfigurationError: The store keeps no leases (a wrapper must delegate this:
+                leases private to one process would not bound the others).
+        """
+        raise ConfigurationError(
+            f"{type(self).__name__} keeps no queue leases; queues need a store that does"
+        )
 
     async def ping(self) -> None:
         """Check that the store answers now (readiness); raise ``StoreError`` if it cannot.

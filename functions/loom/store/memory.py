@@ -20,6 +20,7 @@ from loom.store.base import (
     check_numbering,
     page_after,
 )
+from loom.store.leases import InMemoryLeaseSet
 
 
 @dataclass(slots=True)
@@ -36,6 +37,11 @@ class InMemoryEventStore(EventStore):
 
     def __init__(self) -> None:
         self._logs: dict[str, _Log] = {}
+        self._leases = InMemoryLeaseSet()
+
+    def leases(self) -> InMemoryLeaseSet:
+        """Queue leases in memory, like the logs."""
+        return self._leases
 
     def _log(self, execution_id: str) -> _Log:
         check_execution_id(execution_id)

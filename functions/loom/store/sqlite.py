@@ -52,6 +52,7 @@ from loom.store.sqlite_faults import (
     translate,
 )
 from loom.store.sqlite_group import GroupCommitter
+from loom.store.sqlite_leases import SqliteLeaseSet
 from loom.store.sqlite_schema import SCHEMA, SUMMARY_COLUMNS, migrate
 
 T = TypeVar("T")
@@ -103,6 +104,13 @@ class SqliteEventStore(EventStore):
     def _init(self) -> None:
         self._con().executescript(SCHEMA + sqlite_browse.INDEXES)
         migrate(self._con())
+
+    def leases(self) -> SqliteLeaseSet:
+        """Queue leases in this database file, shared by every process that opens it."""
+        found: SqliteLeaseSet | None = getattr(self, "_lease_set", None)
+        if found is None:
+            found = self._lease_set = SqliteLeaseSet(self.path, self.busy_timeout)
+        return found
 
     def serve_off_loop(self) -> None:
         """Run writes on one writer thread and reads on a small pool from now on."""

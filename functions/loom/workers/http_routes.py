@@ -23,6 +23,7 @@ from loom.events import Event
 from loom.fold import fold
 from loom.grants import ANONYMOUS
 from loom.ids import ExecutionId, check_execution_id
+from loom.queues import queue_ref
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage, ExecutionResult
 from loom.workers.auth import Action, Authenticator, AuthRequest
@@ -61,6 +62,15 @@ class StartRequest(BaseModel):
     )
     version: Annotated[str, Field(min_length=1, max_length=64)] | StrictInt | None = Field(
         default=None, description="The flow version to start; default: the latest"
+    )
+    queue: str | None = Field(
+        default=None, min_length=1, max_length=200, description="A declared queue to run on"
+    )
+    partition_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description="With queue: executions of one key run one at a time",
     )
     timeout: float | None = Field(
         default=None, gt=0, allow_inf_nan=False, description="Seconds; overrides the flow's"
@@ -294,6 +304,7 @@ def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
             capabilities=body.capabilities,
             by=by,
             version=body.version,
+            queue=queue_ref(body.queue, body.partition_key),
             timeout=body.timeout,
         )
     )
@@ -470,6 +481,10 @@ from loom.workers.schedule_routes import list_schedules as _schedules  # noqa: E
 ROUTES.append(("GET", ("schedules",), _schedules))
 _ACTIONS.update(list_schedules="list")
 
+from loom.workers.queue_routes import list_queues as _queues  # noqa: E402
+
+ROUTES.append(("GET", ("queues",), _queues))
+_ACTIONS.update(list_queues="list")
 from loom.workers.http_messages import get_event as _get_event  # noqa: E402
 from loom.workers.http_messages import send_message as _send_message  # noqa: E402
 

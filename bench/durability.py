@@ -20,12 +20,13 @@ import json
 import math
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from alternate import commit_ms, compare  # pyright: ignore[reportMissingImports]
 
 HERE = Path(__file__).resolve().parent
 FIGURES = {
@@ -90,7 +91,7 @@ async def _measure() -> dict[str, float]:
                 into.append(time.perf_counter() - t)
         return (statistics.median(full) - statistics.median(empty)) / steps * 1000
 
-    out: dict[str, float] = {"commit_ms": _commit_ms()}
+    out: dict[str, float] = {"commit_ms": commit_ms()}
     modes = ["strict"]
     try:
         _app("batched")
@@ -112,37 +113,6 @@ async def _measure() -> dict[str, float]:
             cpu.append((time.process_time() - c) / 1000 * 1000)
         out["batched_step_cpu_ms"] = statistics.median(cpu)
     return out
-
-
-def _commit_ms(commits: int = 300) -> float:
-    from core import fsync_baseline  # pyright: ignore[reportMissingImports]
-
-    return float(fsync_baseline(commits)["sqlite_commit_ms"])
-
-
-def _run_child(root: Path) -> dict[str, float]:
-    proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", str(root)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=900,
-    )
-    return json.loads(proc.stdout.splitlines()[-1])
-
-
-def compare(baseline: Path, rounds: int) -> dict[str, dict[str, float]]:
-    """Medians of each figure for the baseline and this checkout, alternating per round."""
-    runs: dict[str, list[dict[str, float]]] = {"baseline": [], "this": []}
-    for r in range(rounds):
-        order = [("baseline", baseline), ("this", HERE.parent)]
-        for name, root in order if r % 2 == 0 else order[::-1]:
-            runs[name].append(_run_child(root))
-            print(f"round {r + 1}/{rounds} {name}: {runs[name][-1]}", file=sys.stderr)
-    return {
-        name: {k: statistics.median(run[k] for run in results) for k in FIGURES}
-        for name, results in runs.items()
-    }
 
 
 def _cell(value: float, unit: str) -> str:
@@ -191,7 +161,7 @@ def main() -> None:
         return
     if args.baseline is None:
         parser.error("--baseline is required: a checkout to compare with")
-    medians = compare(args.baseline.resolve(), args.rounds)
+    medians = compare(Path(__file__).resolve(), args.baseline.resolve(), args.rounds, FIGURES, 900)
     command = f"python bench/durability.py --baseline <main checkout> --rounds {args.rounds}"
     section = markdown(medians, args.rounds, command)
     print(section)

@@ -18,11 +18,12 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from alternate import commit_ms, compare  # pyright: ignore[reportMissingImports]
 
 HERE = Path(__file__).resolve().parent
 RAM_DISK = "/dev/shm"
@@ -92,48 +93,15 @@ async def _measure() -> dict[str, float]:
     in_loop, served = runtime(False), runtime(True)
     await gathered(in_loop, "warm")
     await gathered(served, "warm")
-    step_ms, commit_ms = await sequential(runtime(False)), _commit_ms()
+    step_ms, floor_ms = await sequential(runtime(False)), commit_ms()
     ram = RAM_DISK if os.path.isdir(RAM_DISK) else None  # noqa: ASYNC240 - once, at start
     return {
         "concurrent_s": statistics.median([await gathered(in_loop, f"c{r}-") for r in range(3)]),
         "served_s": statistics.median([await gathered(served, f"c{r}-") for r in range(3)]),
         "step_ms": step_ms,
-        "step_per_commit": step_ms / commit_ms,
+        "step_per_commit": step_ms / floor_ms,
         "step_ram_ms": await sequential(runtime(False, ram)),
-        "commit_ms": commit_ms,
-    }
-
-
-def _commit_ms(commits: int = 300) -> float:
-    # The child runs this file as a script, so bench/ is on its path; the floor is measured
-    # exactly as bench/run.py measures it.
-    from core import fsync_baseline  # pyright: ignore[reportMissingImports]
-
-    return float(fsync_baseline(commits)["sqlite_commit_ms"])
-
-
-def _run_child(root: Path) -> dict[str, float]:
-    proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", str(root)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
-    return json.loads(proc.stdout.splitlines()[-1])
-
-
-def compare(baseline: Path, rounds: int) -> dict[str, dict[str, float]]:
-    """Medians of each figure for the baseline and this checkout, alternating per round."""
-    runs: dict[str, list[dict[str, float]]] = {"baseline": [], "this": []}
-    for r in range(rounds):
-        order = [("baseline", baseline), ("this", HERE.parent)]
-        for name, root in order if r % 2 == 0 else order[::-1]:
-            runs[name].append(_run_child(root))
-            print(f"round {r + 1}/{rounds} {name}: {runs[name][-1]}", file=sys.stderr)
-    return {
-        name: {k: statistics.median(run[k] for run in results) for k in FIGURES}
-        for name, results in runs.items()
+        "commit_ms": floor_ms,
     }
 
 
@@ -173,7 +141,7 @@ def main() -> None:
         return
     if args.baseline is None:
         parser.error("--baseline is required: a checkout to compare with")
-    medians = compare(args.baseline.resolve(), args.rounds)
+    medians = compare(Path(__file__).resolve(), args.baseline.resolve(), args.rounds, FIGURES, 600)
     command = f"python bench/group_commit.py --baseline <main checkout> --rounds {args.rounds}"
     section = markdown(medians, args.rounds, command)
     print(section)

@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from loom import events as ev
-from loom.context import SCOPE
+from loom.context import SCOPE, off_scope
 from loom.context import _Signal as Signal  # pyright: ignore[reportPrivateUsage]
 from loom.errors import ConfigurationError
 from loom.fold import ExecutionState, resume_key
@@ -303,13 +303,12 @@ class LoopTimers:
 async def engine_io(order: Ordering, step: Awaitable[T]) -> T:
     """Await engine work (a payload read or write) from a flow's task: its timers are the
     loop's, and the flow is not quiet meanwhile (see :mod:`loom.ordering`)."""
-    token = SCOPE.set(None)
-    order.busy += 1
-    try:
-        return await step
-    finally:
-        order.busy -= 1
-        SCOPE.reset(token)
+    with off_scope():
+        order.busy += 1
+        try:
+            return await step
+        finally:
+            order.busy -= 1
 
 
 def fire_due(s: ExecutionState, e: ev.ExecutionResumed) -> None:

@@ -16,9 +16,9 @@ from loom.workers.http_routes import (
     Reply,
     Request,
     Services,
-    _authorize,  # pyright: ignore[reportPrivateUsage]
-    _bind_result,  # pyright: ignore[reportPrivateUsage]
+    authorize,
     bind,
+    bind_result,
     parse_json,
     parse_model,
     read_body,
@@ -39,9 +39,9 @@ def cancel(s: Services, request: Request, args: Sequence[str]) -> Reply:
     execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id)
     raw = read_body(request, s.max_body)
-    principal = _authorize(s.verdict_auth, "cancel", execution_id, request, raw)
+    principal = authorize(s.verdict_auth, "cancel", execution_id, request, raw)
     body = parse_model(CancelRequest, parse_json(request, raw)) if raw.strip() else CancelRequest()
     by = f"{body.by} (via {principal})" if body.by else principal
     result = run(s.runtime.cancel(execution_id, body.reason, by=by))
-    _bind_result(result)
+    bind_result(result)
     return 200, result

@@ -20,7 +20,7 @@ from loom.workers.http_routes import (
     Reply,
     Request,
     Services,
-    _authorize,  # pyright: ignore[reportPrivateUsage]
+    authorize,
     parse_json,
     parse_model,
     read_body,
@@ -68,7 +68,7 @@ def list_dead_letters(s: Services, request: Request, args: Sequence[str]) -> Rep
 def redrive_dead_letters(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /dead-letters/retry``: authorized, then each letter re-driven (or planned)."""
     raw = read_body(request, s.max_body)
-    principal = _authorize(s.verdict_auth, "retry", "", request, raw)
+    principal = authorize(s.verdict_auth, "retry", "", request, raw)
     body = parse_model(RedriveRequest, parse_json(request, raw))
     by = f"{body.by} (via {principal})" if body.by else principal
 

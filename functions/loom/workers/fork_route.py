@@ -15,9 +15,9 @@ from loom.workers.http_routes import (
     Reply,
     Request,
     Services,
-    _authorize,  # pyright: ignore[reportPrivateUsage]
-    _bind_result,  # pyright: ignore[reportPrivateUsage]
+    authorize,
     bind,
+    bind_result,
     parse_json,
     parse_model,
     read_body,
@@ -43,7 +43,7 @@ def fork(s: Services, request: Request, args: Sequence[str]) -> Reply:
     execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id)
     raw = read_body(request, s.max_body)
-    principal = _authorize(s.verdict_auth, "fork", execution_id, request, raw)
+    principal = authorize(s.verdict_auth, "fork", execution_id, request, raw)
     body = parse_model(ForkRequest, parse_json(request, raw))
     by = f"{body.by} (via {principal})" if body.by else principal
     result = run(
@@ -51,5 +51,5 @@ def fork(s: Services, request: Request, args: Sequence[str]) -> Reply:
             execution_id, body.from_step, new_id=body.execution_id, by=by, version=body.version
         )
     )
-    _bind_result(result)
+    bind_result(result)
     return 200, result

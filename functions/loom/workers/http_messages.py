@@ -50,7 +50,7 @@ class PublishedEvent(BaseModel):
 def send_message(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /executions/{id}/messages``: authenticated as a resume, delivered, run."""
     from loom.workers.http_routes import (
-        _authorize,  # pyright: ignore[reportPrivateUsage]
+        authorize,
         parse_json,
         parse_model,
         read_body,
@@ -60,7 +60,7 @@ def send_message(s: Services, request: Request, args: Sequence[str]) -> Reply:
     execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id)
     raw = read_body(request, s.max_body)
-    by = _authorize(s.resume_auth, "resume", execution_id, request, raw)
+    by = authorize(s.resume_auth, "resume", execution_id, request, raw)
     body = parse_model(MessageRequest, parse_json(request, raw))
     bind(topic=body.topic)
     result = run(

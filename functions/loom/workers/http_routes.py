@@ -270,7 +270,7 @@ def caller(request: Request) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _bind_result(result: ExecutionResult) -> None:
+def bind_result(result: ExecutionResult) -> None:
     """Log where the execution stands, with the step it waits on or doubts."""
     step = None
     if result.in_doubt:
@@ -286,7 +286,7 @@ def execute(s: Services, request: Request, args: Sequence[str]) -> Reply:
     package = body.executionPackage
     bind(execution_id=package.execution_id)
     result = run(s.worker.run(package))
-    _bind_result(result)
+    bind_result(result)
     return 200, result
 
 
@@ -308,7 +308,7 @@ def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
             timeout=body.timeout,
         )
     )
-    _bind_result(result)
+    bind_result(result)
     return 200, result
 
 
@@ -321,12 +321,12 @@ def _start_principal(s: Services, request: Request, raw: bytes, body: StartReque
     if who is not None:
         return who
     if "Authorization" in request.headers or "X-Loom-Signature" in request.headers:
-        return _authorize(s.resume_auth, "start", body.execution_id or "", request, raw)
+        return authorize(s.resume_auth, "start", body.execution_id or "", request, raw)
     bind(principal=ANONYMOUS)
     return ANONYMOUS
 
 
-def _authorize(
+def authorize(
     check: Authenticator, action: Action, execution_id: str, request: Request, raw: bytes
 ) -> str:
     """The principal ``check`` accepts; the caller's, when a caller check ran before."""
@@ -341,10 +341,10 @@ def resume(s: Services, request: Request, args: Sequence[str]) -> Reply:
     execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id)
     raw = read_body(request, s.max_body)
-    by = _authorize(s.resume_auth, "resume", execution_id, request, raw)
+    by = authorize(s.resume_auth, "resume", execution_id, request, raw)
     body = parse_model(ResumeRequest, parse_json(request, raw))
     result = run(s.runtime.resume(execution_id, body.on, body.correlation_key, body.payload, by=by))
-    _bind_result(result)
+    bind_result(result)
     return 200, result
 
 
@@ -353,7 +353,7 @@ def verdict(s: Services, request: Request, args: Sequence[str]) -> Reply:
     execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id)
     raw = read_body(request, s.max_body)
-    principal = _authorize(s.verdict_auth, "verdict", execution_id, request, raw)
+    principal = authorize(s.verdict_auth, "verdict", execution_id, request, raw)
     body = parse_model(VerdictRequest, parse_json(request, raw))
     bind(step_id=body.step_id, episode=body.episode)
     by = f"{body.by} (via {principal})" if body.by else principal
@@ -368,7 +368,7 @@ def verdict(s: Services, request: Request, args: Sequence[str]) -> Reply:
             episode=body.episode,
         )
     )
-    _bind_result(result)
+    bind_result(result)
     return 200, result
 
 

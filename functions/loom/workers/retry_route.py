@@ -14,9 +14,9 @@ from loom.workers.http_routes import (
     Reply,
     Request,
     Services,
-    _authorize,  # pyright: ignore[reportPrivateUsage]
-    _bind_result,  # pyright: ignore[reportPrivateUsage]
+    authorize,
     bind,
+    bind_result,
     parse_json,
     parse_model,
     read_body,
@@ -36,9 +36,9 @@ def retry(s: Services, request: Request, args: Sequence[str]) -> Reply:
     execution_id = args[0]
     bind(execution_id=execution_id)
     raw = read_body(request, s.max_body)
-    principal = _authorize(s.verdict_auth, "retry", execution_id, request, raw)
+    principal = authorize(s.verdict_auth, "retry", execution_id, request, raw)
     body = parse_model(RetryRequest, parse_json(request, raw)) if raw.strip() else RetryRequest()
     by = f"{body.by} (via {principal})" if body.by else principal
     result = run(s.runtime.retry(execution_id, by=by))
-    _bind_result(result)
+    bind_result(result)
     return 200, result

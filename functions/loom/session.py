@@ -31,9 +31,9 @@ from loom.context import (
     install_task_factory,
     reap,
     root_scope,
-    task_signal,
 )
-from loom.effects import admit, budget_exceeded, error_info, failed_error, invoke_with_retry
+from loom.effects import admit, budget_exceeded, failed_error, invoke_with_retry
+from loom.endings import record_end
 from loom.errors import (
     ConfigurationError,
     EffectFailedError,
@@ -45,7 +45,6 @@ from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import Journal, new_journal
 from loom.loop_timers import LoopTimers, engine_io
 from loom.ordering import Ordering
-from loom.payloads import completion_event
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
@@ -97,7 +96,8 @@ class Session:
 
     async def _turn(self, seq: float) -> None:
         """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``)."""
-        await cancellation.served(self, seq)
+        if self.state.cancel is not None:  # (no coroutine for the common case)
+            await cancellation.served(self, seq)
         wait = self.order.turn(seq)
         if wait is not None:
             self._poke()
@@ -294,8 +294,9 @@ class Session:
                 ]
             )
             raise failed_error(defn.name, step_id, outcome.error.model_dump())
-        stored, size = await self._unless_store_fails(
-            self.rt.payloads.encode(outcome.value, f"{self.execution_id}/{step_id}/output")
+        codec, where = self.rt.payloads, f"{self.execution_id}/{step_id}/output"
+        stored, size = codec.inline(outcome.value, outcome.raw) or await self._unless_store_fails(
+            codec.encode(outcome.value, where, outcome.raw)
         )
         await self.append(
             [
@@ -468,37 +469,6 @@ class Session:
             driver = [self.order.driver] if self.order.driver is not None else []
             await reap([watcher, heartbeat, *driver, *self._tasks])
         try:
-            await self._finish(flow_task)
+            await record_end(self, flow_task)
         except AbortSignal as signal:
             raise signal.args[0] from None
-
-    async def _finish(self, flow_task: asyncio.Task[Any]) -> None:
-        if await cancellation.finish(self, flow_task):
-            return
-        signal = self.signal or task_signal(flow_task)
-        if isinstance(signal, AbortSignal):
-            raise signal.args[0]
-        if isinstance(signal, SupersededSignal):
-            return
-        if isinstance(signal, (SuspendSignal, InDoubtSignal)):
-            return  # the suspension (or the in-doubt park) is already in the log
-        if isinstance(signal, ParkSignal):
-            err: NondeterminismError = signal.args[0]
-            await self.append(
-                [
-                    ev.ExecutionParked(
-                        reason=f"nondeterminism: {err.message}",
-                        step_id=getattr(signal, "step_id", None),
-                    )
-                ]
-            )
-            return
-        if isinstance(signal, StopSignal):
-            await self.append([ev.ExecutionFailed(error=error_info(signal.args[0]))])
-            return
-        exc = flow_task.exception()
-        if exc is not None:
-            await self.append([ev.ExecutionFailed(error=error_info(exc))])
-            return
-        end = await completion_event(self.rt.payloads, flow_task.result(), self.execution_id)
-        await self.append([end])

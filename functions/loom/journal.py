@@ -90,6 +90,13 @@ class Journal:
         state = self.state
         return await self._write([], batch, state.last_seq, (state.status, state.parked_reason))
 
+    def defer_now(self, events: Sequence[ev.Event]) -> bool:
+        """Take ``events`` without writing them, if this journal may (a batched one, for
+        events that wait for the next durable point); False: append them with
+        :meth:`try_append`. Synchronous, so the caller needs the lock only to see it free:
+        nothing else runs before it returns."""
+        return False
+
     async def durable_point(self) -> None:
         """Make every event this session has appended durable before going on.
 

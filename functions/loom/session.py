@@ -122,6 +122,8 @@ class Session:
 
     async def append(self, events: Sequence[ev.Event]) -> None:
         """Append ``events`` (after any pending decisions); merge foreign writes on conflict."""
+        if not self.journal.lock.locked() and self.journal.defer_now(events):
+            return  # kept unforced until the next durable point (loom.durability)
         async with self.journal.lock:
             try:
                 while not await self._try_append(events):

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from loom.errors import AppendConflictError, StoreUnavailableError, UnknownExecutionError
-from loom.events import EVENT_ADAPTER, Event, ExecutionStarted
+from loom.events import EVENT_ADAPTER, Event, ExecutionStarted, event_to_json
 from loom.ids import check_execution_id
 from loom.store import sqlite_browse
 from loom.store.base import (
@@ -187,7 +187,7 @@ class SqliteEventStore(EventStore):
         self, started: ExecutionStarted
     ) -> Callable[[sqlite3.Connection], tuple[bool, ExecutionStarted]]:
         first = started.model_copy(update={"seq": 1})
-        body_json = first.model_dump_json()
+        body_json = event_to_json(first)
         check_sizes("create", started.execution_id, [body_json], self.max_event_bytes)
         now = time.time()
 
@@ -215,7 +215,7 @@ class SqliteEventStore(EventStore):
         """Append in the next group commit (``sqlite_group``); return once it is fsync'd."""
         check_execution_id(request.execution_id)
         check_numbering(request)
-        rows = [(request.execution_id, e.seq, e.model_dump_json()) for e in request.events]
+        rows = [(request.execution_id, e.seq, event_to_json(e)) for e in request.events]
         bodies = [row[2] for row in rows]
         check_sizes("append to", request.execution_id, bodies, self.max_event_bytes)
         size = sum(map(len, bodies))

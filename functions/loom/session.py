@@ -105,7 +105,8 @@ class Session:
 
     def _poke(self) -> None:
         self._progress += 1
-        self._wake.set()
+        if self._waiting or self.timers.armed:  # else the watcher has nothing to suspend on
+            self._wake.set()  # (a gate opened or a timer armed pokes again)
 
     def _raise(self, signal: BaseException) -> NoReturn:
         if self.signal is None:

@@ -226,7 +226,8 @@ class Session:
         self._park(step_id, f"step {step_id} is {status}; it needs a verdict")
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
-        await cancellation.checkpoint(self)
+        if self.state.cancel is not None or self.state.deadline is not None:
+            await cancellation.checkpoint(self)  # (nothing to check: no coroutine)
         result = await self._live_call(step_id, defn, value, attempt)
         if result is BACKOFF:  # the next attempt waits on a durable timer
             return await self.execute(step_id, defn, value)

@@ -196,9 +196,10 @@ class Session:
         if self.signal is not None:
             raise self.signal
         defn = effect if isinstance(effect, EffectDef) else self.rt.app.get_effect(effect)
-        rec = self.state.steps.get(step_id)
+        state = self.state  # (read before any await: a reload replaces it)
+        rec = state.steps.get(step_id)
         if rec is None:
-            if step_id in self.state.decisions or step_id in self.state.gates:
+            if step_id in state.decisions or step_id in state.gates:
                 self._check_unused(step_id, f"effect {defn.name!r}")
             return await self._live(step_id, defn, value, 1)
         if rec.get("effect") != defn.name:
@@ -251,8 +252,9 @@ class Session:
         return value
 
     async def _invoke(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
-        key = self.state.step_key(step_id)
-        value, refused = admit(defn, value, self.state.capabilities)
+        state = self.state
+        key = state.step_key(step_id)
+        value, refused = admit(defn, value, state.capabilities)
         if refused is not None:  # recorded as the step's failure; the effect is not invoked
             await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=refused)])
             raise failed_error(defn.name, step_id, refused.model_dump())

@@ -173,7 +173,7 @@ class FirestoreEventStore(EventStore):
     snapshot_min_tail = 8
     # Bytes a snapshot writes per commit: Firestore's limit, with a margin.
     snapshot_commit_bytes = MAX_COMMIT_BYTES
-    # One commit: the events, and the execution document when the status changes.
+    # One commit: the events' pages, and the execution document when the status changes.
     max_append_events = _MAX_EVENTS
     # A snapshot taken where an execute call ends rides the append's status write.
     keeps_append_snapshots = True

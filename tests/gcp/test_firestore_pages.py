@@ -258,3 +258,28 @@ async def test_a_batched_ten_step_flow_writes_at_most_three_documents(database: 
         await store.aclose()
     assert counts["batched"] <= 3  # start; claim + steps + end in one page + the status
     assert counts["strict"] <= 14  # start, claim, 10 steps, the end and the status
+
+
+async def test_pages_left_by_a_ttl_deletion_are_not_the_new_log_and_are_deleted(
+    store: FirestoreEventStore, client: firestore.AsyncClient, database: str
+) -> None:
+    """TTL deletes the execution document alone; a new start of the id writes no page, so
+    nothing collides with the old pages: their age tells them apart."""
+    await store.create(ExecutionStarted(execution_id="e1", flow="old"))
+    await store.append(AppendRequest("e1", 1, [step(2, "a"), step(3, "b")]))
+    await client.collection("executions").document("e1").delete()  # what TTL does
+    other = await cold(database)
+    try:
+        created, first = await other.create(ExecutionStarted(execution_id="e1", flow="new"))
+        assert created and first.flow == "new"
+        assert [e.seq for e in await other.read("e1")] == [1]
+        assert [e.seq for e in (await other.load("e1")).events] == [1]
+        assert await page_docs(client, "e1") == {}  # the first read deleted the leftovers
+        assert await other.append(AppendRequest("e1", 1, [step(2, "c")])) == 2
+        loaded = await store.load("e1")  # the store that wrote the old log
+        assert [(e.seq, getattr(e, "step_id", None)) for e in loaded.events] == [
+            (1, None),
+            (2, "c"),
+        ]
+    finally:
+        await other.aclose()

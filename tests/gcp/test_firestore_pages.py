@@ -62,7 +62,8 @@ async def cold(database: str) -> FirestoreEventStore:
 
 
 async def page_docs(client: firestore.AsyncClient, eid: str) -> dict[str, dict[str, Any]]:
-    events = client.collection("executions").document(eid).collection("events")
+    doc: Any = client.collection("executions").document(eid)
+    events: Any = doc.collection("events")
     return {d.id: d.to_dict() or {} async for d in events.stream()}
 
 
@@ -171,7 +172,7 @@ async def test_an_execution_of_the_previous_layout_loads_appends_and_purges(
     """The previous release wrote one document per event, the start in ``0000000001``."""
     started = ExecutionStarted(execution_id="old", flow="f", input={"n": 1}, seq=1, at=1.0)
     legacy: list[Event] = [started, step(2, "a"), step(3, "b")]
-    doc = client.collection("executions").document("old")
+    doc: Any = client.collection("executions").document("old")
     batch = client.batch()
     batch.create(doc, {**legacy_execution_fields("f", 1.0), "last_seq": 3})
     for event in legacy:
@@ -211,7 +212,7 @@ async def test_a_legacy_snapshot_loads_and_the_log_goes_on(
     legacy: list[Event] = [started, step(2, "a"), step(3, "b"), step(4, "c")]
     snapshot = inline_snapshot_fields(3, '{"at": 3}', 0) or {}
     del snapshot["snapshot_page"]
-    doc = client.collection("executions").document("old")
+    doc: Any = client.collection("executions").document("old")
     fields = {**legacy_execution_fields("f", 1.0), **snapshot, "status": "suspended"}
     batch = client.batch()
     batch.create(doc, {**fields, "last_seq": 3})

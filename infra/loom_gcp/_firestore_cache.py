@@ -4,8 +4,9 @@ Firestore bills every document read, and one ``execute`` or ``resume`` loads the
 execution more than once (the resume loads it, then the execute it dispatches loads it
 again). Events are immutable once written, so a log this process has seen stays a valid
 prefix of the log: a later load needs only the events after it. The store checks the
-prefix with the same query that fetches the tail — ``seq >= last`` returns the last known
-event first, and its stored body must be the one remembered — so an execution purged and
+prefix with the same query that fetches the tail — ``seq >= page`` returns the page holding
+the last known event first, and that event's stored body must be the one remembered (the
+start event: on the execution document, read anyway) — so an execution purged and
 started again elsewhere (a different first event, a different log) is never mistaken for
 the one remembered: that load falls back to reading everything.
 """
@@ -22,11 +23,13 @@ from loom.store.base import LoadedLog, Snapshot
 
 @dataclass(slots=True)
 class CachedLog:
-    """A known prefix of one log: a snapshot, the events after it, and the last body."""
+    """A known prefix of one log: a snapshot, the events after it, the stored body of the
+    last event and where it is (the first seq of its page; 0: the execution document)."""
 
     snapshot: Snapshot | None
     events: list[Event]
     last_body: str
+    last_page: int
 
     @property
     def last_seq(self) -> int:
@@ -60,18 +63,26 @@ class LogCache:
             self._logs.move_to_end(execution_id)
         return log
 
-    def put(self, execution_id: str, loaded: LoadedLog, last_body: str | None) -> None:
+    def put(
+        self, execution_id: str, loaded: LoadedLog, last_body: str | None, last_page: int
+    ) -> None:
         """Remember a whole log as loaded (forget it when its last body is unknown)."""
         if last_body is None or len(loaded.events) > self._max_events:
             self.drop(execution_id)
             return
-        self._logs[execution_id] = CachedLog(loaded.snapshot, list(loaded.events), last_body)
+        events = list(loaded.events)
+        self._logs[execution_id] = CachedLog(loaded.snapshot, events, last_body, last_page)
         self._logs.move_to_end(execution_id)
         while len(self._logs) > self._entries:
             self._logs.popitem(last=False)
 
     def extend(
-        self, execution_id: str, expected: int, events: Sequence[Event], last_body: str
+        self,
+        execution_id: str,
+        expected: int,
+        events: Sequence[Event],
+        last_body: str,
+        last_page: int,
     ) -> None:
         """Add events appended after ``expected``; forget the log if that was not its end."""
         log = self._logs.get(execution_id)
@@ -81,7 +92,7 @@ class LogCache:
             self.drop(execution_id)
             return
         log.events.extend(events)
-        log.last_body = last_body
+        log.last_body, log.last_page = last_body, last_page
 
     def rebase(self, execution_id: str, snapshot: Snapshot) -> None:
         """Take a newer snapshot: the events it covers are no longer needed."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -52,10 +52,14 @@ def _value_size(value: Any) -> int:
         return len(value)
     if isinstance(value, Mapping):
         return _map_size(value)  # pyright: ignore[reportUnknownArgumentType]
+    if isinstance(value, list):
+        return sum(_value_size(item) for item in value)  # pyright: ignore[reportUnknownVariableType]
     return 8  # numbers, timestamps, booleans and null are at most 8 bytes
 
 
-def check_commit(what: str, docs: list[tuple[str, Mapping[str, Any]]], other_writes: int) -> None:
+def check_commit(
+    what: str, docs: Sequence[tuple[str, Mapping[str, Any]]], other_writes: int
+) -> None:
     """Refuse, before anything is written, a commit over one of Firestore's limits.
 
     Args:
@@ -68,18 +72,18 @@ def check_commit(what: str, docs: list[tuple[str, Mapping[str, Any]]], other_wri
     """
     writes = len(docs) + other_writes
     if writes > MAX_COMMIT_WRITES:
-        raise _over_limit(what, "writes per commit", MAX_COMMIT_WRITES, writes)
+        raise over_limit(what, "writes per commit", MAX_COMMIT_WRITES, writes)
     total = other_writes * 2_000
     for doc_id, fields in docs:
         size = doc_size(doc_id, fields)
         if size > MAX_DOC_BYTES:
-            raise _over_limit(what, f"bytes in document {doc_id}", MAX_DOC_BYTES, size)
+            raise over_limit(what, f"bytes in document {doc_id}", MAX_DOC_BYTES, size)
         total += size
     if total > MAX_COMMIT_BYTES:
-        raise _over_limit(what, "bytes per commit", MAX_COMMIT_BYTES, total)
+        raise over_limit(what, "bytes per commit", MAX_COMMIT_BYTES, total)
 
 
-def _over_limit(what: str, limit: str, allowed: int, asked: int) -> StoreLimitError:
+def over_limit(what: str, limit: str, allowed: int, asked: int) -> StoreLimitError:
     return StoreLimitError(
         f"Firestore: {what} refused, nothing written: {asked} {limit}, Firestore allows at "
         f"most {allowed} (store large payloads in a blob store; split large batches)",
@@ -109,7 +113,8 @@ def event_doc_id(seq: int) -> str:
 
 
 def event_fields(event: Event) -> dict[str, Any]:
-    """The fields of one event document.
+    """The fields of one event document of the previous layout (one document per event;
+    the store now writes pages, see :mod:`loom_gcp._firestore_pages`, and reads both).
 
     The event is kept as its canonical JSON string (``body``) rather than as a Firestore map:
     a map cannot hold arrays of arrays, reorders keys, and indexes every nested field, while
@@ -131,6 +136,7 @@ class SnapshotPointer:
     seq: int
     snapshot_id: str
     parts: int
+    page: int | None = None  # the first seq of the page ending at ``seq``, if known
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, Any]) -> SnapshotPointer | None:
@@ -147,6 +153,7 @@ class SnapshotPointer:
             "snapshot_id": self.snapshot_id,
             "snapshot_parts": self.parts,
             "snapshot_inline": None,
+            "snapshot_page": self.page,
         }
 
     def part_ids(self) -> list[str]:
@@ -169,17 +176,34 @@ def decode_snapshot(parts: list[bytes]) -> str:
     return zlib.decompress(b"".join(parts)).decode("utf-8")
 
 
-def inline_snapshot_fields(seq: int, state: str) -> dict[str, Any] | None:
+def inline_snapshot_fields(seq: int, state: str, page: int) -> dict[str, Any] | None:
     """Execution-document fields that hold a small snapshot in place (``None`` if too big).
 
     An append that changes the status writes the execution document anyway; a snapshot
     riding in it costs no write of its own (nor the read a part swap needs). Parts written
     by an earlier :meth:`save_snapshot` stay unreferenced until the execution is deleted.
+    ``page`` is the first seq of the append's last page, which ends at ``seq``.
     """
     data = zlib.compress(state.encode("utf-8"), level=6)
     if len(data) > INLINE_SNAPSHOT_BYTES:
         return None
-    return {"snapshot_seq": seq, "snapshot_id": None, "snapshot_parts": 0, "snapshot_inline": data}
+    return {
+        "snapshot_seq": seq,
+        "snapshot_id": None,
+        "snapshot_parts": 0,
+        "snapshot_inline": data,
+        "snapshot_page": page,
+    }
+
+
+def snapshot_page(fields: Mapping[str, Any]) -> int | None:
+    """The first seq of the page ending at the snapshot's seq (0: the execution document),
+    or ``None`` when the snapshot is not known to end a page. Documents of the previous
+    layout have no such field: there every event was a page of its own."""
+    if "snapshot_page" not in fields:
+        return snapshot_seq(fields)
+    page = fields["snapshot_page"]
+    return None if page is None else int(page)
 
 
 def inline_snapshot(fields: Mapping[str, Any]) -> Snapshot | None:

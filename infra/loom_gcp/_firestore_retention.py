@@ -52,6 +52,21 @@ async def clear_orphan(io: CountedDocs, execution: AsyncDocumentReference) -> bo
     return True
 
 
+async def clear_older(
+    io: CountedDocs, execution: AsyncDocumentReference, created: datetime
+) -> None:
+    """Delete events and snapshot parts created before the execution document: what a TTL
+    deletion left of an earlier execution of the same id (the start event now rides the
+    execution document, so a new start no longer collides with them)."""
+    leftovers: list[Doc] = []
+    for name in ("events", "snapshots"):
+        sub = cast(AsyncCollectionReference, execution.collection(name))
+        docs = await io.query(sub.select([]))
+        leftovers += [d for d in docs if d.create_time is not None and d.create_time < created]
+    for start in range(0, len(leftovers), _DELETE_BATCH):
+        await _delete_unchanged(io, leftovers[start : start + _DELETE_BATCH])
+
+
 async def _delete_unchanged(io: CountedDocs, docs: list[Doc]) -> bool:
     """Delete documents that were not written since read; False if any was."""
 

@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from google.api_core import exceptions as gexc
 from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
+from google.cloud.firestore_v1.async_collection import AsyncCollectionReference
 from google.cloud.firestore_v1.async_document import AsyncDocumentReference
 
 from loom_gcp._firestore_docs import (
@@ -65,6 +66,26 @@ async def delete_page(io: CountedDocs, query: Any) -> bool:
     refs = [cast(AsyncDocumentReference, doc.reference) for doc in await io.query(query)]
     await delete_all(io, refs)
     return bool(refs)
+
+
+async def delete_tree(io: CountedDocs, execution: AsyncDocumentReference, name: str) -> bool:
+    """Delete an execution document with its events and snapshots; whether it existed.
+
+    Deletes at most 500 documents per commit, each commit a store call of its own (under its
+    own deadline), the execution document last.
+    """
+    async with io.call(f"delete {name}"):
+        existed = (await io.get(execution)).exists
+    for sub in ("events", "snapshots"):
+        children = cast(AsyncCollectionReference, execution.collection(sub))
+        query = children.select([]).limit(MAX_COMMIT_WRITES)
+        while True:
+            async with io.call(f"delete {name}"):
+                if not await delete_page(io, query):
+                    break
+    async with io.call(f"delete {name}"):
+        await delete_all(io, [execution])
+    return existed
 
 
 async def read_state(io: CountedDocs, refs: list[AsyncDocumentReference]) -> str | None:

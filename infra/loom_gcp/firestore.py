@@ -4,22 +4,26 @@ Layout:
 
 * ``executions/{id}``: flow, status, ``last_seq`` (as of the last status change), created/
   updated times, ``wake_at``, ``parked_reason``, ``expire_at`` (a TTL field, set when the
-  execution ends) and the snapshot pointer, or a small snapshot itself (``snapshot_inline``,
-  written by the append that stops an execute call). ``list`` queries only these documents,
-  and reads only their summary fields.
-* ``executions/{id}/events/{seq:010d}``: one document per event (``seq``, ``type``, ``at``
-  and ``body``, the event's JSON string).
+  execution ends), the start event (``start``, its JSON string) and the snapshot pointer, or
+  a small snapshot itself (``snapshot_inline``, written by the append that stops an execute
+  call). ``list`` queries only these documents, and reads only their summary fields.
+* ``executions/{id}/events/{first_seq:010d}``: one *page* per append, holding all its events
+  (``seq``, ``last`` and ``bodies``, the events' JSON strings), cut at 1 MiB; see
+  :mod:`loom_gcp._firestore_pages`, which also reads the previous layout (one document per
+  event, the start event in ``0000000001``).
 * ``executions/{id}/snapshots/{seq:010d}.{token}.{part}``: a zlib-compressed snapshot state
   cut into parts under 1 MiB; the execution document names the current one.
 
-Appends cost one document write per event and no read on the hot path. The batch
-``create()``s the event documents, so an existing one fails it: the log did not end at
-``expected_seq``. That check alone misses an ``expected_seq`` *ahead* of the log (creating
-``expected_seq + 1`` would leave a gap), so the store also needs to know that event
-``expected_seq`` exists. Events are immutable and never deleted while an execution runs, so
-"event N exists" never becomes false: the store remembers the highest seq it has seen (it
-wrote it, or loaded it) and only reads document ``expected_seq`` when it has not seen it.
-The runtime always loads before it appends, so that read never happens on the hot path.
+``create`` writes one document; an append one page (more only past 1 MiB), plus the
+execution document when the status changes, and reads nothing on the hot path. The batch
+``create()``s the pages, so an existing one fails it: the log did not end at
+``expected_seq`` (every log end a writer can have loaded is a page end, so two writers at
+the same ``expected_seq`` create the same page). That check alone misses an
+``expected_seq`` *ahead* of the log or inside a page, so the store also needs to know that a
+page ends at ``expected_seq``. Pages are immutable and never deleted while an execution
+runs, so that stays true: the store remembers the highest page end it has seen (it wrote it,
+or loaded it) and only looks the page up when it has not. The runtime always loads before
+it appends, so that read never happens on the hot path.
 
 A store remembers the logs it has read or written (:mod:`loom_gcp._firestore_cache`): a later
 load reads the execution document and only the events it has not seen.
@@ -39,17 +43,18 @@ Every RPC runs under a deadline and a google-api-core retry policy (see
 constructor. A call that cannot finish in time raises
 :class:`~loom.errors.StoreUnavailableError`; it never hangs.
 
-Commits stay within Firestore's limits by construction: an append over 500 writes, a
-document over 1 MiB or a commit over about 10 MiB is refused before anything is written
-(an append is all or nothing, so it is never split). A snapshot too big for one commit is
+Commits stay within Firestore's limits by construction: an append over 499 events, an event
+over 1 MiB or a commit over about 10 MiB is refused before anything is written (an append
+is all or nothing: all its pages are one commit). A snapshot too big for one commit is
 written in several: its parts first, unreferenced and so invisible, then the execution
 document's pointer in the last commit, then the old parts are deleted. Parts of a swap
 that fails half-way are left unreferenced until the execution is deleted.
 
 Retention: :meth:`~loom.store.base.EventStore.purge` (from the retention job) deletes finished
 executions with their events and snapshots. Firestore TTL on ``expire_at`` is only a
-backstop: it deletes the execution document alone, and a start of the same id afterwards
-first clears the leftover events and snapshots (see :mod:`loom_gcp._firestore_retention`).
+backstop: it deletes the execution document alone. What it leaves is older than the next
+execution document of that id: readers leave it out and delete it (see
+:mod:`loom_gcp._firestore_pages`).
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 from urllib.parse import unquote, urlparse
@@ -98,11 +104,11 @@ from loom_gcp._firestore_docs import (
     check_commit,
     encode_snapshot,
     event_doc_id,
-    event_fields,
-    event_from_fields,
     inline_snapshot,
     inline_snapshot_fields,
     new_execution_fields,
+    over_limit,
+    snapshot_page,
     snapshot_seq,
     status_fields,
     summary_from_fields,
@@ -118,9 +124,30 @@ from loom_gcp._firestore_io import (
     default_retry,
     url_knobs,
 )
-from loom_gcp._firestore_retention import clear_orphan, ordered_by_creation, ttl_from_env
-from loom_gcp._firestore_writes import delete_all, delete_page, read_state, swap_in
+from loom_gcp._firestore_pages import (
+    Page,
+    Tail,
+    Where,
+    keep_current,
+    page_holding,
+    pages_of,
+    read_after,
+    start_page,
+    stored_equal,
+    with_start,
+)
+from loom_gcp._firestore_retention import (
+    clear_older,
+    clear_orphan,
+    ordered_by_creation,
+    ttl_from_env,
+)
+from loom_gcp._firestore_writes import delete_tree, read_state, swap_in
 from loom_gcp.firestore_leases import FirestoreLeaseSet
+
+# Events in one append: a batched session gathers up to this many (pages hold many events,
+# but a bound keeps one append's commit, and a replay's work, predictable).
+_MAX_EVENTS = MAX_COMMIT_WRITES - 1
 
 
 class FirestoreEventStore(EventStore):
@@ -146,8 +173,8 @@ class FirestoreEventStore(EventStore):
     snapshot_min_tail = 8
     # Bytes a snapshot writes per commit: Firestore's limit, with a margin.
     snapshot_commit_bytes = MAX_COMMIT_BYTES
-    # One commit: the events, and the execution document when the status changes.
-    max_append_events = MAX_COMMIT_WRITES - 1
+    # One commit: the events' pages, and the execution document when the status changes.
+    max_append_events = _MAX_EVENTS
     # A snapshot taken where an execute call ends rides the append's status write.
     keeps_append_snapshots = True
     # Event bytes a batched session gathers for one commit, within Firestore's 10 MiB.
@@ -214,16 +241,16 @@ class FirestoreEventStore(EventStore):
     async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
         eid = check_execution_id(started.execution_id)
         first = started.model_copy(update={"seq": 1})
-        fields = event_fields(first)
-        check_commit(f"create {eid!r}", [(event_doc_id(1), fields)], other_writes=1)
+        body = first.model_dump_json()
+        fields = new_execution_fields(started.flow, time.time(), started.flow_version)
+        fields, pages = with_start(fields, body)
+        check_commit(f"create {eid!r}", [(eid, fields), *pages], other_writes=0)
 
         def build() -> tuple[AsyncWriteBatch, int]:
             batch = self._client.batch()
-            batch.create(
-                self._exec_ref(eid),
-                new_execution_fields(started.flow, time.time(), started.flow_version),
-            )
-            batch.create(self._event_ref(eid, 1), fields)
+            batch.create(self._exec_ref(eid), fields)
+            for doc_id, page in pages:  # a start too big to ride the execution document
+                batch.create(self._events(eid).document(doc_id), page)
             return batch, 0
 
         async with self._io.call(f"create {eid!r}"):
@@ -234,27 +261,29 @@ class FirestoreEventStore(EventStore):
                 if await clear_orphan(self._io, self._exec_ref(eid)):
                     self._known.pop(eid, None)
                     return await self.create(started)
-                return await self._stored_start(eid, fields, collision.maybe_ours)
+                return await self._stored_start(eid, body, collision.maybe_ours)
         self._known[eid] = 1  # a reused id: whatever an older log reached is void
         self._note(eid, 1)
-        self._cache.put(eid, LoadedLog(None, [first]), fields["body"])
+        self._cache.put(eid, LoadedLog(None, [first]), body, 1 if pages else 0)
         return True, first
 
     async def append(self, request: AppendRequest) -> int:
         check_numbering(request)
-        if not request.events:
+        eid, expected, count = request.execution_id, request.expected_seq, len(request.events)
+        if not count:
             raise ValueError("an append needs at least one event")
-        eid, expected = request.execution_id, request.expected_seq
-        new_last = expected + len(request.events)
-        docs = [event_fields(e) for e in request.events]
-        update = self._exec_update(request, new_last)
-        written: list[tuple[str, Mapping[str, Any]]] = [(event_doc_id(d["seq"]), d) for d in docs]
-        check_commit(f"append to {eid!r}", written + [("execution", update)] * bool(update), 0)
+        if count > _MAX_EVENTS:
+            raise over_limit(f"append to {eid!r}", "events per append", _MAX_EVENTS, count)
+        new_last = expected + count
+        pages = pages_of(request.events)
+        last_page = pages[-1][1]
+        update = self._exec_update(request, new_last, last_page["seq"])
+        check_commit(f"append to {eid!r}", pages + [("execution", update)] * bool(update), 0)
 
         def build() -> tuple[AsyncWriteBatch, int]:
             batch = self._client.batch()
-            for fields in docs:
-                batch.create(self._event_ref(eid, fields["seq"]), fields)
+            for doc_id, fields in pages:
+                batch.create(self._events(eid).document(doc_id), fields)
             if update:
                 batch.update(self._exec_ref(eid), update)
             return batch, 0
@@ -264,7 +293,9 @@ class FirestoreEventStore(EventStore):
             try:
                 await self._io.commit(build)
             except Collision as collision:
-                if not (collision.maybe_ours and await self._stored_equal(eid, docs)):
+                if not (
+                    collision.maybe_ours and await stored_equal(self._io, self._events(eid), pages)
+                ):
                     self._cache.drop(eid)
                     raise AppendConflictError(
                         f"log of {eid!r} does not end at {expected}"
@@ -272,7 +303,7 @@ class FirestoreEventStore(EventStore):
             except gexc.NotFound:
                 raise UnknownExecutionError(f"unknown execution {eid!r}") from None
         self._note(eid, new_last)
-        self._cache.extend(eid, expected, request.events, docs[-1]["body"])
+        self._cache.extend(eid, expected, request.events, last_page["bodies"][-1], last_page["seq"])
         if request.snapshot is not None:
             if "snapshot_seq" in update:
                 self._cache.rebase(eid, Snapshot(new_last, request.snapshot))
@@ -280,14 +311,14 @@ class FirestoreEventStore(EventStore):
                 await self.save_snapshot(eid, Snapshot(new_last, request.snapshot))
         return new_last
 
-    def _exec_update(self, request: AppendRequest, new_last: int) -> dict[str, Any]:
+    def _exec_update(self, request: AppendRequest, new_last: int, page: int) -> dict[str, Any]:
         """The execution-document update riding an append: a status change, and the
         append's snapshot when the document is written anyway and the snapshot fits."""
         if request.status is None:
             return {}
         fields = status_fields(request.status, new_last, self._retention)
         if request.snapshot is not None:
-            fields.update(inline_snapshot_fields(new_last, request.snapshot) or {})
+            fields.update(inline_snapshot_fields(new_last, request.snapshot, page) or {})
         return fields
 
     async def load(self, execution_id: str) -> LoadedLog:
@@ -299,42 +330,56 @@ class FirestoreEventStore(EventStore):
             # A snapshot saved between reading the pointer and its parts deletes the old
             # parts; reading the pointer again finds the new ones.
             for _ in range(self._attempts):
-                doc = await self._exec_doc(execution_id)
-                known = await self._load_cached(execution_id, doc)
-                if known is not None:
-                    return known
-                snapshot = await self._snapshot_of(execution_id, doc)
-                if snapshot is False:
-                    continue
-                base = snapshot.seq if snapshot else 0
-                # The boundary event pays when the tail is likely empty (the snapshot was
-                # taken at the document's last status change): it lets the log be remembered.
-                boundary = int(doc.get("last_seq") or 0) == base
-                tail = await self._tail(execution_id, base, boundary)
-                events, body = (tail[0], tail[2]) if tail else ([], None)
-                self._cache.put(execution_id, LoadedLog(snapshot, events), body)
-                if snapshot is not None and not events:  # exact: see ``_events_after``
-                    self._known[execution_id] = snapshot.seq
-                    self._note(execution_id, snapshot.seq)
-                return LoadedLog(snapshot, events)
+                loaded = await self._load_from(execution_id, await self._exec_snap(execution_id))
+                if loaded is not None:
+                    return loaded
         raise StoreError(f"snapshot of {execution_id!r} kept changing while loading")
 
-    async def _load_cached(self, execution_id: str, doc: Mapping[str, Any]) -> LoadedLog | None:
+    async def _load_from(self, execution_id: str, doc: Doc) -> LoadedLog | None:
+        """``load`` given the execution document; None if its snapshot was replaced since."""
+        fields = doc.to_dict() or {}
+        known = await self._load_cached(execution_id, doc, fields)
+        if known is not None:
+            return known
+        snapshot = await self._snapshot_of(execution_id, fields)
+        if snapshot is False:
+            return None
+        base = snapshot.seq if snapshot else 0
+        page = snapshot_page(fields) if snapshot else None
+        # The boundary page pays when the tail is likely empty (the snapshot was taken at
+        # the document's last status change): it lets the log be remembered.
+        check = page is not None and int(fields.get("last_seq") or 0) == base
+        tail = await self._read_after(execution_id, doc, Where(base, page, check))
+        if tail is None:  # the page ending at the snapshot is gone: read without it
+            tail = await self._read_after(execution_id, doc, Where(base))
+        events, last = (tail.events, tail.last) if tail else ([], None)
+        body, home = (last.bodies[-1], last.home) if last else (None, 0)
+        self._cache.put(execution_id, LoadedLog(snapshot, events), body, home)
+        if snapshot is not None and not events:  # exact: see ``_read_after``
+            self._known[execution_id] = snapshot.seq
+            self._note(execution_id, snapshot.seq)
+        return LoadedLog(snapshot, events)
+
+    async def _load_cached(
+        self, execution_id: str, doc: Doc, fields: Mapping[str, Any]
+    ) -> LoadedLog | None:
         """The remembered log and what follows it, if it is still the log (and its snapshot
         the newest); None otherwise."""
         cached = self._cache.get(execution_id)
         if cached is None:
             return None
-        if snapshot_seq(doc) > (cached.snapshot.seq if cached.snapshot else 0):
+        if snapshot_seq(fields) > (cached.snapshot.seq if cached.snapshot else 0):
             self._cache.drop(execution_id)  # a newer snapshot: read it
             return None
-        tail = await self._tail(execution_id, cached.last_seq)
-        if tail is None or tail[1] != cached.last_body:
+        where = Where(cached.last_seq, cached.last_page, check=True)
+        tail = await self._read_after(execution_id, doc, where)
+        if tail is None or tail.base_body != cached.last_body:
             self._cache.drop(execution_id)  # purged and started again: not the same log
             return None
-        loaded = LoadedLog(cached.snapshot, cached.events + tail[0])
-        if tail[0] and tail[2] is not None:
-            self._cache.extend(execution_id, cached.last_seq, tail[0], tail[2])
+        loaded = LoadedLog(cached.snapshot, cached.events + tail.events)
+        if tail.events and tail.last is not None:
+            body, home = tail.last.bodies[-1], tail.last.home
+            self._cache.extend(execution_id, cached.last_seq, tail.events, body, home)
         return loaded
 
     async def _snapshot_of(
@@ -343,7 +388,7 @@ class FirestoreEventStore(EventStore):
         """The snapshot the execution document names; False if its parts were replaced."""
         inline = inline_snapshot(doc)
         if inline is not None:
-            self._note(execution_id, inline.seq)
+            self._note(execution_id, inline.seq)  # written by an append: a page end
             return inline
         pointer = SnapshotPointer.from_fields(doc)
         if pointer is None:
@@ -351,40 +396,28 @@ class FirestoreEventStore(EventStore):
         state = await read_state(self._io, self._snapshot_refs(execution_id, pointer))
         if state is None:
             return False
-        self._note(execution_id, pointer.seq)
+        if snapshot_page(doc) is not None:
+            self._note(execution_id, pointer.seq)
         return Snapshot(pointer.seq, state)
 
-    async def _tail(
-        self, execution_id: str, base: int, boundary: bool = True
-    ) -> tuple[list[Event], str | None, str | None] | None:
-        """The events after ``base``, and the stored bodies of event ``base`` (with
-        ``boundary``) and of the last event read (``None`` when unknown).
-
-        With ``boundary`` the query starts at event ``base`` itself, which proves the log is
-        the one ``base`` came from: ``None`` when that event is missing. A query is billed one
-        read even when it finds nothing, so the boundary is free when the tail is empty, and
-        one read more when it is not.
-        """
-        op = ">=" if boundary and base > 0 else ">"
-        query = self._events(execution_id).where(filter=FieldFilter("seq", op, base))
-        docs = await self._io.query(query.order_by("seq"))
-        first = None
-        if op == ">=":
-            if not docs or int(docs[0].get("seq")) != base:
-                return None
-            first, docs = str(docs[0].get("body")), docs[1:]
-        events = [event_from_fields(d.to_dict() or {}) for d in docs]
-        if events:
-            self._known[execution_id] = events[-1].seq
-            self._note(execution_id, events[-1].seq)
-        return events, first, str(docs[-1].get("body")) if docs else first
+    async def _read_after(self, execution_id: str, doc: Doc, where: Where) -> Tail | None:
+        """:func:`read_after` with the execution document's start event and creation time;
+        deletes orphans it met, and remembers where the log ends (exactly: an id purged and
+        started again has a shorter log than the one this store object may remember)."""
+        created = cast("datetime | None", doc.create_time)
+        where = replace(where, start=start_page(doc.to_dict() or {}), created=created)
+        tail = await read_after(self._io, self._events(execution_id), where)
+        if tail is not None and tail.orphans and created is not None:
+            await clear_older(self._io, self._exec_ref(execution_id), created)
+        if tail is not None and tail.last is not None:
+            self._known[execution_id] = tail.last.last
+            self._note(execution_id, tail.last.last)
+        return tail
 
     async def load_many(self, execution_ids: Sequence[str]) -> list[LoadedLog]:
-        """Point reads instead of one query per execution: the execution documents in one
-        round trip, then per execution its snapshot parts and its events up to one past the
-        document's ``last_seq`` in another. That last document is the probe: missing, the log
-        ends at ``last_seq`` (logs are gap-free); present, the tail is queried as in ``load``.
-        Billed reads are those of ``load`` (the probe replaces the query's minimum read).
+        """The execution documents in one round trip, then per execution what ``load`` reads
+        after its document (its snapshot, and one query for the pages after it), all at once.
+        Billed reads are those of ``load``.
         """
         refs = [self._exec_ref(eid) for eid in execution_ids]
         async with self._io.call("load_many"):
@@ -401,42 +434,26 @@ class FirestoreEventStore(EventStore):
     async def _load_known(self, execution_id: str, doc: Doc | None) -> LoadedLog:
         if doc is None or not doc.exists:
             raise UnknownExecutionError(f"unknown execution {execution_id!r}")
-        fields = doc.to_dict() or {}
-        snapshot = await self._snapshot_of(execution_id, fields)
-        if snapshot is False:  # replaced since the document was read
-            return await self.load(execution_id)
-        base = snapshot.seq if snapshot else 0
-        end = max(int(fields["last_seq"]), base)
-        refs = [self._event_ref(execution_id, seq) for seq in range(base + 1, end + 2)]
-        found = await self._io.get_all(refs)
-        snaps = [found.get(ref.path) for ref in refs]
-        if any(s is None or not s.exists for s in snaps[:-1]):
-            return await self.load(execution_id)  # purged or changed under us: the slow way
-        events = [event_from_fields(s.to_dict() or {}) for s in snaps[:-1] if s is not None]
-        probe = snaps[-1]
-        if probe is not None and probe.exists:
-            events.append(event_from_fields(probe.to_dict() or {}))
-            events += await self._events_after(execution_id, end + 1)
-        if events:
-            self._note(execution_id, events[-1].seq)
-        return LoadedLog(snapshot, events)
+        loaded = await self._load_from(execution_id, doc)
+        return await self.load(execution_id) if loaded is None else loaded
 
     async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
+        """The events after ``after_seq``: the execution document (it may hold the start
+        event, and says which pages are orphans) and the pages from the one holding
+        ``after_seq + 1`` on."""
         async with self._io.call(f"read {execution_id!r}"):
-            events = await self._events_after(execution_id, after_seq)
-            if not events:
-                await self._exec_doc(execution_id)
-        return events
+            doc = await self._exec_snap(execution_id)
+            tail = await self._read_after(execution_id, doc, Where(max(after_seq, 0)))
+        return tail.events if tail else []
 
     async def save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
         if snapshot.seq < 1:
             raise ValueError(f"snapshot at {snapshot.seq}: seqs start at 1")
         parts = encode_snapshot(snapshot.state)
-        pointer = SnapshotPointer(
-            snapshot.seq, f"{event_doc_id(snapshot.seq)}.{secrets.token_hex(4)}", len(parts)
-        )
+        part_id = f"{event_doc_id(snapshot.seq)}.{secrets.token_hex(4)}"
         async with self._io.call(f"snapshot of {execution_id!r}"):
-            await self._require_seq(execution_id, snapshot.seq)
+            page = await self._require_seq(execution_id, snapshot.seq)
+            pointer = SnapshotPointer(snapshot.seq, part_id, len(parts), page)
             for _ in range(self._attempts):
                 if await self._swap_snapshot(execution_id, pointer, parts):
                     self._cache.rebase(execution_id, snapshot)
@@ -445,24 +462,24 @@ class FirestoreEventStore(EventStore):
 
     async def summary(self, execution_id: str) -> ExecutionSummary:
         async with self._io.call(f"summary of {execution_id!r}"):
-            fields = await self._exec_doc(execution_id)
+            doc = await self._exec_snap(execution_id)
+            fields = doc.to_dict() or {}
             # Events appended since the last status change are not on the execution
-            # document: the newest event document says where the log ends.
+            # document: the newest page says where the log ends.
             query = (
                 self._events(execution_id)
                 .where(filter=FieldFilter("seq", ">", int(fields["last_seq"])))
                 .order_by("seq", direction=firestore.Query.DESCENDING)
                 .limit(1)
             )
-            tail = await self._io.query(query)
+            created = cast("datetime | None", doc.create_time)
+            tail, _ = keep_current(await self._io.query(query), created)
         if not tail:
             return summary_from_fields(execution_id, fields)
-        newest: Doc = tail[0]
-        last = int(newest.get("seq"))
-        self._note(execution_id, last)
-        created = cast("datetime | None", newest.create_time)
-        updated = timestamp_seconds(created)
-        return summary_from_fields(execution_id, fields, last_seq=last, updated_at=updated)
+        newest = tail[0]
+        self._note(execution_id, newest.last)
+        updated = timestamp_seconds(newest.created)
+        return summary_from_fields(execution_id, fields, last_seq=newest.last, updated_at=updated)
 
     async def list(
         self,
@@ -517,26 +534,10 @@ class FirestoreEventStore(EventStore):
         return [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
 
     async def delete_execution(self, execution_id: str) -> bool:
-        """Delete an execution with its events and snapshots.
-
-        Deletes a page of at most 500 documents per commit, each page a store call of its
-        own (under its own deadline), the execution document last.
-        """
+        """Delete an execution with its events and snapshots (see :func:`delete_tree`)."""
         self._known.pop(execution_id, None)
         self._cache.drop(execution_id)
-        exec_ref = self._exec_ref(execution_id)
-        async with self._io.call(f"delete {execution_id!r}"):
-            existed = (await self._io.get(exec_ref)).exists
-        for name in ("events", "snapshots"):
-            children = cast(AsyncCollectionReference, exec_ref.collection(name))
-            query = children.select([]).limit(MAX_COMMIT_WRITES)
-            while True:
-                async with self._io.call(f"delete {execution_id!r}"):
-                    if not await delete_page(self._io, query):
-                        break
-        async with self._io.call(f"delete {execution_id!r}"):
-            await delete_all(self._io, [exec_ref])
-        return existed
+        return await delete_tree(self._io, self._exec_ref(execution_id), f"{execution_id!r}")
 
     def leases(self) -> FirestoreLeaseSet:
         """Queue leases in this database, shared by every instance (``loom_queues``)."""
@@ -570,9 +571,6 @@ class FirestoreEventStore(EventStore):
     def _events(self, execution_id: str) -> AsyncCollectionReference:
         return cast(AsyncCollectionReference, self._exec_ref(execution_id).collection("events"))
 
-    def _event_ref(self, execution_id: str, seq: int) -> AsyncDocumentReference:
-        return self._events(execution_id).document(event_doc_id(seq))
-
     def _snapshot_refs(
         self, execution_id: str, pointer: SnapshotPointer
     ) -> list[AsyncDocumentReference]:
@@ -585,7 +583,7 @@ class FirestoreEventStore(EventStore):
         return self._known.get(execution_id, 0)
 
     def _note(self, execution_id: str, seq: int) -> None:
-        """Remember that event ``seq`` of the execution exists (a fact that stays true)."""
+        """Remember that a page of the execution ends at ``seq`` (a fact that stays true)."""
         if seq > self._known.get(execution_id, 0):
             self._known[execution_id] = seq
         if execution_id in self._known:
@@ -595,11 +593,26 @@ class FirestoreEventStore(EventStore):
 
     # -- helpers of the SPI methods ---------------------------------------------------------
 
-    async def _exec_doc(self, execution_id: str) -> dict[str, Any]:
+    async def _exec_snap(self, execution_id: str) -> Doc:
         doc = await self._io.get(self._exec_ref(execution_id))
         if not doc.exists:
             raise UnknownExecutionError(f"unknown execution {execution_id!r}")
-        return doc.to_dict() or {}
+        return doc
+
+    async def _exec_doc(self, execution_id: str) -> dict[str, Any]:
+        return (await self._exec_snap(execution_id)).to_dict() or {}
+
+    async def _page_holding(self, execution_id: str, seq: int) -> Page | None:
+        """The page holding event ``seq``, if there is one (the start: on the execution
+        document, or a page of its own)."""
+        if seq == 1:
+            doc = await self._io.get(self._exec_ref(execution_id))
+            if not doc.exists:
+                return None
+            start = start_page(doc.to_dict() or {})
+            if start is not None:
+                return start
+        return await page_holding(self._io, self._events(execution_id), seq, None)
 
     async def _require_log_end(self, execution_id: str, expected: int) -> None:
         """Refuse unless event ``expected`` exists and, as far as we know, is the last.
@@ -610,69 +623,49 @@ class FirestoreEventStore(EventStore):
         """
         known = self._known_seq(execution_id)
         if known > expected:
-            if (await self._io.get(self._event_ref(execution_id, expected + 1))).exists:
+            if await self._page_holding(execution_id, expected + 1) is not None:
                 raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
             self._known.pop(execution_id, None)  # stale: the log is shorter than we saw
             known = 0
         if expected < 1:  # seq 1 is written by ``create`` only
             await self._exec_doc(execution_id)
             raise AppendConflictError(f"log of {execution_id!r} already has its first event")
-        if known == expected:
+        if known == expected:  # a page end: the append's first page would collide
             return
-        if (await self._io.get(self._event_ref(execution_id, expected))).exists:
-            self._note(execution_id, expected)
+        page = await self._page_holding(execution_id, expected)
+        if page is not None:
+            self._note(execution_id, page.last)
+            if page.last > expected:  # inside a page: no page id collides, refuse here
+                raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
             return
         await self._exec_doc(execution_id)  # UnknownExecutionError if there is no execution
         raise AppendConflictError(f"log of {execution_id!r} does not reach {expected}")
 
-    async def _require_seq(self, execution_id: str, seq: int) -> None:
-        """Refuse a snapshot ahead of the log."""
-        if self._known_seq(execution_id) >= seq:
-            return
-        if (await self._io.get(self._event_ref(execution_id, seq))).exists:
-            self._note(execution_id, seq)
-            return
-        await self._exec_doc(execution_id)
-        raise ValueError(f"snapshot at {seq} is ahead of the log of {execution_id!r}")
+    async def _require_seq(self, execution_id: str, seq: int) -> int | None:
+        """Refuse a snapshot ahead of the log; the first seq of the page ending at ``seq``
+        (0: the execution document), or None when ``seq`` is inside a page."""
+        cached = self._cache.get(execution_id)
+        if cached is not None and cached.last_seq == seq:
+            return cached.last_page
+        page = await self._page_holding(execution_id, seq)
+        if page is None:
+            await self._exec_doc(execution_id)
+            raise ValueError(f"snapshot at {seq} is ahead of the log of {execution_id!r}")
+        self._note(execution_id, page.last)
+        return page.home if page.last == seq else None
 
     async def _stored_start(
-        self, execution_id: str, fields: Mapping[str, Any], maybe_ours: bool
+        self, execution_id: str, body: str, maybe_ours: bool
     ) -> tuple[bool, ExecutionStarted]:
-        doc = await self._io.get(self._event_ref(execution_id, 1))
-        if not doc.exists:
+        page = await self._page_holding(execution_id, 1)
+        if page is None:
             raise StoreError(f"execution {execution_id!r} exists without its first event")
-        stored = doc.to_dict() or {}
-        event = event_from_fields(stored)
+        event = page.events_after(0)[0]
         assert isinstance(event, ExecutionStarted)
         self._note(execution_id, 1)
         if self._cache.get(execution_id) is None:
-            self._cache.put(execution_id, LoadedLog(None, [event]), stored.get("body"))
-        return maybe_ours and stored.get("body") == fields["body"], event
-
-    async def _stored_equal(self, execution_id: str, docs: list[dict[str, Any]]) -> bool:
-        """Whether every event document of the batch exists with exactly our content."""
-        refs = [self._event_ref(execution_id, d["seq"]) for d in docs]
-        stored = await self._io.get_all(refs)
-        for ref, fields in zip(refs, docs, strict=True):
-            snap = stored.get(ref.path)
-            if snap is None or not snap.exists or snap.get("body") != fields["body"]:
-                return False
-        return True
-
-    async def _events_after(self, execution_id: str, after_seq: int) -> list[Event]:
-        query = (
-            self._events(execution_id)
-            .where(filter=FieldFilter("seq", ">", after_seq))
-            .order_by("seq")
-        )
-        docs = await self._io.query(query)
-        events = [event_from_fields(d.to_dict() or {}) for d in docs]
-        if events:
-            # Exact, not just "at least": an id purged and started again has a shorter log
-            # than the one this store object may remember.
-            self._known[execution_id] = events[-1].seq
-            self._note(execution_id, events[-1].seq)
-        return events
+            self._cache.put(execution_id, LoadedLog(None, [event]), page.bodies[0], page.home)
+        return maybe_ours and page.bodies[0] == body, event
 
     async def _swap_snapshot(
         self, execution_id: str, pointer: SnapshotPointer, parts: list[bytes]

@@ -52,6 +52,9 @@ REQUIRED_UNINDEXED = frozenset(
     {
         ("events", "at"),
         ("events", "body"),
+        ("events", "bodies"),
+        ("events", "last"),
+        ("executions", "start"),
         ("executions", "updated_at"),
         ("executions", "expire_at"),
         ("snapshots", "data"),

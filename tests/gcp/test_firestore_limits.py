@@ -120,14 +120,17 @@ async def test_racing_tasks_on_one_execution_keep_one_gap_free_log(
     assert (await store.summary("e1")).last_seq == 17
 
 
-async def test_an_append_over_500_writes_is_refused_whole(store: FirestoreEventStore) -> None:
+async def test_an_append_over_max_append_events_is_refused_whole(
+    store: FirestoreEventStore,
+) -> None:
+    assert store.max_append_events == 499
     fits = [step(2 + i, str(i)) for i in range(499)]
     assert await store.append(AppendRequest("e1", 1, fits, StatusChange("running"))) == 500
     too_many = [step(501 + i, str(i)) for i in range(500)]
     with pytest.raises(StoreLimitError, match="500") as info:
         await store.append(AppendRequest("e1", 500, too_many, StatusChange("suspended")))
     assert info.value.code == "store_limit"
-    assert info.value.details == {"limit": "writes per commit", "max": 500, "size": 501}
+    assert info.value.details == {"limit": "events per append", "max": 499, "size": 500}
     assert (await store.summary("e1")).last_seq == 500  # nothing of it was written
 
 

@@ -44,7 +44,7 @@ async def store(database: str) -> AsyncIterator[FirestoreEventStore]:
     await s.aclose()
 
 
-async def test_the_hot_path_writes_one_document_per_event_and_reads_none(
+async def test_the_hot_path_writes_one_document_per_append_and_reads_none(
     store: FirestoreEventStore,
 ) -> None:
     store.reset_ops()

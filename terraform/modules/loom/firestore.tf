@@ -28,8 +28,8 @@ resource "google_firestore_field" "executions_expire_at" {
 }
 
 # Fields the store never queries lose their single-field indexes: timestamps
-# that only grow would hot-spot them, and large fields (event bodies, snapshot
-# parts) only cost write time. events.seq and executions.created_at are
+# that only grow would hot-spot them, and large fields (event pages' bodies, the
+# start event on the execution document, snapshot parts) only cost write time. events.seq and executions.created_at are
 # monotonic too but stay indexed: the store reads the log with
 # `seq > n ORDER BY seq` and lists executions by created_at. An empty
 # index_config removes every single-field index of the field.

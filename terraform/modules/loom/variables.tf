@@ -154,8 +154,8 @@ variable "firestore_unindexed_fields" {
   description = "Single-field index exemptions, collection group => fields: fields the store never filters or orders by, that are monotonic (would hot-spot their index) or large (cost write time)."
   type        = map(list(string))
   default = {
-    events     = ["at", "body"]
-    executions = ["updated_at"]
+    events     = ["at", "body", "bodies", "last"]
+    executions = ["updated_at", "start"]
     snapshots  = ["data"]
   }
 

@@ -34,7 +34,9 @@ FIGURES = {
     "batched_step_ms": ("sequential idempotent step, batched (marginal)", "ms", 0.05),
     "batched_step_cpu_ms": ("the same, CPU time of the process (less noisy)", "ms", 0.05),
     "strict_50_s": ("50 concurrent 10-step flows, strict, in-loop", "s", 0.05),
+    "strict_50_cpu_s": ("the same, CPU time of the process", "s", None),
     "batched_50_s": ("50 concurrent 10-step flows, batched, in-loop", "s", None),
+    "batched_50_cpu_s": ("the same, CPU time of the process", "s", None),
     "commit_ms": ("SQLite commit alone (the floor, same process)", "ms", None),
 }
 
@@ -68,17 +70,13 @@ def _app(durability: str) -> Any:
 
 
 async def _measure() -> dict[str, float]:
+    from core import concurrent  # pyright: ignore[reportMissingImports]
     from loom.runtime import Runtime
     from loom.store import SqliteEventStore
 
     def runtime(durability: str) -> Runtime:
         path = Path(tempfile.mkdtemp(prefix="loom-bench-")) / "l.db"
         return Runtime(_app(durability), SqliteEventStore(path))
-
-    async def gathered(rt: Runtime, tag: str) -> float:
-        t = time.perf_counter()
-        await asyncio.gather(*(rt.start("steps", 10, execution_id=f"{tag}{i}") for i in range(50)))
-        return time.perf_counter() - t
 
     async def sequential(rt: Runtime, steps: int) -> float:
         """Marginal ms per step: a long flow against an empty one, medians over runs."""
@@ -98,10 +96,12 @@ async def _measure() -> dict[str, float]:
         modes.append("batched")
     except TypeError:  # a checkout without durable points
         out.update(batched_step_ms=math.nan, batched_50_s=math.nan, batched_step_cpu_ms=math.nan)
+        out.update(batched_50_cpu_s=math.nan)
     for mode in modes:
-        rt = runtime(mode)
-        await gathered(rt, "warm")
-        out[f"{mode}_50_s"] = statistics.median([await gathered(rt, f"c{r}-") for r in range(3)])
+        # The same measurement as bench/run.py's row (one function for both).
+        flows = await concurrent(repeats=5, durability=mode)
+        out[f"{mode}_50_s"] = flows["total_s"]
+        out[f"{mode}_50_cpu_s"] = flows["cpu_s"]
         # Strict steps each wait for an fsync: 10 steps say enough. Batched steps cost
         # microseconds: 500 of them rise above the flow's fixed cost.
         out[f"{mode}_step_ms"] = await sequential(runtime(mode), 10 if mode == "strict" else 500)

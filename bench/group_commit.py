@@ -53,6 +53,7 @@ def _child(root: str) -> dict[str, float]:
 
 
 async def _measure() -> dict[str, float]:
+    from core import concurrent  # pyright: ignore[reportMissingImports]
     from loom import EffectContext, FlowContext, Loom
     from loom.runtime import Runtime
     from loom.store import SqliteEventStore
@@ -69,16 +70,9 @@ async def _measure() -> dict[str, float]:
             await ctx.execute(noop, i)
         return n
 
-    def runtime(off_loop: bool, where: str | None = None) -> Runtime:
+    def runtime(where: str | None = None) -> Runtime:
         store = SqliteEventStore(Path(tempfile.mkdtemp(prefix="loom-bench-", dir=where)) / "l.db")
-        if off_loop:
-            store.serve_off_loop()
         return Runtime(app, store)
-
-    async def gathered(rt: Runtime, tag: str) -> float:
-        t = time.perf_counter()
-        await asyncio.gather(*(rt.start("steps", 10, execution_id=f"{tag}{i}") for i in range(50)))
-        return time.perf_counter() - t
 
     async def sequential(rt: Runtime) -> float:
         empty: list[float] = []
@@ -90,17 +84,16 @@ async def _measure() -> dict[str, float]:
                 into.append(time.perf_counter() - t)
         return (statistics.median(ten) - statistics.median(empty)) / 10 * 1000
 
-    in_loop, served = runtime(False), runtime(True)
-    await gathered(in_loop, "warm")
-    await gathered(served, "warm")
-    step_ms, floor_ms = await sequential(runtime(False)), commit_ms()
+    # The 50-flow rows are the one measurement bench/run.py and bench/durability.py report.
+    in_loop, served = await concurrent(repeats=3), await concurrent(repeats=3, off_loop=True)
+    step_ms, floor_ms = await sequential(runtime()), commit_ms()
     ram = RAM_DISK if os.path.isdir(RAM_DISK) else None  # noqa: ASYNC240 - once, at start
     return {
-        "concurrent_s": statistics.median([await gathered(in_loop, f"c{r}-") for r in range(3)]),
-        "served_s": statistics.median([await gathered(served, f"c{r}-") for r in range(3)]),
+        "concurrent_s": in_loop["total_s"],
+        "served_s": served["total_s"],
         "step_ms": step_ms,
         "step_per_commit": step_ms / floor_ms,
-        "step_ram_ms": await sequential(runtime(False, ram)),
+        "step_ram_ms": await sequential(runtime(ram)),
         "commit_ms": floor_ms,
     }
 

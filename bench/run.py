@@ -106,6 +106,7 @@ def render(r: dict[str, Any], when: str, command: str) -> str:
             None,
         ),
         _row("50 concurrent 10-step flows, total", e["concurrent"]["total_s"], "s", 0.05),
+        _row("the same, CPU time of the process", e["concurrent"]["cpu_s"], "s", None),
         _row("the same, served (writer thread)", e["served"]["total_s"], "s", 0.05),
         _row("`python -c pass` (for scale)", st["python_bare_s"], "s", None),
         _row('`python -c "import loom"`', st["import_loom_s"], "s", 0.30),

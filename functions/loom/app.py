@@ -368,8 +368,11 @@ class Loom:
             raise UnknownEffectError(f"unknown effect {name!r}", details={"effect": name}) from None
 
 
-async def call_effect(defn: EffectDef, ctx: Any, value: Any) -> Any:
-    """Invoke an effect: async directly, sync in a worker thread."""
+def call_effect(defn: EffectDef, ctx: Any, value: Any) -> Awaitable[Any]:
+    """Invoke an effect: async directly, sync in a worker thread (await what it returns).
+
+    Not a coroutine itself: the effect's own coroutine is awaited without a frame around it.
+    """
     if defn.is_async:
-        return await defn.fn(ctx, value)
-    return await asyncio.to_thread(defn.fn, ctx, value)
+        return defn.fn(ctx, value)
+    return asyncio.to_thread(defn.fn, ctx, value)

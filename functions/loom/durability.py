@@ -71,15 +71,30 @@ class BatchedJournal(Journal):
         self.durable_seq = state.last_seq
         self.durable_status = (state.status, state.parked_reason)
 
-    def defer(self, events: Sequence[ev.Event]) -> None:
+    def defer(self, events: Sequence[ev.Event], now: float | None = None) -> None:
         """Number and fold ``events`` and keep them unforced (e.g. the claim)."""
         batch = list(events)
-        ev.number(batch, self.state.last_seq, self.rt.clock())
+        ev.number(batch, self.state.last_seq, self.rt.clock() if now is None else now)
         for event in batch:
             evolve(self.state, event)
         self.unforced.extend(batch)
         if self.rt.store.max_batch_bytes is not None:
-            self._bytes += sum(len(e.model_dump_json()) for e in batch)
+            self._bytes += sum(len(ev.event_to_json(e)) for e in batch)
+
+    def defer_now(self, events: Sequence[ev.Event]) -> bool:
+        """Keep ``events`` unforced if nothing forces a durable point (see
+        :meth:`Journal.defer_now`): the whole of an idempotent step's append."""
+        now = self.rt.clock()
+        if now + self.rt.claim_ttl / 2 > self.claim_until:
+            return False  # a claim extension is due: it is written at once
+        batch = [*self.pending, *events]
+        if not batch or not self._deferrable(batch):
+            return False
+        if self.unforced and not self._fits(batch):
+            return False  # what waits is written first
+        self.defer(batch, now)
+        self.pending = []
+        return True
 
     async def try_append(self, events: Sequence[ev.Event]) -> bool:
         batch = self._batch(events)
@@ -120,7 +135,7 @@ class BatchedJournal(Journal):
             return False
         if store.max_batch_bytes is None:
             return True
-        size = sum(len(e.model_dump_json()) for e in batch)
+        size = sum(len(ev.event_to_json(e)) for e in batch)
         return self._bytes + size <= store.max_batch_bytes
 
     async def _flush(self, batch: list[ev.Event]) -> bool:

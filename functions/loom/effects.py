@@ -27,7 +27,7 @@ from loom.errors import (
 )
 from loom.events import ErrorInfo
 from loom.fold import Meter
-from loom.payloads import check_exact
+from loom.payloads import dump_exact
 from loom.telemetry import step_span
 
 
@@ -40,6 +40,7 @@ class Outcome:
     attempts: int
     duration: float
     retry_at: float | None = None  # a backoff too long to wait inline: retry at this time
+    raw: bytes = b""  # the value's exact JSON (checked once, reused to store it)
 
 
 def backoff_delay(policy: Retry, attempt: int, rng: random.Random | None = None) -> float:
@@ -49,11 +50,18 @@ def backoff_delay(policy: Retry, attempt: int, rng: random.Random | None = None)
     return max(0.0, base + (rng or random).uniform(-spread, spread))
 
 
-async def _attempt(
+def _attempt(
+    defn: EffectDef, ectx: EffectContext, value: Any, clock: Callable[[], float]
+) -> Awaitable[Any]:
+    if defn.timeout is None:  # the common case: the effect's own awaitable, no frame around it
+        return call_effect(defn, ectx, value)
+    return _timed(defn, ectx, value, clock)
+
+
+async def _timed(
     defn: EffectDef, ectx: EffectContext, value: Any, clock: Callable[[], float]
 ) -> Any:
-    if defn.timeout is None:
-        return await call_effect(defn, ectx, value)
+    assert defn.timeout is not None
     ectx.deadline = clock() + defn.timeout
     try:
         async with asyncio.timeout(defn.timeout):
@@ -138,7 +146,7 @@ async def invoke_with_retry(
 def admit(defn: EffectDef, value: Any, granted: list[str]) -> tuple[Any, ErrorInfo | None]:
     """The input validated into the effect's declared type, or why the step must fail
     without invoking it (a missing capability, an input that fails its model)."""
-    missing = defn.requires.difference(granted)
+    missing = defn.requires.difference(granted) if defn.requires else None
     if missing:
         message = f"effect {defn.name!r} requires {sorted(missing)}"
         return value, ErrorInfo(code="unauthorized", type="CapabilityError", message=message)
@@ -154,7 +162,8 @@ def _returned(result: Any, attempts: int, duration: float) -> Outcome:
     ``code="invalid_output"``: the effect ran, so it is not retried (a retry would repeat
     its side effects), and its output is never stored changed (``inf`` as ``null``)."""
     try:
-        return Outcome(check_exact(to_json_value(result), "the output"), None, attempts, duration)
+        value = to_json_value(result)
+        raw = dump_exact(value, "the output")
     except (InvalidPayloadError, PydanticSerializationError) as exc:
         message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)
         error = ErrorInfo(
@@ -163,12 +172,15 @@ def _returned(result: Any, attempts: int, duration: float) -> Outcome:
             message=f"the effect ran but its output cannot be recorded: {message}",
         )
         return Outcome(None, error, attempts, duration)
+    return Outcome(value, None, attempts, duration, raw=raw)
 
 
 def budget_exceeded(
     budgets: dict[str, float], meter: Meter, effect: str
 ) -> BudgetExceededError | None:
     """The budget an execution has used up before invoking ``effect``, if any."""
+    if not budgets:  # the common case: nothing to check
+        return None
     for name, used in (
         ("max_effect_calls", meter.effect_calls),
         ("max_attempts", meter.attempts),

@@ -398,8 +398,12 @@ def event_from_dict(data: dict[str, Any]) -> Event:
 
 
 def event_to_json(event: Event) -> str:
-    """The canonical JSON form of an event, as stores keep it."""
-    return event.model_dump_json()
+    """The canonical JSON form of an event, as stores keep it.
+
+    Exactly ``event.model_dump_json()`` (the serializer's defaults are the method's), without
+    the method's keyword handling: half the cost, paid once per event written.
+    """
+    return event.__pydantic_serializer__.to_json(event).decode()
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:

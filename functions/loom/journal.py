@@ -12,8 +12,8 @@ over the store's limits is replaced by the record of what it was about failing
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Generator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from loom import events as ev
 from loom.context import SCOPE, SupersededSignal
@@ -32,6 +32,35 @@ _QUIET_TYPES = frozenset(
 )
 
 
+class _Ready:
+    """An awaitable that is done already: awaiting it returns ``None`` without a frame."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield  # a generator that ends at once
+
+
+_READY = _Ready()
+
+
+class AppendLock(asyncio.Lock):
+    """``asyncio.Lock`` whose ``async with`` takes a free lock without a coroutine: every
+    append of a session takes it, and it is nearly always free. Contended, it is the
+    standard lock (same fairness, same cancellation)."""
+
+    def __aenter__(self) -> Awaitable[None]:  # type: ignore[override]
+        if not self._locked and not self._waiters:
+            self._locked = True
+            return _READY
+        return super().__aenter__()
+
+    def __aexit__(self, *_: object) -> Awaitable[None]:  # type: ignore[override]
+        self.release()
+        return _READY
+
+
 class Journal:
     """Appends for one session. Callers hold :attr:`lock` around :meth:`try_append`."""
 
@@ -43,7 +72,7 @@ class Journal:
         self.holder = holder
         self.execution_id = state.execution_id
         self.pending: list[ev.Event] = []  # decisions waiting for the next append
-        self.lock = asyncio.Lock()
+        self.lock = AppendLock()
         self.claim_until: float = (state.claim or {}).get("until", 0.0)
         self.since_snapshot = 0
 
@@ -53,13 +82,20 @@ class Journal:
         Raises:
             SupersededSignal: Another holder claimed the execution, or it was cancelled.
         """
-        if not await self._write_decisions_ahead(len(events) + 1):  # + a claim extension
-            return False
+        if self.pending and not await self._write_decisions_ahead(len(events) + 1):
+            return False  # (+ 1: room for a claim extension)
         batch = self._batch(events)
         if not batch:
             return True
         state = self.state
         return await self._write([], batch, state.last_seq, (state.status, state.parked_reason))
+
+    def defer_now(self, events: Sequence[ev.Event]) -> bool:
+        """Take ``events`` without writing them, if this journal may (a batched one, for
+        events that wait for the next durable point); False: append them with
+        :meth:`try_append`. Synchronous, so the caller needs the lock only to see it free:
+        nothing else runs before it returns."""
+        return False
 
     async def durable_point(self) -> None:
         """Make every event this session has appended durable before going on.
@@ -83,9 +119,8 @@ class Journal:
         for event in batch:
             evolve(state, event)
         events = [*written, *batch]
-        change = None
-        if any(e.type not in _QUIET_TYPES for e in events):
-            change = self._status_change(before)
+        quiet = all(e.type in _QUIET_TYPES for e in events)
+        change = None if quiet else self._status_change(before)
         snapshot = self._riding_snapshot(change, len(events))
         request = AppendRequest(self.execution_id, expected, events, change, snapshot)
         token = SCOPE.set(None)  # the store's own timers are the loop's, not the flow's
@@ -99,9 +134,12 @@ class Journal:
         finally:
             SCOPE.reset(token)
         self.pending = []
-        if snapshot is None:
-            await self._maybe_snapshot(len(events))
-        else:
+        if snapshot is not None:
+            self.since_snapshot = 0
+            return True
+        self.since_snapshot += len(events)
+        if self.since_snapshot >= self.rt.snapshot_every:
+            await self.rt.save_snapshot(self.state)
             self.since_snapshot = 0
         return True
 
@@ -160,12 +198,6 @@ class Journal:
             self.claim_until = now + self.rt.claim_ttl
             batch.insert(0, ev.ExecutionClaimed(holder=self.holder, until=self.claim_until))
         return batch
-
-    async def _maybe_snapshot(self, appended: int) -> None:
-        self.since_snapshot += appended
-        if self.since_snapshot >= self.rt.snapshot_every:
-            await self.rt.save_snapshot(self.state)
-            self.since_snapshot = 0
 
     def _status_change(self, before: tuple[str, str | None]) -> StatusChange | None:
         s = self.state

@@ -46,6 +46,9 @@ DEFAULT_THRESHOLD = 256 * 1024
 REF_KEY = "$blob"
 ESCAPE_KEY = "$loom.value"
 _RESERVED = frozenset({REF_KEY, ESCAPE_KEY})
+# What ``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``
+# builds on every call, built once: encoding keeps no state between calls.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def dump_exact(value: Any, what: str = "value") -> bytes:
@@ -56,9 +59,7 @@ def dump_exact(value: Any, what: str = "value") -> bytes:
             the message names where it is (``$.a[2].b``).
     """
     try:
-        return json.dumps(
-            value, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        ).encode()
+        return _ENCODER.encode(value).encode()
     except ValueError as exc:
         where = _non_finite_path(value, "$")
         if where is not None:
@@ -115,20 +116,31 @@ class PayloadCodec:
         self.blobs = blobs
         self.threshold = threshold
 
-    async def encode(self, value: Any, key: str) -> tuple[Any, int]:
+    def inline(self, value: Any, raw: bytes) -> tuple[Any, int] | None:
+        """``(stored, size)`` of a value stored in the log itself, or ``None`` when it is over
+        the threshold (then :meth:`encode` offloads it). ``raw`` is ``dump_exact(value)``.
+
+        What :meth:`encode` returns for a small value, without its coroutine: the hot path
+        of an effect's output, whose JSON was already checked when the effect returned.
+        """
+        size = len(raw)
+        return (_escape(value), size) if 0 < size <= self.threshold else None  # b"": unknown
+
+    async def encode(self, value: Any, key: str, raw: bytes | None = None) -> tuple[Any, int]:
         """Return ``(stored, size)``: the stored form of ``value`` and its JSON size in bytes.
 
         Args:
             value: A JSON value.
             key: ``"{execution_id}/{what}"``: where a blob would go. The execution id is
                 checked, so a key never leaves the execution's part of the blob store.
+            raw: ``dump_exact(value)`` when the caller already has it (not encoded again).
 
         Raises:
             InvalidPayloadError: Not exact JSON (see :func:`dump_exact`).
             InvalidExecutionIdError: The key does not start with a valid execution id.
             ConfigurationError: Over the threshold with no blob store.
         """
-        raw = dump_exact(value)
+        raw = raw or dump_exact(value)
         size = len(raw)
         if size <= self.threshold:
             return _escape(value), size

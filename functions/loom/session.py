@@ -31,9 +31,9 @@ from loom.context import (
     install_task_factory,
     reap,
     root_scope,
-    task_signal,
 )
-from loom.effects import admit, budget_exceeded, error_info, failed_error, invoke_with_retry
+from loom.effects import admit, budget_exceeded, failed_error, invoke_with_retry
+from loom.endings import record_end
 from loom.errors import (
     ConfigurationError,
     EffectFailedError,
@@ -45,7 +45,6 @@ from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import Journal, new_journal
 from loom.loop_timers import LoopTimers, engine_io
 from loom.ordering import Ordering
-from loom.payloads import completion_event
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
@@ -97,7 +96,8 @@ class Session:
 
     async def _turn(self, seq: float) -> None:
         """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``)."""
-        await cancellation.served(self, seq)
+        if self.state.cancel is not None:  # (no coroutine for the common case)
+            await cancellation.served(self, seq)
         wait = self.order.turn(seq)
         if wait is not None:
             self._poke()
@@ -105,7 +105,8 @@ class Session:
 
     def _poke(self) -> None:
         self._progress += 1
-        self._wake.set()
+        if self._waiting or self.timers.armed:  # else the watcher has nothing to suspend on
+            self._wake.set()  # (a gate opened or a timer armed pokes again)
 
     def _raise(self, signal: BaseException) -> NoReturn:
         if self.signal is None:
@@ -122,6 +123,8 @@ class Session:
 
     async def append(self, events: Sequence[ev.Event]) -> None:
         """Append ``events`` (after any pending decisions); merge foreign writes on conflict."""
+        if not self.journal.lock.locked() and self.journal.defer_now(events):
+            return  # kept unforced until the next durable point (loom.durability)
         async with self.journal.lock:
             try:
                 while not await self._try_append(events):
@@ -193,9 +196,10 @@ class Session:
         if self.signal is not None:
             raise self.signal
         defn = effect if isinstance(effect, EffectDef) else self.rt.app.get_effect(effect)
-        rec = self.state.steps.get(step_id)
+        state = self.state  # (read before any await: a reload replaces it)
+        rec = state.steps.get(step_id)
         if rec is None:
-            if step_id in self.state.decisions or step_id in self.state.gates:
+            if step_id in state.decisions or step_id in state.gates:
                 self._check_unused(step_id, f"effect {defn.name!r}")
             return await self._live(step_id, defn, value, 1)
         if rec.get("effect") != defn.name:
@@ -223,7 +227,8 @@ class Session:
         self._park(step_id, f"step {step_id} is {status}; it needs a verdict")
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
-        await cancellation.checkpoint(self)
+        if self.state.cancel is not None or self.state.deadline is not None:
+            await cancellation.checkpoint(self)  # (nothing to check: no coroutine)
         result = await self._live_call(step_id, defn, value, attempt)
         if result is BACKOFF:  # the next attempt waits on a durable timer
             return await self.execute(step_id, defn, value)
@@ -247,8 +252,9 @@ class Session:
         return value
 
     async def _invoke(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
-        key = self.state.step_key(step_id)
-        value, refused = admit(defn, value, self.state.capabilities)
+        state = self.state
+        key = state.step_key(step_id)
+        value, refused = admit(defn, value, state.capabilities)
         if refused is not None:  # recorded as the step's failure; the effect is not invoked
             await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=refused)])
             raise failed_error(defn.name, step_id, refused.model_dump())
@@ -294,8 +300,9 @@ class Session:
                 ]
             )
             raise failed_error(defn.name, step_id, outcome.error.model_dump())
-        stored, size = await self._unless_store_fails(
-            self.rt.payloads.encode(outcome.value, f"{self.execution_id}/{step_id}/output")
+        codec, where = self.rt.payloads, f"{self.execution_id}/{step_id}/output"
+        stored, size = codec.inline(outcome.value, outcome.raw) or await self._unless_store_fails(
+            codec.encode(outcome.value, where, outcome.raw)
         )
         await self.append(
             [
@@ -468,37 +475,6 @@ class Session:
             driver = [self.order.driver] if self.order.driver is not None else []
             await reap([watcher, heartbeat, *driver, *self._tasks])
         try:
-            await self._finish(flow_task)
+            await record_end(self, flow_task)
         except AbortSignal as signal:
             raise signal.args[0] from None
-
-    async def _finish(self, flow_task: asyncio.Task[Any]) -> None:
-        if await cancellation.finish(self, flow_task):
-            return
-        signal = self.signal or task_signal(flow_task)
-        if isinstance(signal, AbortSignal):
-            raise signal.args[0]
-        if isinstance(signal, SupersededSignal):
-            return
-        if isinstance(signal, (SuspendSignal, InDoubtSignal)):
-            return  # the suspension (or the in-doubt park) is already in the log
-        if isinstance(signal, ParkSignal):
-            err: NondeterminismError = signal.args[0]
-            await self.append(
-                [
-                    ev.ExecutionParked(
-                        reason=f"nondeterminism: {err.message}",
-                        step_id=getattr(signal, "step_id", None),
-                    )
-                ]
-            )
-            return
-        if isinstance(signal, StopSignal):
-            await self.append([ev.ExecutionFailed(error=error_info(signal.args[0]))])
-            return
-        exc = flow_task.exception()
-        if exc is not None:
-            await self.append([ev.ExecutionFailed(error=error_info(exc))])
-            return
-        end = await completion_event(self.rt.payloads, flow_task.result(), self.execution_id)
-        await self.append([end])

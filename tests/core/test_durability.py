@@ -14,9 +14,9 @@ import pytest
 
 from loom import EffectContext, FlowContext, Loom
 from loom.errors import ConfigurationError
-from loom.events import ExecutionResumed
+from loom.events import Event, ExecutionResumed, ExecutionStarted
 from loom.runtime import Runtime
-from loom.store import AppendRequest, InMemoryEventStore, SqliteEventStore
+from loom.store import AppendRequest, InMemoryEventStore, LoadedLog, Snapshot, SqliteEventStore
 from loom.wire import ExecutionPackage
 
 
@@ -85,6 +85,54 @@ async def test_batched_idempotent_steps_reach_the_store_with_the_end(
     history = await store.read(result.execution_id)
     assert [e.seq for e in history] == list(range(1, 14))
     assert [getattr(e, "step_id", None) for e in history[2:12]] == [str(i) for i in range(1, 11)]
+
+
+class CountingStore(SqliteEventStore):
+    """SQLite served off the loop (as by a worker), naming every call the runtime makes:
+    each one is a trip to the writer thread or a reader thread."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.serve_off_loop()
+        self.calls: list[str] = []
+
+    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+        self.calls.append("create")
+        return await super().create(started)
+
+    async def append(self, request: AppendRequest) -> int:
+        self.calls.append(f"append {len(request.events)}")
+        return await super().append(request)
+
+    async def load(self, execution_id: str) -> LoadedLog:
+        self.calls.append("load")
+        return await super().load(execution_id)
+
+    async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
+        self.calls.append("read")
+        return await super().read(execution_id, after_seq)
+
+    async def save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
+        self.calls.append("save_snapshot")
+        await super().save_snapshot(execution_id, snapshot)
+
+
+async def test_batched_steps_between_durable_points_never_reach_the_store(
+    tmp_path: Path,
+) -> None:
+    """Idempotent steps cost in-memory work only: a served store sees the same calls for a
+    3-step and a 60-step execution (the start, the load, one append at the end)."""
+    store = CountingStore(tmp_path / "loom.db")
+    runtime = Runtime(make_app("batched"), store, snapshot_min_tail=100)
+    try:
+        made: list[list[str]] = []
+        for n in (3, 60):
+            store.calls = []
+            assert (await runtime.start("steps", n)).status == "completed"
+            made.append(store.calls)
+    finally:
+        await store.aclose()
+    assert made == [["create", "load", "append 5"], ["create", "load", "append 62"]]
 
 
 async def test_an_intent_record_is_a_durable_point(store: RecordingStore) -> None:

@@ -108,15 +108,20 @@ async def test_a_conflict_fails_alone_inside_a_shared_transaction(
 
 
 async def test_a_broken_constraint_fails_alone(store: SqliteEventStore) -> None:
-    """A row another writer put in one append's way refuses that append only."""
+    """A row another writer put in one append's way refuses that append only: its summary
+    update, made before the insert failed, is undone, and the others still share one
+    transaction (the group is applied again, a savepoint each)."""
     with sqlite3.connect(store.path, isolation_level=None) as other:
         other.execute("INSERT INTO events VALUES ('e5', 3, '{}')")
+    before = wal_commits(store.path)
     outcomes = await _append_all(store, 10)
     failed = outcomes[5]
     assert isinstance(failed, StoreError) and not isinstance(failed, StoreUnavailableError)
     assert isinstance(failed.__cause__, sqlite3.IntegrityError)
     assert [o for i, o in enumerate(outcomes) if i != 5] == [3] * 9
     assert (await store.summary("e5")).last_seq == 1
+    assert [e.seq for e in await store.read("e4")] == [1, 2, 3]
+    assert 1 <= wal_commits(store.path) - before <= (1 if store._writer is None else 5)  # pyright: ignore[reportPrivateUsage]
 
 
 async def test_a_failed_transaction_fails_its_whole_group_and_writes_nothing(

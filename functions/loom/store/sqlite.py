@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from loom.errors import AppendConflictError, StoreUnavailableError, UnknownExecutionError
-from loom.events import EVENT_ADAPTER, Event, ExecutionStarted
+from loom.events import EVENT_ADAPTER, Event, ExecutionStarted, event_to_json
 from loom.ids import check_execution_id
 from loom.store import sqlite_browse
 from loom.store.base import (
@@ -187,8 +187,8 @@ class SqliteEventStore(EventStore):
         self, started: ExecutionStarted
     ) -> Callable[[sqlite3.Connection], tuple[bool, ExecutionStarted]]:
         first = started.model_copy(update={"seq": 1})
-        body_json = first.model_dump_json()
-        check_sizes(f"create {started.execution_id!r}", [body_json], self.max_event_bytes)
+        body_json = event_to_json(first)
+        check_sizes("create", started.execution_id, [body_json], self.max_event_bytes)
         now = time.time()
 
         def body(con: sqlite3.Connection) -> tuple[bool, ExecutionStarted]:
@@ -215,11 +215,10 @@ class SqliteEventStore(EventStore):
         """Append in the next group commit (``sqlite_group``); return once it is fsync'd."""
         check_execution_id(request.execution_id)
         check_numbering(request)
-        rows = [(request.execution_id, e.seq, e.model_dump_json()) for e in request.events]
-        check_sizes(
-            f"append to {request.execution_id!r}", (r[2] for r in rows), self.max_event_bytes
-        )
-        size = sum(len(body) for _, _, body in rows)
+        rows = [(request.execution_id, e.seq, event_to_json(e)) for e in request.events]
+        bodies = [row[2] for row in rows]
+        check_sizes("append to", request.execution_id, bodies, self.max_event_bytes)
+        size = sum(map(len, bodies))
         return await self._group.submit(
             self._append_body(request, rows), size, "append", self._writer
         )
@@ -234,7 +233,10 @@ class SqliteEventStore(EventStore):
             # The conditional UPDATE is the expected_seq check: one statement, not two.
             if self._advance(con, eid, expected, new_last, request).rowcount != 1:
                 self._refuse(con, eid, expected)
-            con.executemany("INSERT INTO events VALUES (?,?,?)", rows)
+            if len(rows) == 1:  # the common case: ``execute`` costs less than ``executemany``
+                con.execute("INSERT INTO events VALUES (?,?,?)", rows[0])
+            else:
+                con.executemany("INSERT INTO events VALUES (?,?,?)", rows)
             return new_last
 
         return body

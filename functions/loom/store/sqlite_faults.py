@@ -103,8 +103,9 @@ def max_event_bytes_from_env() -> int:
     return int(raw)
 
 
-def check_sizes(what: str, bodies: Iterable[str], limit: int) -> None:
-    """Refuse, before anything is written, an event whose JSON is over ``limit`` bytes.
+def check_sizes(op: str, execution_id: str, bodies: Iterable[str], limit: int) -> None:
+    """Refuse, before anything is written, an event whose JSON is over ``limit`` bytes
+    (``op``: "create" or "append to", for the message, built only when refusing).
 
     Raises:
         StoreLimitError: Naming the limit and the size asked for.
@@ -115,7 +116,7 @@ def check_sizes(what: str, bodies: Iterable[str], limit: int) -> None:
         size = len(body.encode())
         if size > limit:
             raise StoreLimitError(
-                f"SQLite: {what} refused, nothing written: an event of {size} bytes, the "
+                f"SQLite: {op} {execution_id!r} refused, nothing written: an event of {size} bytes, the "
                 f"store takes at most {limit} (LOOM_SQLITE_MAX_EVENT_BYTES; store large "
                 "payloads in a blob store)",
                 details={"limit": "bytes per event", "max": limit, "size": size},

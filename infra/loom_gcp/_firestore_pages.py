@@ -157,13 +157,31 @@ async def page_holding(
     return pages[0] if pages and pages[0].holds(seq) else None
 
 
+async def newest_page(
+    io: CountedDocs, events: Any, after: int, created: datetime | None
+) -> tuple[Page | None, bool]:
+    """The page with the highest first seq above ``after``, unless it is older than the
+    execution document; and whether it was (an orphan: clear them and ask again, or an
+    orphan beyond the log's end hides the log's own newest page)."""
+    query = (
+        events.where(filter=FieldFilter("seq", ">", after))
+        .order_by("seq", direction=firestore.Query.DESCENDING)
+        .limit(1)
+    )
+    pages, orphans = keep_current(await io.query(query), created)
+    return (pages[0] if pages else None), orphans
+
+
 async def stored_equal(io: CountedDocs, events: Any, pages: Sequence[tuple[str, Any]]) -> bool:
     """Whether every page of a batch exists with exactly these events."""
     refs = [events.document(doc_id) for doc_id, _ in pages]
     stored = await io.get_all(refs)
     for ref, (_, fields) in zip(refs, pages, strict=True):
         snap = stored.get(ref.path)
-        if snap is None or not snap.exists or snap.get("bodies") != fields["bodies"]:
+        # ``to_dict``: an event document of the previous release has no ``bodies`` (and
+        # ``get`` would raise KeyError): not ours.
+        stored_bodies = (snap.to_dict() or {}).get("bodies") if snap is not None else None
+        if stored_bodies != fields["bodies"]:
             return False
     return True
 

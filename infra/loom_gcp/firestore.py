@@ -128,7 +128,7 @@ from loom_gcp._firestore_pages import (
     Page,
     Tail,
     Where,
-    keep_current,
+    newest_page,
     page_holding,
     pages_of,
     read_after,
@@ -466,17 +466,14 @@ class FirestoreEventStore(EventStore):
             fields = doc.to_dict() or {}
             # Events appended since the last status change are not on the execution
             # document: the newest page says where the log ends.
-            query = (
-                self._events(execution_id)
-                .where(filter=FieldFilter("seq", ">", int(fields["last_seq"])))
-                .order_by("seq", direction=firestore.Query.DESCENDING)
-                .limit(1)
-            )
+            events, after = self._events(execution_id), int(fields["last_seq"])
             created = cast("datetime | None", doc.create_time)
-            tail, _ = keep_current(await self._io.query(query), created)
-        if not tail:
+            newest, orphans = await newest_page(self._io, events, after, created)
+            if orphans and created is not None:  # TTL leftovers hid the log's own end
+                await clear_older(self._io, self._exec_ref(execution_id), created)
+                newest, _ = await newest_page(self._io, events, after, created)
+        if newest is None:
             return summary_from_fields(execution_id, fields)
-        newest = tail[0]
         self._note(execution_id, newest.last)
         updated = timestamp_seconds(newest.created)
         return summary_from_fields(execution_id, fields, last_seq=newest.last, updated_at=updated)

@@ -60,6 +60,7 @@ execution document of that id: readers leave it out and delete it (see
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from collections import OrderedDict
@@ -307,8 +308,10 @@ class FirestoreEventStore(EventStore):
         if request.snapshot is not None:
             if "snapshot_seq" in update:
                 self._cache.rebase(eid, Snapshot(new_last, request.snapshot))
-            else:  # too big to ride: the usual swap, after the append
-                await self.save_snapshot(eid, Snapshot(new_last, request.snapshot))
+            else:  # too big to ride: the usual swap, after the append. The events are
+                # written: a failed snapshot (a shortcut only) must not report them unwritten.
+                with contextlib.suppress(StoreError):
+                    await self.save_snapshot(eid, Snapshot(new_last, request.snapshot))
         return new_last
 
     def _exec_update(self, request: AppendRequest, new_last: int, page: int) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import random
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -313,3 +314,82 @@ async def test_load_many_over_paged_legacy_and_snapshotted_executions(
         assert [e.seq for e in many[0].events] == [4, 5]
         assert many[1].events == legacy
         assert many[2].snapshot == Snapshot(2, '{"at": 2}') and many[2].events == []
+
+
+async def test_a_lost_ack_whose_append_landed_and_was_built_on_is_still_success(
+    stores: list[FirestoreEventStore],
+) -> None:
+    a, b, *_ = stores
+    await a.create(ExecutionStarted(execution_id="e1", flow="f"))
+
+    async def built_on() -> None:  # another writer loads our append and goes on
+        assert (await b.load("e1")).last_seq == 3
+        await b.append(AppendRequest("e1", 3, [step(4, "b")]))
+
+    lose_ack(a, meanwhile=built_on)
+    assert await a.append(AppendRequest("e1", 1, [step(2, "a"), step(3, "a")])) == 3
+    with pytest.raises(AppendConflictError):
+        await a.append(AppendRequest("e1", 3, [step(4, "a")]))
+    log = await a.read("e1")
+    assert ids_of(log) == [(1, None), (2, "a"), (3, "a"), (4, "b")]
+    await agree(stores, "e1", log)
+
+
+async def test_a_start_too_big_for_the_execution_document_is_page_one(
+    stores: list[FirestoreEventStore], client: firestore.AsyncClient
+) -> None:
+    """A start over 512 kB is a page of its own: created (its answer lost), snapshotted at
+    seq 1, continued, read from every seq; then deleted by TTL and started again big."""
+    a, b, c, d = stores
+    started = ExecutionStarted(execution_id="e1", flow="f", input=secrets.token_hex(300_000))
+    calls = lose_ack(a)
+    assert await a.create(started) == (True, started.model_copy(update={"seq": 1}))
+    assert len(calls) == 2
+    assert (await b.create(started))[0] is False
+    await b.save_snapshot("e1", Snapshot(1, '{"at": 1}'))
+    for reader in (a, b, c):
+        loaded = await reader.load("e1")
+        assert (loaded.snapshot, loaded.events) == (Snapshot(1, '{"at": 1}'), [])
+    await c.append(AppendRequest("e1", 1, [step(2, "c"), step(3, "c")]))
+    with pytest.raises(AppendConflictError):
+        await a.append(AppendRequest("e1", 1, [step(2, "a")]))
+    log = await d.read("e1")
+    assert ids_of(log) == [(1, None), (2, "c"), (3, "c")]
+    await agree(stores, "e1", log)
+    await client.collection("executions").document("e1").delete()  # what TTL does
+    again = started.model_copy(update={"input": secrets.token_hex(300_000)})
+    created, first = await d.create(again)
+    assert created and first.input == again.input
+    for reader in stores:
+        loaded = await reader.load("e1")
+        assert (loaded.snapshot, loaded.events) == (None, [first])
+    assert await a.append(AppendRequest("e1", 1, [step(2, "new")])) == 2
+    await agree(stores, "e1", [first, step(2, "new")])
+
+
+async def test_an_append_whose_snapshot_cannot_be_saved_still_reports_its_events_written(
+    stores: list[FirestoreEventStore],
+) -> None:
+    """The snapshot too big to ride the status write is saved after the commit; if that
+    fails, the append (written) must not be reported as failed: a snapshot is only a
+    shortcut, and "a failed write writes nothing"."""
+    a, b, *_ = stores
+    await a.create(ExecutionStarted(execution_id="e1", flow="f"))
+    real: Commit = a._io.commit_once
+    commits: list[int] = []
+
+    async def snapshot_down(batch: AsyncWriteBatch, timeout: float) -> None:
+        commits.append(1)
+        if len(commits) > 1:  # the append's commit passes, the snapshot's never do
+            raise gexc.ServiceUnavailable("down")
+        await real(batch, timeout)
+
+    a._io.commit_once = snapshot_down  # type: ignore[method-assign]
+    a._io.policy = replace(a._io.policy, deadline=1.0)
+    state = secrets.token_hex(400_000)  # too big to ride the execution document
+    change = StatusChange("suspended")
+    assert await a.append(AppendRequest("e1", 1, [step(2, "a")], change, state)) == 2
+    a._io.commit_once = real  # type: ignore[method-assign]
+    loaded = await b.load("e1")
+    assert (loaded.snapshot, ids_of(loaded.events)) == (None, [(1, None), (2, "a")])
+    assert await a.append(AppendRequest("e1", 2, [step(3, "a")])) == 3

@@ -9,6 +9,7 @@ else is the real emulator.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import random
 import secrets
 import uuid
@@ -125,8 +126,53 @@ async def test_racing_store_objects_keep_one_log_that_every_reader_agrees_on(
     for first, ids in won:  # each winner's events sit where it was told they did
         assert [sid(by_seq[first + i]) for i in range(len(ids))] == ids
     assert sum(r[1] for r in reports) > 0  # they raced
+    assert sum(r[2] for r in reports) > 0  # and misplaced appends were refused
     await agree([*stores, fresh], "e1", log)
     await fresh.aclose()
+
+
+def _racing_process(database: str, name: str, seed: int, barrier: Any, results: Any) -> None:
+    """One OS process: a store object of its own, racing after the barrier."""
+
+    async def race() -> Any:
+        store = FirestoreEventStore(project=PROJECT, database=database)
+        await asyncio.to_thread(barrier.wait)
+        try:
+            return await _racer(store, name, 5, seed)
+        finally:
+            await store.aclose()
+
+    results.put(asyncio.run(race()))
+
+
+async def test_racing_processes_with_split_and_misplaced_appends_keep_one_log(
+    stores: list[FirestoreEventStore], database: str
+) -> None:
+    await stores[0].create(ExecutionStarted(execution_id="e1", flow="f"))
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited gRPC state
+    barrier, results = ctx.Barrier(3), ctx.Queue()
+    procs = [
+        ctx.Process(target=_racing_process, args=(database, f"p{i}", 10 + i, barrier, results))
+        for i in range(3)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        reports = [await asyncio.to_thread(results.get, True, 180) for _ in procs]
+    finally:
+        for proc in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+    log = await stores[1].read("e1")
+    assert [e.seq for e in log] == list(range(1, len(log) + 1))
+    by_seq = {e.seq: e for e in log}
+    won = [w for report in reports for w in report[0]]
+    assert sum(len(ids) for _, ids in won) == len(log) - 1
+    for first, ids in won:
+        assert [sid(by_seq[first + i]) for i in range(len(ids))] == ids
+    assert sum(r[1] for r in reports) > 0 and sum(r[2] for r in reports) > 0
+    await agree(stores, "e1", log)
 
 
 async def test_an_expected_seq_inside_anothers_page_or_ahead_is_refused_by_any_store(

@@ -123,24 +123,28 @@ def gated_app(hook: list[Any]) -> Loom:
         await ctx.execute("interloper", None)
         b = await ctx.execute("big", 2)
         c = await ctx.execute("big", 3)
-        got = await ctx.suspend("go", "k")
+        got = await (ctx.recv("go") if hook[1:] == ["message"] else ctx.suspend("go", "k"))
         return len(a + b + c) + await ctx.execute("once", got)
 
     return app
 
 
-async def test_a_resume_between_durable_points_is_merged_on_pages(
-    stores: list[FirestoreEventStore], database: str
+@pytest.mark.parametrize("how", ["resume", "message"])
+async def test_a_resume_or_message_between_durable_points_is_merged_on_pages(
+    stores: list[FirestoreEventStore], database: str, how: str
 ) -> None:
     mine, theirs, fresh = stores
     hook: list[Any] = []
     app = gated_app(hook)
     other = Runtime(app, theirs, dispatcher=Recording())
 
-    async def resume(eid: str) -> None:
-        await other.resume(eid, "go", "k", 7)  # early: buffered for the gate
+    async def interlope(eid: str) -> None:  # early: buffered for the gate or the recv
+        if how == "resume":
+            await other.resume(eid, "go", "k", 7)
+        else:
+            await other.send(eid, "go", 7)
 
-    hook.append(resume)
+    hook.extend([interlope, how])
     runtime = Runtime(app, mine, blob_threshold=10_000_000, snapshot_min_tail=2)
     conflicts = count_conflicts(mine)
     result = await runtime.start("gated", None)
@@ -150,7 +154,7 @@ async def test_a_resume_between_durable_points_is_merged_on_pages(
     assert result.output == 3 * (2 + 2 * BIG) + 7
     log = await agree(stores, result.execution_id)
     types = [e.type for e in log]
-    assert types.count("ExecutionResumed") == 1
+    assert types.count("MessageReceived" if how == "message" else "ExecutionResumed") == 1
     assert types.count("EffectCompleted") == 5  # each step once: nothing renumbered twice
     assert types[-1] == "ExecutionCompleted"
     assert (await fresh.summary(result.execution_id)).last_seq == len(log)

@@ -210,3 +210,33 @@ async def test_a_legacy_snapshot_in_parts_without_its_page_loads_and_goes_on(
     assert await page_ids(client, "old") == []
     snapshots: Any = doc.collection("snapshots")
     assert [d.id async for d in snapshots.stream()] == []
+
+
+async def test_ttl_leftovers_inside_the_new_log_do_not_move_its_end(
+    stores: list[FirestoreEventStore], client: firestore.AsyncClient
+) -> None:
+    """A leftover page 6..9 (its page 2..5 purged before the purge stopped) beside the new
+    log's page 2..7: a store that never loaded the new log must not take a snapshot at 8,
+    ahead of the log, and must see that 7 ends a page; a read from inside the leftover's
+    range must not lose the new log's events."""
+    old, new, cold = stores
+    await old.create(ExecutionStarted(execution_id="e1", flow="f", input=1))
+    await old.append(AppendRequest("e1", 1, [step(2 + i, "old") for i in range(4)]))
+    await old.append(AppendRequest("e1", 5, [step(6 + i, "old") for i in range(4)]))
+    events: Any = client.collection("executions").document("e1").collection("events")
+    await events.document(event_doc_id(2)).delete()
+    await client.collection("executions").document("e1").delete()  # what TTL does
+    await new.create(ExecutionStarted(execution_id="e1", flow="g", input=2))
+    assert await new.append(AppendRequest("e1", 1, [step(2 + i, "new") for i in range(6)])) == 7
+    new_log = [(1, None), *[(s, "new") for s in range(2, 8)]]
+    for after in range(8, -1, -1):  # from the end: the first full read deletes leftovers
+        assert ids_of(await cold.read("e1", after)) == new_log[after:]
+    with pytest.raises(ValueError, match="ahead"):
+        await cold.save_snapshot("e1", Snapshot(8, "{}"))
+    await cold.save_snapshot("e1", Snapshot(7, '{"at": 7}'))
+    doc = await client.collection("executions").document("e1").get()
+    assert (doc.get("snapshot_seq"), doc.get("snapshot_page")) == (7, 2)
+    assert await new.append(AppendRequest("e1", 7, [step(8, "new")])) == 8
+    for reader in stores:
+        loaded = await reader.load("e1")
+        assert (loaded.snapshot, ids_of(loaded.events)) == (Snapshot(7, '{"at": 7}'), [(8, "new")])

@@ -167,9 +167,9 @@ async def page_holding(
 async def newest_page(
     io: CountedDocs, events: Any, after: int, created: datetime | None
 ) -> tuple[Page | None, bool]:
-    """The page with the highest first seq above ``after``, unless it is older than the
-    execution document; and whether it was (an orphan: clear them and ask again, or an
-    orphan beyond the log's end hides the log's own newest page)."""
+    """The page with the highest first seq above ``after`` (``None``: none, or it is older
+    than the execution document), and whether it was older: a TTL leftover beyond the log's
+    end hides the log's own newest page, so the caller clears leftovers and asks again."""
     query = (
         events.where(filter=FieldFilter("seq", ">", after))
         .order_by("seq", direction=firestore.Query.DESCENDING)

@@ -131,6 +131,26 @@ async def test_racing_store_objects_keep_one_log_that_every_reader_agrees_on(
     await fresh.aclose()
 
 
+async def test_racers_sharing_store_objects_keep_one_log(
+    stores: list[FirestoreEventStore], database: str
+) -> None:
+    """Two racers on each of two store objects: one memory of page ends and one log
+    cache, updated by interleaved loads, appends and conflicts."""
+    a, b, *_ = stores
+    await a.create(ExecutionStarted(execution_id="e1", flow="f"))
+    reports = await asyncio.gather(
+        *(_racer(s, f"s{i}", 5, seed=20 + i) for i, s in enumerate([a, a, b, b]))
+    )
+    log = await stores[2].read("e1")
+    assert [e.seq for e in log] == list(range(1, len(log) + 1))
+    by_seq = {e.seq: e for e in log}
+    won = [w for report in reports for w in report[0]]
+    assert sum(len(ids) for _, ids in won) == len(log) - 1
+    for first, ids in won:
+        assert [sid(by_seq[first + i]) for i in range(len(ids))] == ids
+    await agree(stores, "e1", log)
+
+
 def _racing_process(database: str, name: str, seed: int, barrier: Any, results: Any) -> None:
     """One OS process: a store object of its own, racing after the barrier."""
 

@@ -20,8 +20,9 @@ from loom.errors import StoreError
 from loom.runtime import Runtime
 from loom.workers.body_limit import body_limit, guard_declared_length
 from loom.workers.events_target import CloudEventLike, EventsHandler
+from loom.workers.http_errors import http_exception_reply, store_error_response
 from loom.workers.logs import configure_logging
-from loom.workers.server import WorkerHandler, http_exception_reply, store_error_response
+from loom.workers.server import WorkerHandler
 from loom.workers.tasks_target import TasksHandler
 
 configure_logging()

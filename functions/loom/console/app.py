@@ -183,7 +183,7 @@ def _static(name: str) -> Response:
 
 
 def _status(exc: Exception) -> tuple[int, str, str]:
-    from loom.workers.server import input_status
+    from loom.workers.http_errors import input_status
 
     if isinstance(exc, HttpError):
         return exc.status, exc.code, exc.message

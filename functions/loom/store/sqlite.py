@@ -370,25 +370,10 @@ class SqliteEventStore(EventStore):
         oldest_first: bool,
         after: ListCursor | None,
     ) -> list[ExecutionSummary]:
-        clauses: list[str] = []
-        args: list[object] = []
-        if status is not None:
-            clauses.append("status=?")
-            args.append(status)
-        if due_before is not None:
-            clauses.append("wake_at IS NOT NULL AND wake_at<=?")
-            args.append(due_before)
-        if after is not None:
-            clauses.append(f"(created_at, id) {'>' if oldest_first else '<'} (?, ?)")
-            args.extend(after)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        order = "ASC" if oldest_first else "DESC"
-        cur = self._con().execute(
-            f"SELECT {SUMMARY_COLUMNS} FROM executions {where}"
-            f" ORDER BY created_at {order}, id {order} LIMIT ?",
-            (*args, limit),
+        rows = sqlite_browse.list_rows(
+            self._con(), SUMMARY_COLUMNS, status, due_before, limit, oldest_first, after
         )
-        return [ExecutionSummary(*row) for row in cur]
+        return [ExecutionSummary(*row) for row in rows]
 
     async def browse(self, query: BrowseQuery) -> list[ExecutionSummary]:
         return await self._run(False, self._browse, query)
@@ -445,13 +430,8 @@ class SqliteEventStore(EventStore):
     def _scan(
         self, statuses: tuple[str, ...], after: str | None, limit: int
     ) -> list[ExecutionSummary]:
-        marks = ",".join("?" * len(statuses)) or "NULL"
-        cur = self._con().execute(
-            f"SELECT {SUMMARY_COLUMNS} FROM executions WHERE status IN ({marks}) AND id > ?"
-            " ORDER BY id LIMIT ?",
-            (*statuses, after if after is not None else "", limit),
-        )
-        return [ExecutionSummary(*row) for row in cur]
+        rows = sqlite_browse.scan_rows(self._con(), SUMMARY_COLUMNS, statuses, after, limit)
+        return [ExecutionSummary(*row) for row in rows]
 
     async def aclose(self) -> None:
         for pool in (self._writer, self._readers):

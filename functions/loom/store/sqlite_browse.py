@@ -1,4 +1,5 @@
-"""The SQL behind the SQLite store's ``browse`` and ``count_by_status``.
+"""The SQL behind the SQLite store's listings: ``list``, ``scan``, ``browse`` and
+``count_by_status``.
 
 Each filter maps onto an index of the ``executions`` table (``executions_created``,
 ``executions_status``, ``executions_flow`` and the primary key for an id prefix), so a page
@@ -84,3 +85,44 @@ def count_rows(con: sqlite3.Connection, flow: str | None) -> dict[str, int]:
             "SELECT status, COUNT(*) FROM executions WHERE flow=? GROUP BY status", (flow,)
         )
     return {str(status): int(n) for status, n in cur}
+
+
+def list_rows(
+    con: sqlite3.Connection,
+    columns: str,
+    status: str | None,
+    due_before: float | None,
+    limit: int,
+    oldest_first: bool,
+    after: tuple[float, str] | None,
+) -> list[Any]:
+    """The rows of ``EventStore.list``: by status and wake time, paged by ``(created_at, id)``."""
+    clauses: list[str] = []
+    args: list[object] = []
+    if status is not None:
+        clauses.append("status=?")
+        args.append(status)
+    if due_before is not None:
+        clauses.append("wake_at IS NOT NULL AND wake_at<=?")
+        args.append(due_before)
+    if after is not None:
+        clauses.append(f"(created_at, id) {'>' if oldest_first else '<'} (?, ?)")
+        args.extend(after)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    order = "ASC" if oldest_first else "DESC"
+    return con.execute(
+        f"SELECT {columns} FROM executions {where} ORDER BY created_at {order}, id {order} LIMIT ?",
+        (*args, limit),
+    ).fetchall()
+
+
+def scan_rows(
+    con: sqlite3.Connection, columns: str, statuses: tuple[str, ...], after: str | None, limit: int
+) -> list[Any]:
+    """The rows of ``EventStore.scan``: the given statuses in id order, after ``after``."""
+    marks = ",".join("?" * len(statuses)) or "NULL"
+    return con.execute(
+        f"SELECT {columns} FROM executions WHERE status IN ({marks}) AND id > ?"
+        " ORDER BY id LIMIT ?",
+        (*statuses, after if after is not None else "", limit),
+    ).fetchall()

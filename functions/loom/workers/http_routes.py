@@ -1,4 +1,5 @@
-"""The routes of the HTTP worker: request models, body parsing, one function each.
+"""The routes of the HTTP worker: body parsing, one function each (request and response
+models: :mod:`loom.workers.http_models`).
 
 A route function takes the worker's services, the request and the path parameters, and
 returns ``(status, body)``; it raises :class:`HttpError`, an
@@ -12,22 +13,28 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from flask import Request
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from loom.continuation import run_chain
-from loom.events import Event
 from loom.fold import fold
 from loom.grants import ANONYMOUS
-from loom.ids import ExecutionId, check_execution_id
+from loom.ids import check_execution_id
 from loom.queues import queue_ref
 from loom.runtime import Runtime
-from loom.wire import ExecutionPackage, ExecutionResult
+from loom.wire import ExecutionResult
 from loom.workers.auth import Action, Authenticator, AuthRequest
 from loom.workers.base import WorkerRuntime
+from loom.workers.http_models import (
+    ExecuteRequest,
+    ExecutionView,
+    ResumeRequest,
+    StartRequest,
+    VerdictRequest,
+)
 from loom.workers.http_versions import list_versions
 from loom.workers.logs import bind
 from loom.workers.loop import PROCESS_LOOP
@@ -35,108 +42,6 @@ from loom.workers.loop import PROCESS_LOOP
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 Reply = tuple[int, Any]
-
-# -- request and response models (the OpenAPI document is generated from these) ----------
-
-
-class ExecuteRequest(BaseModel):
-    """``POST /execute``: one execute call (ADR 0002)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    executionPackage: ExecutionPackage  # camelCase: the wire name fixed by ADR 0002
-
-
-class StartRequest(BaseModel):
-    """``POST /executions``: start a flow; idempotent by ``execution_id``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    flow: str = Field(min_length=1, max_length=256)
-    input: Any = None
-    execution_id: ExecutionId | None = None
-    capabilities: list[str] = Field(
-        default_factory=list[str],
-        max_length=256,
-        description="Asked for, granted only if the caller may grant them (the grant policy).",
-    )
-    version: Annotated[str, Field(min_length=1, max_length=64)] | StrictInt | None = Field(
-        default=None, description="The flow version to start; default: the latest"
-    )
-    queue: str | None = Field(
-        default=None, min_length=1, max_length=200, description="A declared queue to run on"
-    )
-    partition_key: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=1024,
-        description="With queue: executions of one key run one at a time",
-    )
-    timeout: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False, description="Seconds; overrides the flow's"
-    )
-
-
-class ResumeRequest(BaseModel):
-    """``POST /executions/{id}/resume``: deliver a resume to a gate (buffered if early)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    on: str = Field(min_length=1, max_length=256)
-    correlation_key: str = Field(min_length=1, max_length=1024)
-    payload: Any = None
-
-
-class VerdictRequest(BaseModel):
-    """``POST /executions/{id}/verdict``: resolve an in-doubt step."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step_id: str = Field(min_length=1, max_length=256)
-    episode: int = Field(
-        ge=1,
-        description="The seq of the EffectInDoubt this verdict settles (the execution's "
-        "in_doubt[].episode); a verdict for another or a settled episode is refused (409).",
-    )
-    verdict: Literal["performed", "not_performed", "failed"]
-    output: Any = None
-    error: str | None = Field(default=None, max_length=4096)
-    by: str | None = Field(default=None, min_length=1, max_length=256)
-
-
-class ErrorBody(BaseModel):
-    """The JSON error body of every non-2xx answer."""
-
-    code: str
-    message: str
-    details: dict[str, Any] = Field(default_factory=dict[str, Any])
-
-
-class Health(BaseModel):
-    """``GET /health``: readiness (the app loads, the store answers in time)."""
-
-    healthy: bool
-    version: str
-    error: ErrorBody | None = None
-
-
-class Liveness(BaseModel):
-    """``GET /live``: the process answers HTTP (checks nothing else)."""
-
-    alive: bool
-    version: str
-
-
-class ExecutionView(BaseModel):
-    """``GET /executions/{id}``: where the execution stands, and its events."""
-
-    execution: ExecutionResult
-    history: list[Event] = Field(default_factory=list[Event])
-    runs: list[dict[str, Any]] = Field(
-        default_factory=list[dict[str, Any]],
-        description="The chain of runs (continue-as-new), oldest first, with the history",
-    )
-
 
 # -- errors and body parsing -------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from loom.wire import ExecutionResult
 from loom.workers.cancel_route import CancelRequest
 from loom.workers.fork_route import ForkRequest
 from loom.workers.http_messages import MessageRequest, PublishedEvent
-from loom.workers.http_routes import (
+from loom.workers.http_models import (
     ErrorBody,
     ExecuteRequest,
     ExecutionView,

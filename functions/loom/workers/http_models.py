@@ -1,0 +1,111 @@
+"""The HTTP worker's request and response models; the OpenAPI document is generated from
+these, and :mod:`loom.workers.http_routes` parses request bodies into them."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from loom.events import Event
+from loom.ids import ExecutionId
+from loom.wire import ExecutionPackage, ExecutionResult
+
+
+class ExecuteRequest(BaseModel):
+    """``POST /execute``: one execute call (ADR 0002)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    executionPackage: ExecutionPackage  # camelCase: the wire name fixed by ADR 0002
+
+
+class StartRequest(BaseModel):
+    """``POST /executions``: start a flow; idempotent by ``execution_id``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    flow: str = Field(min_length=1, max_length=256)
+    input: Any = None
+    execution_id: ExecutionId | None = None
+    capabilities: list[str] = Field(
+        default_factory=list[str],
+        max_length=256,
+        description="Asked for, granted only if the caller may grant them (the grant policy).",
+    )
+    version: Annotated[str, Field(min_length=1, max_length=64)] | StrictInt | None = Field(
+        default=None, description="The flow version to start; default: the latest"
+    )
+    queue: str | None = Field(
+        default=None, min_length=1, max_length=200, description="A declared queue to run on"
+    )
+    partition_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description="With queue: executions of one key run one at a time",
+    )
+    timeout: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="Seconds; overrides the flow's"
+    )
+
+
+class ResumeRequest(BaseModel):
+    """``POST /executions/{id}/resume``: deliver a resume to a gate (buffered if early)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    on: str = Field(min_length=1, max_length=256)
+    correlation_key: str = Field(min_length=1, max_length=1024)
+    payload: Any = None
+
+
+class VerdictRequest(BaseModel):
+    """``POST /executions/{id}/verdict``: resolve an in-doubt step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step_id: str = Field(min_length=1, max_length=256)
+    episode: int = Field(
+        ge=1,
+        description="The seq of the EffectInDoubt this verdict settles (the execution's "
+        "in_doubt[].episode); a verdict for another or a settled episode is refused (409).",
+    )
+    verdict: Literal["performed", "not_performed", "failed"]
+    output: Any = None
+    error: str | None = Field(default=None, max_length=4096)
+    by: str | None = Field(default=None, min_length=1, max_length=256)
+
+
+class ErrorBody(BaseModel):
+    """The JSON error body of every non-2xx answer."""
+
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict[str, Any])
+
+
+class Health(BaseModel):
+    """``GET /health``: readiness (the app loads, the store answers in time)."""
+
+    healthy: bool
+    version: str
+    error: ErrorBody | None = None
+
+
+class Liveness(BaseModel):
+    """``GET /live``: the process answers HTTP (checks nothing else)."""
+
+    alive: bool
+    version: str
+
+
+class ExecutionView(BaseModel):
+    """``GET /executions/{id}``: where the execution stands, and its events."""
+
+    execution: ExecutionResult
+    history: list[Event] = Field(default_factory=list[Event])
+    runs: list[dict[str, Any]] = Field(
+        default_factory=list[dict[str, Any]],
+        description="The chain of runs (continue-as-new), oldest first, with the history",
+    )

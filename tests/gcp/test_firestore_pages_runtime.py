@@ -9,19 +9,28 @@ cloud that is Cloud Tasks) so the only session running the flow is the one under
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from google.cloud import firestore
 
 from loom import EffectContext, FlowContext, Loom
 from loom.dispatch.base import Dispatcher
 from loom.errors import AppendConflictError
-from loom.events import Event, ExecutionStarted
+from loom.events import (
+    EffectCompleted,
+    Event,
+    ExecutionClaimed,
+    ExecutionCompleted,
+    ExecutionStarted,
+)
 from loom.fold import fold
 from loom.runtime import Runtime
 from loom.store import AppendRequest, StatusChange
@@ -29,6 +38,8 @@ from loom.store.browse import BrowseQuery
 from loom.wire import ExecutionPackage
 from loom_gcp._firestore_docs import event_doc_id, event_fields, new_execution_fields
 from loom_gcp.firestore import FirestoreEventStore
+from tests import procs
+from tests.functions.conftest import start_worker
 
 pytestmark = pytest.mark.slow
 
@@ -190,10 +201,11 @@ async def test_a_cancel_between_durable_points_stops_the_session_on_pages(
 
 async def write_legacy(client: firestore.AsyncClient, events: list[Event]) -> None:
     """Events of a real run, stored as the previous release did: one document per event."""
-    eid = events[0].execution_id if isinstance(events[0], ExecutionStarted) else ""
-    doc: Any = client.collection("executions").document(eid)
+    first = events[0]
+    assert isinstance(first, ExecutionStarted)
+    doc: Any = client.collection("executions").document(first.execution_id)
     state = fold(events)
-    fields = new_execution_fields("gated", time.time() - 60)
+    fields = new_execution_fields(first.flow, time.time() - 60)
     batch = client.batch()
     batch.create(doc, {**fields, "status": state.status, "last_seq": events[-1].seq})
     for event in events:
@@ -251,3 +263,44 @@ async def test_a_legacy_execution_resumed_forked_listed_shown_and_purged(
         )
     finally:
         await client._firestore_api.transport.close()  # pyright: ignore[reportPrivateUsage]
+
+
+def test_a_served_worker_shows_a_legacy_execution(
+    firestore_emulator: str, database: str, tmp_path: Path
+) -> None:
+    """``GET /executions/{id}`` of the served worker (functions-framework) on an execution
+    the previous release wrote, one document per event: its history and where it stands."""
+    eid = "legacy-2"
+    events: list[Event] = [
+        ExecutionStarted(execution_id=eid, flow="reserve", input="book", seq=1, at=1.0),
+        ExecutionClaimed(seq=2, holder="h:1:1", until=2.0, at=1.0),
+        EffectCompleted(seq=3, step_id="1", effect="x.reserve", output="held", at=1.5),
+        ExecutionCompleted(seq=4, output={"held": "held"}, at=2.0),
+    ]
+
+    async def write() -> None:
+        client = firestore.AsyncClient(project=PROJECT, database=database)
+        try:
+            await write_legacy(client, events)
+        finally:
+            await client._firestore_api.transport.close()  # pyright: ignore[reportPrivateUsage]
+
+    asyncio.run(write())
+    env = {
+        "LOOM_APP": "tests.faults.apps:app",
+        "LOOM_STORE": f"firestore://{PROJECT}/{database}",
+        "FIRESTORE_EMULATOR_HOST": firestore_emulator,
+    }
+    server = start_worker("worker", env, tmp_path)
+    try:
+        shown = httpx.get(f"http://{server.host}/executions/{eid}", timeout=60)
+        assert shown.status_code == 200, shown.text
+        body = shown.json()
+        assert [e["seq"] for e in body["history"]] == [1, 2, 3, 4]
+        assert body["history"][2]["output"] == "held"
+        assert body["execution"]["status"] == "completed"
+        assert body["execution"]["output"] == {"held": "held"}
+        brief = httpx.get(f"http://{server.host}/executions/{eid}?history=false", timeout=60)
+        assert brief.status_code == 200 and brief.json()["execution"]["status"] == "completed"
+    finally:
+        procs.stop(server)

@@ -148,13 +148,35 @@ async def page_holding(
     io: CountedDocs, events: Any, seq: int, created: datetime | None
 ) -> Page | None:
     """The page document holding event ``seq``: the last one starting at or before it."""
+    op, bound = "<=", seq
+    while True:
+        query = (
+            events.where(filter=FieldFilter("seq", op, bound))
+            .order_by("seq", direction=firestore.Query.DESCENDING)
+            .limit(1)
+        )
+        docs = await io.query(query)
+        pages, orphan = keep_current(docs, created)
+        if not orphan:
+            return pages[0] if pages and pages[0].holds(seq) else None
+        # A TTL leftover starting between the log's page and ``seq`` would hide that page:
+        # look below it (leftovers are few, and deleted by the next full read).
+        op, bound = "<", page_from_doc(docs[0]).first
+
+
+async def newest_page(
+    io: CountedDocs, events: Any, after: int, created: datetime | None
+) -> tuple[Page | None, bool]:
+    """The page with the highest first seq above ``after`` (``None``: none, or it is older
+    than the execution document), and whether it was older: a TTL leftover beyond the log's
+    end hides the log's own newest page, so the caller clears leftovers and asks again."""
     query = (
-        events.where(filter=FieldFilter("seq", "<=", seq))
+        events.where(filter=FieldFilter("seq", ">", after))
         .order_by("seq", direction=firestore.Query.DESCENDING)
         .limit(1)
     )
-    pages, _ = keep_current(await io.query(query), created)
-    return pages[0] if pages and pages[0].holds(seq) else None
+    pages, orphans = keep_current(await io.query(query), created)
+    return (pages[0] if pages else None), orphans
 
 
 async def stored_equal(io: CountedDocs, events: Any, pages: Sequence[tuple[str, Any]]) -> bool:
@@ -163,7 +185,10 @@ async def stored_equal(io: CountedDocs, events: Any, pages: Sequence[tuple[str, 
     stored = await io.get_all(refs)
     for ref, (_, fields) in zip(refs, pages, strict=True):
         snap = stored.get(ref.path)
-        if snap is None or not snap.exists or snap.get("bodies") != fields["bodies"]:
+        # ``to_dict``: an event document of the previous release has no ``bodies`` (and
+        # ``get`` would raise KeyError): not ours.
+        stored_bodies = (snap.to_dict() or {}).get("bodies") if snap is not None else None
+        if stored_bodies != fields["bodies"]:
             return False
     return True
 

@@ -10,6 +10,7 @@ change since it was read), then the deletes.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
 from typing import Any, cast
 
@@ -128,7 +129,10 @@ async def swap_in(
         size=max_bytes - _POINTER_BYTES,
     )
     for group in groups[:-1]:
-        await io.commit(batch_of(io, [creates[i] for i in group]))
+        # Part ids carry a random token: only a retry of this very commit, whose answer
+        # was lost after it was applied, can meet them. They are written.
+        with contextlib.suppress(Collision):
+            await io.commit(batch_of(io, [creates[i] for i in group]))
     read_at = cast("datetime | None", exec_doc.update_time)
     option = io.client.write_option(last_update_time=read_at)
     swap = (cast(AsyncDocumentReference, exec_doc.reference), pointer.fields(), option)
@@ -136,8 +140,18 @@ async def swap_in(
     try:
         await io.commit(batch_of(io, last, swap, [] if alone else old_refs))
     except (Collision, gexc.FailedPrecondition):
-        await delete_all(io, [ref for ref, _ in creates[: len(creates) - len(last)]])
-        return False
+        # The retry of a commit whose answer was lost meets its own parts (or its own
+        # pointer update): if it was applied, the parts written before it are the current
+        # snapshot, and deleting them would leave the execution unloadable.
+        if not await _points_at(io, exec_doc, pointer):
+            await delete_all(io, [ref for ref, _ in creates[: len(creates) - len(last)]])
+            return False
     if alone:
         await delete_all(io, old_refs)
     return True
+
+
+async def _points_at(io: CountedDocs, exec_doc: Doc, pointer: SnapshotPointer) -> bool:
+    """Whether the execution document now names this snapshot (its id is ours alone)."""
+    doc = await io.get(cast(AsyncDocumentReference, exec_doc.reference))
+    return doc.exists and (doc.to_dict() or {}).get("snapshot_id") == pointer.snapshot_id

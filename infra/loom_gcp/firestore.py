@@ -60,6 +60,7 @@ execution document of that id: readers leave it out and delete it (see
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from collections import OrderedDict
@@ -128,7 +129,7 @@ from loom_gcp._firestore_pages import (
     Page,
     Tail,
     Where,
-    keep_current,
+    newest_page,
     page_holding,
     pages_of,
     read_after,
@@ -307,8 +308,10 @@ class FirestoreEventStore(EventStore):
         if request.snapshot is not None:
             if "snapshot_seq" in update:
                 self._cache.rebase(eid, Snapshot(new_last, request.snapshot))
-            else:  # too big to ride: the usual swap, after the append
-                await self.save_snapshot(eid, Snapshot(new_last, request.snapshot))
+            else:  # too big to ride: the usual swap, after the append. The events are
+                # written: a failed snapshot (a shortcut only) must not report them unwritten.
+                with contextlib.suppress(StoreError):
+                    await self.save_snapshot(eid, Snapshot(new_last, request.snapshot))
         return new_last
 
     def _exec_update(self, request: AppendRequest, new_last: int, page: int) -> dict[str, Any]:
@@ -452,12 +455,16 @@ class FirestoreEventStore(EventStore):
         parts = encode_snapshot(snapshot.state)
         part_id = f"{event_doc_id(snapshot.seq)}.{secrets.token_hex(4)}"
         async with self._io.call(f"snapshot of {execution_id!r}"):
-            page = await self._require_seq(execution_id, snapshot.seq)
+            # The execution document first: its age tells TTL leftovers from the log (one
+            # could hold ``seq`` beyond the log's end), and the first swap's precondition.
+            doc = await self._exec_snap(execution_id)
+            page = await self._require_seq(execution_id, snapshot.seq, doc)
             pointer = SnapshotPointer(snapshot.seq, part_id, len(parts), page)
             for _ in range(self._attempts):
-                if await self._swap_snapshot(execution_id, pointer, parts):
+                if await self._swap_snapshot(execution_id, doc, pointer, parts):
                     self._cache.rebase(execution_id, snapshot)
                     return
+                doc = await self._exec_snap(execution_id)
         raise StoreError(f"snapshot of {execution_id!r}: too much contention")
 
     async def summary(self, execution_id: str) -> ExecutionSummary:
@@ -466,17 +473,14 @@ class FirestoreEventStore(EventStore):
             fields = doc.to_dict() or {}
             # Events appended since the last status change are not on the execution
             # document: the newest page says where the log ends.
-            query = (
-                self._events(execution_id)
-                .where(filter=FieldFilter("seq", ">", int(fields["last_seq"])))
-                .order_by("seq", direction=firestore.Query.DESCENDING)
-                .limit(1)
-            )
+            events, after = self._events(execution_id), int(fields["last_seq"])
             created = cast("datetime | None", doc.create_time)
-            tail, _ = keep_current(await self._io.query(query), created)
-        if not tail:
+            newest, orphans = await newest_page(self._io, events, after, created)
+            if orphans and created is not None:  # TTL leftovers hid the log's own end
+                await clear_older(self._io, self._exec_ref(execution_id), created)
+                newest, _ = await newest_page(self._io, events, after, created)
+        if newest is None:
             return summary_from_fields(execution_id, fields)
-        newest = tail[0]
         self._note(execution_id, newest.last)
         updated = timestamp_seconds(newest.created)
         return summary_from_fields(execution_id, fields, last_seq=newest.last, updated_at=updated)
@@ -579,9 +583,6 @@ class FirestoreEventStore(EventStore):
         )
         return [snapshots.document(part_id) for part_id in pointer.part_ids()]
 
-    def _known_seq(self, execution_id: str) -> int:
-        return self._known.get(execution_id, 0)
-
     def _note(self, execution_id: str, seq: int) -> None:
         """Remember that a page of the execution ends at ``seq`` (a fact that stays true)."""
         if seq > self._known.get(execution_id, 0):
@@ -621,7 +622,7 @@ class FirestoreEventStore(EventStore):
         started again elsewhere has a shorter log than this object saw, and refusing on
         memory alone would refuse every append to it (a conflict loop) until restart.
         """
-        known = self._known_seq(execution_id)
+        known = self._known.get(execution_id, 0)
         if known > expected:
             if await self._page_holding(execution_id, expected + 1) is not None:
                 raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
@@ -641,15 +642,16 @@ class FirestoreEventStore(EventStore):
         await self._exec_doc(execution_id)  # UnknownExecutionError if there is no execution
         raise AppendConflictError(f"log of {execution_id!r} does not reach {expected}")
 
-    async def _require_seq(self, execution_id: str, seq: int) -> int | None:
+    async def _require_seq(self, execution_id: str, seq: int, doc: Doc) -> int | None:
         """Refuse a snapshot ahead of the log; the first seq of the page ending at ``seq``
         (0: the execution document), or None when ``seq`` is inside a page."""
         cached = self._cache.get(execution_id)
         if cached is not None and cached.last_seq == seq:
             return cached.last_page
-        page = await self._page_holding(execution_id, seq)
+        created = cast("datetime | None", doc.create_time)
+        start = start_page(doc.to_dict() or {}) if seq == 1 else None
+        page = start or await page_holding(self._io, self._events(execution_id), seq, created)
         if page is None:
-            await self._exec_doc(execution_id)
             raise ValueError(f"snapshot at {seq} is ahead of the log of {execution_id!r}")
         self._note(execution_id, page.last)
         return page.home if page.last == seq else None
@@ -668,17 +670,14 @@ class FirestoreEventStore(EventStore):
         return maybe_ours and page.bodies[0] == body, event
 
     async def _swap_snapshot(
-        self, execution_id: str, pointer: SnapshotPointer, parts: list[bytes]
+        self, execution_id: str, doc: Doc, pointer: SnapshotPointer, parts: list[bytes]
     ) -> bool:
         """Point the execution at a new snapshot unless it has a newer one.
 
-        Returns False when the execution document changed under us (try again). The
-        ``last_update_time`` precondition makes the swap safe without a transaction; appends
-        never wait for it.
+        Returns False when the execution document (``doc``, as just read) changed under us
+        (try again). The ``last_update_time`` precondition makes the swap safe without a
+        transaction; appends never wait for it.
         """
-        doc = await self._io.get(self._exec_ref(execution_id))
-        if not doc.exists:
-            raise UnknownExecutionError(f"unknown execution {execution_id!r}")
         fields = doc.to_dict() or {}
         if snapshot_seq(fields) >= pointer.seq:
             return True

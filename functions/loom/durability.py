@@ -15,7 +15,7 @@ before anything whose loss would matter:
 * a claim extension (the lease must be visible to other workers);
 * the end of the ``execute`` call, before its reply (and so before a resume is answered);
 * a store limit: an append may carry only ``EventStore.max_append_events`` events and
-  ``max_batch_bytes`` bytes (Firestore: one commit of at most 500 writes and 10 MiB);
+  ``max_batch_bytes`` bytes (Firestore: one commit of at most 10 MiB);
 * :meth:`Journal.durable_point <loom.journal.Journal.durable_point>`, for code that is about
   to do something another party will see: a child start, a message sent. Call
   ``await session.journal.durable_point()`` first; in a strict session it returns at once.

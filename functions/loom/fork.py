@@ -35,7 +35,9 @@ how to reuse (a primitive added later must say how it forks before its execution
 The fork is two writes: its ``ExecutionStarted`` (with ``forked_from``) and then, in one
 append, the copied prefix closed by ``ExecutionForked``. Until the second lands the fork is
 parked (``fork: …``) so no sweep runs it from scratch; repeating the same call with the same
-new id completes it. Values the original stored as blobs are copied under the fork's id, so
+new id completes it. A prefix one append of the store cannot carry (its
+``max_append_events``, ``max_batch_bytes``) is refused before anything is written: fork
+from an earlier step. Values the original stored as blobs are copied under the fork's id, so
 purging the original never breaks the fork.
 """
 
@@ -199,6 +201,7 @@ async def fork(
         queue=first.queue,  # a fork runs on its origin's queue, with its partition key
         partition_key=first.partition_key,
     )
+    _check_fits(runtime, kept, eid, execution_id)
     created, stored_first = await runtime.store.create(started)
     if not created and stored_first.forked_from != origin:
         raise ExecutionConflictError(
@@ -227,6 +230,23 @@ def _resolve_cut(
         )
     at = next(e for e in events if e.seq == from_seq)
     return from_seq, getattr(at, "step_id", None) or f"#{from_seq}"
+
+
+def _check_fits(runtime: Runtime, kept: Sequence[ev.Event], eid: str, source: str) -> None:
+    """Refuse, before anything is written, a prefix one append of the store cannot carry:
+    the copy is one append so that no execute ever sees a fork half-copied."""
+    store, count = runtime.store, len(kept) + 1  # + ExecutionForked
+    grow = max(0, len(eid) - len(source))  # the id moves into correlation keys and blob refs
+    size = sum(len(ev.event_to_json(e)) + 2 * grow for e in kept) + 256
+    most, limit = store.max_append_events, store.max_batch_bytes
+    if (most is None or count <= most) and (limit is None or size <= limit):
+        return
+    raise NotForkableError(
+        f"the prefix to copy is {count} events, about {size} bytes: more than one append of "
+        f"this store carries (at most {most or 'any number of'} events, "
+        f"{limit or 'any number of'} bytes); fork from an earlier step",
+        details={"events": count, "bytes": size, "max_events": most, "max_bytes": limit},
+    )
 
 
 async def _copy(runtime: Runtime, source: str, eid: str, kept: list[ev.Event]) -> bool:

@@ -43,8 +43,8 @@ Every RPC runs under a deadline and a google-api-core retry policy (see
 constructor. A call that cannot finish in time raises
 :class:`~loom.errors.StoreUnavailableError`; it never hangs.
 
-Commits stay within Firestore's limits by construction: an append over 499 events, an event
-over 1 MiB or a commit over about 10 MiB is refused before anything is written (an append
+Commits stay within Firestore's limits by construction: an event over 1 MiB or a commit over
+about 10 MiB (its pages and the execution document) is refused before anything is written (an append
 is all or nothing: all its pages are one commit). A snapshot too big for one commit is
 written in several: its parts first, unreferenced and so invisible, then the execution
 document's pointer in the last commit, then the old parts are deleted. Parts of a swap
@@ -99,7 +99,6 @@ from loom_gcp._firestore_browse import browse, browse_prefix, count_by_status
 from loom_gcp._firestore_cache import LogCache
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
-    MAX_COMMIT_WRITES,
     SUMMARY_FIELDS,
     SnapshotPointer,
     check_commit,
@@ -108,7 +107,6 @@ from loom_gcp._firestore_docs import (
     inline_snapshot,
     inline_snapshot_fields,
     new_execution_fields,
-    over_limit,
     snapshot_page,
     snapshot_seq,
     status_fields,
@@ -148,7 +146,6 @@ from loom_gcp.firestore_leases import FirestoreLeaseSet
 
 # Events in one append: a batched session gathers up to this many (pages hold many events,
 # but a bound keeps one append's commit, and a replay's work, predictable).
-_MAX_EVENTS = MAX_COMMIT_WRITES - 1
 
 
 class FirestoreEventStore(EventStore):
@@ -174,8 +171,9 @@ class FirestoreEventStore(EventStore):
     snapshot_min_tail = 8
     # Bytes a snapshot writes per commit: Firestore's limit, with a margin.
     snapshot_commit_bytes = MAX_COMMIT_BYTES
-    # One commit: the events' pages, and the execution document when the status changes.
-    max_append_events = _MAX_EVENTS
+    # No count of its own: an append is pages of up to 1 MiB each, so a commit's limits
+    # (500 writes, 10 MiB: ``check_commit``) bound it by bytes long before by events.
+    max_append_events = None
     # A snapshot taken where an execute call ends rides the append's status write.
     keeps_append_snapshots = True
     # Event bytes a batched session gathers for one commit, within Firestore's 10 MiB.
@@ -273,8 +271,6 @@ class FirestoreEventStore(EventStore):
         eid, expected, count = request.execution_id, request.expected_seq, len(request.events)
         if not count:
             raise ValueError("an append needs at least one event")
-        if count > _MAX_EVENTS:
-            raise over_limit(f"append to {eid!r}", "events per append", _MAX_EVENTS, count)
         new_last = expected + count
         pages = pages_of(request.events)
         last_page = pages[-1][1]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from loom import EffectContext, FlowContext, Loom
 from loom import events as ev
 from loom.blobs import InMemoryBlobStore
 from loom.errors import ExecutionConflictError, NotForkableError, StoreUnavailableError
@@ -149,6 +150,47 @@ async def test_what_cannot_be_forked_is_refused_and_nothing_is_written(store: Ev
         await runtime.fork("orig", "3", new_id="orig")
     assert await runtime.history("orig") == before
     assert [r.execution_id for r in await runtime.list()] == ["orig"]
+
+
+def _long_app() -> Loom:
+    app = Loom("long")
+
+    @app.effect("noop")
+    async def noop(ctx: EffectContext, n: int) -> int:  # pyright: ignore[reportUnusedFunction]
+        return n
+
+    @app.flow("many")
+    async def many(ctx: FlowContext, n: int) -> int:  # pyright: ignore[reportUnusedFunction]
+        for i in range(n):
+            await ctx.execute(noop, i)
+        return n
+
+    return app
+
+
+async def test_a_long_prefix_is_copied_in_one_append(store: EventStore):
+    """600 steps and their claim: more than the 499 events one Firestore append took when
+    every event was a document of its own; the copy is still one append."""
+    runtime = Runtime(_long_app(), store, clock=FakeClock())
+    assert (await runtime.start("many", 600, execution_id="long")).status == "completed"
+    forked = await runtime.fork("long", "599", new_id="long-fork")
+    assert forked.status == "completed" and forked.output == 600
+    copied = await runtime.history("long-fork")
+    assert [e.seq for e in copied] == list(range(1, len(copied) + 1))
+    assert sum(isinstance(e, ev.EffectCompleted) for e in copied) == 600
+
+
+async def test_a_prefix_one_append_cannot_carry_is_refused_before_anything_is_written(
+    store: EventStore,
+):
+    runtime = Runtime(_long_app(), store, clock=FakeClock())
+    await runtime.start("many", 50, execution_id="long")
+    store.max_batch_bytes = 2_000  # as if the store took only this much in one append
+    with pytest.raises(NotForkableError, match="fork from an earlier step") as info:
+        await runtime.fork("long", "40", new_id="too-long")
+    assert info.value.details["max_bytes"] == 2_000
+    assert [r.execution_id for r in await runtime.list()] == ["long"]  # nothing written
+    assert (await runtime.fork("long", "3", new_id="short")).status == "completed"
 
 
 def _log(*events: ev.Event) -> list[ev.Event]:

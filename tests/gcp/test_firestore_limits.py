@@ -120,18 +120,22 @@ async def test_racing_tasks_on_one_execution_keep_one_gap_free_log(
     assert (await store.summary("e1")).last_seq == 17
 
 
-async def test_an_append_over_max_append_events_is_refused_whole(
+async def test_an_append_is_bounded_by_bytes_not_by_a_count_of_events(
     store: FirestoreEventStore,
 ) -> None:
-    assert store.max_append_events == 499
-    fits = [step(2 + i, str(i)) for i in range(499)]
-    assert await store.append(AppendRequest("e1", 1, fits, StatusChange("running"))) == 500
-    too_many = [step(501 + i, str(i)) for i in range(500)]
-    with pytest.raises(StoreLimitError, match="500") as info:
-        await store.append(AppendRequest("e1", 500, too_many, StatusChange("suspended")))
+    """Events share page documents, so 2,000 small ones are one commit of a few pages; what
+    bounds an append is the commit's 10 MB, checked before anything is written."""
+    assert store.max_append_events is None
+    many = [step(2 + i, str(i)) for i in range(2_000)]
+    store.reset_ops()
+    assert await store.append(AppendRequest("e1", 1, many, StatusChange("running"))) == 2_001
+    assert store.ops["writes"] <= 3  # one or two pages and the execution document
+    assert [e.seq for e in await store.read("e1", 1_990)] == list(range(1_991, 2_002))
+    big = [step(2_002 + i, str(i), secrets.token_hex(300_000)) for i in range(20)]
+    with pytest.raises(StoreLimitError, match="bytes per commit") as info:
+        await store.append(AppendRequest("e1", 2_001, big, StatusChange("suspended")))
     assert info.value.code == "store_limit"
-    assert info.value.details == {"limit": "events per append", "max": 499, "size": 500}
-    assert (await store.summary("e1")).last_seq == 500  # nothing of it was written
+    assert (await store.summary("e1")).last_seq == 2_001  # nothing of it was written
 
 
 async def test_a_document_over_1_mib_is_refused(store: FirestoreEventStore) -> None:

@@ -25,14 +25,9 @@ from loom.errors import (
 from loom.events import EffectCompleted, Event, ExecutionStarted
 from loom.store import AppendRequest, Snapshot, StatusChange
 from loom_gcp.firestore import FirestoreEventStore
+from tests.gcp.firestore_helpers import PROJECT, step
 
 pytestmark = pytest.mark.slow
-
-PROJECT = "loom-test"
-
-
-def step(seq: int, step_id: str = "s", output: object = None) -> EffectCompleted:
-    return EffectCompleted(seq=seq, step_id=step_id, effect="fx", output=output, at=1.0)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,26 +26,9 @@ from loom_gcp._firestore_docs import (
 )
 from loom_gcp._firestore_docs import new_execution_fields as legacy_execution_fields
 from loom_gcp.firestore import FirestoreEventStore
+from tests.gcp.firestore_helpers import PROJECT, step
 
 pytestmark = pytest.mark.slow
-
-PROJECT = "loom-test"
-
-
-def step(seq: int, step_id: str = "s", output: object = None) -> EffectCompleted:
-    return EffectCompleted(seq=seq, step_id=step_id, effect="fx", output=output, at=1.0)
-
-
-@pytest.fixture
-async def database(firestore_emulator: str) -> str:
-    return f"p{uuid.uuid4().hex[:24]}"
-
-
-@pytest.fixture
-async def client(database: str) -> AsyncIterator[firestore.AsyncClient]:
-    c = firestore.AsyncClient(project=PROJECT, database=database)
-    yield c
-    await c._firestore_api.transport.close()  # pyright: ignore[reportPrivateUsage]
 
 
 @pytest.fixture

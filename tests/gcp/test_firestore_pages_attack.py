@@ -12,7 +12,6 @@ import asyncio
 import multiprocessing
 import random
 import secrets
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -26,26 +25,9 @@ from loom.errors import AppendConflictError
 from loom.events import EffectCompleted, Event, ExecutionStarted
 from loom.store import AppendRequest, LoadedLog, Snapshot, StatusChange
 from loom_gcp.firestore import FirestoreEventStore
+from tests.gcp.firestore_helpers import PROJECT, step
 
 pytestmark = pytest.mark.slow
-
-PROJECT = "loom-test"
-
-
-def step(seq: int, step_id: str, output: object = None) -> EffectCompleted:
-    return EffectCompleted(seq=seq, step_id=step_id, effect="fx", output=output, at=1.0)
-
-
-@pytest.fixture
-async def database(firestore_emulator: str) -> str:
-    return f"a{uuid.uuid4().hex[:24]}"
-
-
-@pytest.fixture
-async def client(database: str) -> AsyncIterator[firestore.AsyncClient]:
-    c = firestore.AsyncClient(project=PROJECT, database=database)
-    yield c
-    await c._firestore_api.transport.close()  # pyright: ignore[reportPrivateUsage]
 
 
 @pytest.fixture

@@ -5,8 +5,6 @@ event) continued, snapshotted and purged by the new store."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -19,14 +17,9 @@ from loom.events import EffectCompleted, Event, ExecutionStarted
 from loom.store import AppendRequest, Snapshot, StatusChange
 from loom_gcp._firestore_docs import event_doc_id, event_fields, new_execution_fields
 from loom_gcp.firestore import FirestoreEventStore
+from tests.gcp.firestore_helpers import PROJECT, step
 
 pytestmark = pytest.mark.slow
-
-PROJECT = "loom-test"
-
-
-def step(seq: int, step_id: str, output: object = None) -> EffectCompleted:
-    return EffectCompleted(seq=seq, step_id=step_id, effect="fx", output=output, at=1.0)
 
 
 def sid(event: Event) -> str | None:
@@ -35,26 +28,6 @@ def sid(event: Event) -> str | None:
 
 def ids_of(events: list[Event]) -> list[tuple[int, str | None]]:
     return [(e.seq, sid(e)) for e in events]
-
-
-@pytest.fixture
-async def database(firestore_emulator: str) -> str:
-    return f"u{uuid.uuid4().hex[:24]}"
-
-
-@pytest.fixture
-async def client(database: str) -> AsyncIterator[firestore.AsyncClient]:
-    c = firestore.AsyncClient(project=PROJECT, database=database)
-    yield c
-    await c._firestore_api.transport.close()  # pyright: ignore[reportPrivateUsage]
-
-
-@pytest.fixture
-async def stores(database: str) -> AsyncIterator[list[FirestoreEventStore]]:
-    made = [FirestoreEventStore(project=PROJECT, database=database) for _ in range(3)]
-    yield made
-    for s in made:
-        await s.aclose()
 
 
 async def page_ids(client: firestore.AsyncClient, eid: str) -> list[str]:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +38,9 @@ from loom_gcp._firestore_docs import event_doc_id, event_fields, new_execution_f
 from loom_gcp.firestore import FirestoreEventStore
 from tests import procs
 from tests.functions.conftest import start_worker
+from tests.gcp.firestore_helpers import PROJECT
 
 pytestmark = pytest.mark.slow
-
-PROJECT = "loom-test"
 BIG = 300_000  # bytes of hex per step output: three outputs pass a 1 MiB page
 
 
@@ -57,19 +54,6 @@ class Recording(Dispatcher):
         self, package: ExecutionPackage, dispatch_id: str, *, not_before: float | None = None
     ) -> None:
         self.packages.append(package)
-
-
-@pytest.fixture
-async def database(firestore_emulator: str) -> str:
-    return f"x{uuid.uuid4().hex[:24]}"
-
-
-@pytest.fixture
-async def stores(database: str) -> AsyncIterator[list[FirestoreEventStore]]:
-    made = [FirestoreEventStore(project=PROJECT, database=database) for _ in range(3)]
-    yield made
-    for s in made:
-        await s.aclose()
 
 
 def count_conflicts(store: FirestoreEventStore) -> list[int]:

@@ -171,9 +171,11 @@ class FirestoreEventStore(EventStore):
     snapshot_min_tail = 8
     # Bytes a snapshot writes per commit: Firestore's limit, with a margin.
     snapshot_commit_bytes = MAX_COMMIT_BYTES
-    # No count of its own: an append is pages of up to 1 MiB each, so a commit's limits
-    # (500 writes, 10 MiB: ``check_commit``) bound it by bytes long before by events.
-    max_append_events = None
+    # An append is pages of up to 1 MiB each, so a commit's limits (500 writes, 10 MiB:
+    # ``check_commit``) bound it by bytes, not by its 500 writes. The count is there for the
+    # strict journal, which writes a flow's pending decisions ahead in chunks of this many:
+    # 5,000 small decisions stay far under 10 MiB.
+    max_append_events = 5_000
     # A snapshot taken where an execute call ends rides the append's status write.
     keeps_append_snapshots = True
     # Event bytes a batched session gathers for one commit, within Firestore's 10 MiB.

@@ -119,8 +119,9 @@ async def test_an_append_is_bounded_by_bytes_not_by_a_count_of_events(
     store: FirestoreEventStore,
 ) -> None:
     """Events share page documents, so 2,000 small ones are one commit of a few pages; what
-    bounds an append is the commit's 10 MB, checked before anything is written."""
-    assert store.max_append_events is None
+    bounds an append is the commit's 10 MB, checked before anything is written (the count
+    of 5,000 is for the journal's decisions written ahead)."""
+    assert store.max_append_events == 5_000
     many = [step(2 + i, str(i)) for i in range(2_000)]
     store.reset_ops()
     assert await store.append(AppendRequest("e1", 1, many, StatusChange("running"))) == 2_001

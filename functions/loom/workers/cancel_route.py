@@ -11,19 +11,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loom.ids import check_execution_id
-from loom.workers.http_routes import (
-    Reply,
-    Request,
-    Services,
-    authorize,
-    bind,
-    bind_result,
-    parse_json,
-    parse_model,
-    read_body,
-    run,
-)
+from loom.workers.http_routes import Reply, Request, Services, bind_result, run
+from loom.workers.operator_routes import operator_call
 
 
 class CancelRequest(BaseModel):
@@ -36,12 +25,8 @@ class CancelRequest(BaseModel):
 
 def cancel(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /executions/{id}/cancel``: authorized, recorded, then the cleanup runs."""
-    execution_id = check_execution_id(args[0])
-    bind(execution_id=execution_id)
-    raw = read_body(request, s.max_body)
-    principal = authorize(s.verdict_auth, "cancel", execution_id, request, raw)
-    body = parse_model(CancelRequest, parse_json(request, raw)) if raw.strip() else CancelRequest()
-    by = f"{body.by} (via {principal})" if body.by else principal
-    result = run(s.runtime.cancel(execution_id, body.reason, by=by))
+    call = operator_call(s, request, args, "cancel", CancelRequest, optional=True)
+    body: CancelRequest = call.body
+    result = run(s.runtime.cancel(call.execution_id, body.reason, by=call.by))
     bind_result(result)
     return 200, result

@@ -10,19 +10,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loom.ids import ExecutionId, check_execution_id
-from loom.workers.http_routes import (
-    Reply,
-    Request,
-    Services,
-    authorize,
-    bind,
-    bind_result,
-    parse_json,
-    parse_model,
-    read_body,
-    run,
-)
+from loom.ids import ExecutionId
+from loom.workers.http_routes import Reply, Request, Services, bind_result, run
+from loom.workers.operator_routes import operator_call
 
 
 class ForkRequest(BaseModel):
@@ -40,15 +30,15 @@ class ForkRequest(BaseModel):
 
 def fork(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /executions/{id}/fork``: authorized, copied, then run until it blocks."""
-    execution_id = check_execution_id(args[0])
-    bind(execution_id=execution_id)
-    raw = read_body(request, s.max_body)
-    principal = authorize(s.verdict_auth, "fork", execution_id, request, raw)
-    body = parse_model(ForkRequest, parse_json(request, raw))
-    by = f"{body.by} (via {principal})" if body.by else principal
+    call = operator_call(s, request, args, "fork", ForkRequest)
+    body: ForkRequest = call.body
     result = run(
         s.runtime.fork(
-            execution_id, body.from_step, new_id=body.execution_id, by=by, version=body.version
+            call.execution_id,
+            body.from_step,
+            new_id=body.execution_id,
+            by=call.by,
+            version=body.version,
         )
     )
     bind_result(result)

@@ -33,7 +33,6 @@ from loom.workers.http_models import (
     ExecutionView,
     ResumeRequest,
     StartRequest,
-    VerdictRequest,
 )
 from loom.workers.http_versions import list_versions
 from loom.workers.logs import bind
@@ -253,30 +252,6 @@ def resume(s: Services, request: Request, args: Sequence[str]) -> Reply:
     return 200, result
 
 
-def verdict(s: Services, request: Request, args: Sequence[str]) -> Reply:
-    """``POST /executions/{id}/verdict``: authorized, recorded with who gave it."""
-    execution_id = check_execution_id(args[0])
-    bind(execution_id=execution_id)
-    raw = read_body(request, s.max_body)
-    principal = authorize(s.verdict_auth, "verdict", execution_id, request, raw)
-    body = parse_model(VerdictRequest, parse_json(request, raw))
-    bind(step_id=body.step_id, episode=body.episode)
-    by = f"{body.by} (via {principal})" if body.by else principal
-    result = run(
-        s.runtime.verdict(
-            execution_id,
-            body.step_id,
-            body.verdict,
-            output=body.output,
-            error=body.error,
-            by=by,
-            episode=body.episode,
-        )
-    )
-    bind_result(result)
-    return 200, result
-
-
 def _flag(request: Request, name: str, default: bool) -> bool:
     raw = request.args.get(name)
     if raw is None:
@@ -350,7 +325,6 @@ ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("POST", ("executions",), start),
     ("GET", ("executions", "*"), get_execution),
     ("POST", ("executions", "*", "resume"), resume),
-    ("POST", ("executions", "*", "verdict"), verdict),
     ("GET", ("versions",), list_versions),
 ]
 
@@ -362,6 +336,10 @@ def route_action(route: Route) -> str:
     name = getattr(route, "__name__", "call")
     return _ACTIONS.get(name, name)
 
+
+from loom.workers.operator_routes import verdict as _verdict  # noqa: E402  (imports this module)
+
+ROUTES.append(("POST", ("executions", "*", "verdict"), _verdict))
 
 from loom.workers.retry_route import retry as _retry  # noqa: E402  (it imports this module)
 

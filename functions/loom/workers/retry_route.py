@@ -10,18 +10,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from loom.workers.http_routes import (
-    Reply,
-    Request,
-    Services,
-    authorize,
-    bind,
-    bind_result,
-    parse_json,
-    parse_model,
-    read_body,
-    run,
-)
+from loom.workers.http_routes import Reply, Request, Services, bind_result, run
+from loom.workers.operator_routes import operator_call
 
 
 class RetryRequest(BaseModel):
@@ -33,12 +23,7 @@ class RetryRequest(BaseModel):
 
 def retry(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /executions/{id}/retry``: authorized, appended, then run until it blocks."""
-    execution_id = args[0]
-    bind(execution_id=execution_id)
-    raw = read_body(request, s.max_body)
-    principal = authorize(s.verdict_auth, "retry", execution_id, request, raw)
-    body = parse_model(RetryRequest, parse_json(request, raw)) if raw.strip() else RetryRequest()
-    by = f"{body.by} (via {principal})" if body.by else principal
-    result = run(s.runtime.retry(execution_id, by=by))
+    call = operator_call(s, request, args, "retry", RetryRequest, optional=True)
+    result = run(s.runtime.retry(call.execution_id, by=call.by))
     bind_result(result)
     return 200, result

@@ -13,10 +13,8 @@ rounds; ratios are baseline / this checkout (above 1: this checkout is faster), 
 # No `from __future__ import annotations`: the flows below are defined in a function, after
 # the engine to measure is importable, and the engine resolves their annotations.
 
-import argparse
 import asyncio
 import datetime as dt
-import json
 import math
 import platform
 import statistics
@@ -26,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from alternate import commit_ms, compare  # pyright: ignore[reportMissingImports]
+from alternate import commit_ms  # pyright: ignore[reportMissingImports]
+from alternate import main as alternate_main  # pyright: ignore[reportMissingImports]
 
 HERE = Path(__file__).resolve().parent
 FIGURES = {
@@ -148,27 +147,9 @@ def markdown(medians: dict[str, dict[str, float]], rounds: int, command: str) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    alternate_main(
+        __doc__ or "", Path(__file__).resolve(), _child, FIGURES, markdown, rounds=5, timeout=900
     )
-    parser.add_argument("--baseline", type=Path, help="another checkout of this repository")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--record", action="store_true", help="append the table to RESULTS.md")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(_child(args.child)))
-        return
-    if args.baseline is None:
-        parser.error("--baseline is required: a checkout to compare with")
-    medians = compare(Path(__file__).resolve(), args.baseline.resolve(), args.rounds, FIGURES, 900)
-    command = f"python bench/durability.py --baseline <main checkout> --rounds {args.rounds}"
-    section = markdown(medians, args.rounds, command)
-    print(section)
-    if args.record:
-        from group_commit import record  # pyright: ignore[reportMissingImports]
-
-        record(section)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,8 @@ over rounds; ratios are baseline / this checkout (above 1: this checkout is fast
 # No `from __future__ import annotations`: the flows below are defined in a function, after
 # the engine to measure is importable, and the engine resolves their annotations.
 
-import argparse
 import asyncio
 import datetime as dt
-import json
 import os
 import platform
 import statistics
@@ -23,15 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from alternate import commit_ms, compare  # pyright: ignore[reportMissingImports]
+from alternate import commit_ms  # pyright: ignore[reportMissingImports]
+from alternate import main as alternate_main  # pyright: ignore[reportMissingImports]
 
 HERE = Path(__file__).resolve().parent
 RAM_DISK = "/dev/shm"
-SIDE_BY_SIDE = "## Side-by-side runs"
-SIDE_BY_SIDE_INTRO = (
-    "Dated comparisons of two checkouts in one interleaved run; `bench/run.py` keeps this "
-    "section when it rewrites its own tables."
-)
 FIGURES = {
     "concurrent_s": ("50 concurrent 10-step flows, in-loop (CLI, `Runtime`)", "s", 0.05),
     "served_s": ("50 concurrent 10-step flows, served (writer thread)", "s", 0.05),
@@ -121,34 +115,9 @@ def markdown(medians: dict[str, dict[str, float]], rounds: int, command: str) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    alternate_main(
+        __doc__ or "", Path(__file__).resolve(), _child, FIGURES, markdown, rounds=7, timeout=600
     )
-    parser.add_argument("--baseline", type=Path, help="another checkout of this repository")
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--record", action="store_true", help="append the table to RESULTS.md")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(_child(args.child)))
-        return
-    if args.baseline is None:
-        parser.error("--baseline is required: a checkout to compare with")
-    medians = compare(Path(__file__).resolve(), args.baseline.resolve(), args.rounds, FIGURES, 600)
-    command = f"python bench/group_commit.py --baseline <main checkout> --rounds {args.rounds}"
-    section = markdown(medians, args.rounds, command)
-    print(section)
-    if args.record:
-        record(section)
-
-
-def record(section: str) -> None:
-    """Add ``section`` under the side-by-side heading of ``RESULTS.md`` (kept by run.py)."""
-    results = HERE / "RESULTS.md"
-    text = results.read_text()
-    if SIDE_BY_SIDE not in text:
-        text = text.rstrip("\n") + f"\n\n{SIDE_BY_SIDE}\n\n{SIDE_BY_SIDE_INTRO}\n"
-    results.write_text(text.rstrip("\n") + "\n\n" + section)
 
 
 if __name__ == "__main__":

@@ -15,19 +15,13 @@ import pytest
 from loom.events import EffectCompleted, ExecutionCompleted, ExecutionStarted
 from loom.store import AppendRequest, Snapshot, StatusChange
 from loom_gcp.firestore import FirestoreEventStore
+from tests.gcp.firestore_helpers import PROJECT
 
 pytestmark = pytest.mark.slow
-
-PROJECT = "loom-test"
 
 
 def step(seq: int, step_id: str = "1") -> EffectCompleted:
     return EffectCompleted(seq=seq, step_id=step_id, effect="fx", output={"n": seq}, at=1.0)
-
-
-@pytest.fixture
-async def database(firestore_emulator: str) -> str:
-    return f"r{uuid.uuid4().hex[:24]}"
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import secrets
 import time
-import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -21,19 +20,13 @@ from loom.events import (
 )
 from loom.store import AppendRequest, Snapshot, StatusChange
 from loom_gcp.firestore import FirestoreEventStore
+from tests.gcp.firestore_helpers import PROJECT
 
 pytestmark = pytest.mark.slow
-
-PROJECT = "loom-test"
 
 
 def step(seq: int, step_id: str = "1") -> EffectCompleted:
     return EffectCompleted(seq=seq, step_id=step_id, effect="fx", output={"n": seq}, at=1.0)
-
-
-@pytest.fixture
-async def database(firestore_emulator: str) -> str:
-    return f"s{uuid.uuid4().hex[:24]}"
 
 
 @pytest.fixture

@@ -71,15 +71,17 @@ class BatchedJournal(Journal):
         self.durable_seq = state.last_seq
         self.durable_status = (state.status, state.parked_reason)
 
-    def defer(self, events: Sequence[ev.Event], now: float | None = None) -> None:
-        """Number and fold ``events`` and keep them unforced (e.g. the claim)."""
+    def defer(
+        self, events: Sequence[ev.Event], now: float | None = None, size: int | None = None
+    ) -> None:
+        """Number and fold ``events`` and keep them unforced (e.g. the claim); ``size`` is
+        their JSON bytes when the caller measured them already."""
         batch = list(events)
+        self._bytes += self._size(batch) if size is None else size
         ev.number(batch, self.state.last_seq, self.rt.clock() if now is None else now)
         for event in batch:
             evolve(self.state, event)
         self.unforced.extend(batch)
-        if self.rt.store.max_batch_bytes is not None:
-            self._bytes += sum(len(ev.event_to_json(e)) for e in batch)
 
     def defer_now(self, events: Sequence[ev.Event]) -> bool:
         """Keep ``events`` unforced if nothing forces a durable point (see
@@ -90,9 +92,10 @@ class BatchedJournal(Journal):
         batch = [*self.pending, *events]
         if not batch or not self._deferrable(batch):
             return False
-        if self.unforced and not self._fits(batch):
+        size = self._size(batch)
+        if self.unforced and not self._fits(batch, size):
             return False  # what waits is written first
-        self.defer(batch, now)
+        self.defer(batch, now, size)
         self.pending = []
         return True
 
@@ -101,10 +104,11 @@ class BatchedJournal(Journal):
         if not batch:
             return True
         # One append must stay within the store's limits: write what waits first.
-        if self.unforced and not self._fits(batch) and not await self._flush([]):
+        size = self._size(batch)
+        if self.unforced and not self._fits(batch, size) and not await self._flush([]):
             return False
         if self._deferrable(batch):
-            self.defer(batch)
+            self.defer(batch, size=size)
             self.pending = []
             return True
         return await self._flush(batch)
@@ -127,16 +131,20 @@ class BatchedJournal(Journal):
                     return False
         return True
 
-    def _fits(self, batch: Sequence[ev.Event]) -> bool:
-        """Whether ``batch`` may join the unforced events in one append (store limits)."""
+    def _size(self, batch: Sequence[ev.Event]) -> int:
+        """The JSON bytes of ``batch`` when the store limits them per append (else 0)."""
+        if self.rt.store.max_batch_bytes is None:
+            return 0
+        return sum(len(ev.event_to_json(e)) for e in batch)
+
+    def _fits(self, batch: Sequence[ev.Event], size: int) -> bool:
+        """Whether ``batch`` (of ``size`` JSON bytes) may join the unforced events in one
+        append (store limits)."""
         store = self.rt.store
         most = store.max_append_events
         if most is not None and len(self.unforced) + len(batch) > most:
             return False
-        if store.max_batch_bytes is None:
-            return True
-        size = sum(len(ev.event_to_json(e)) for e in batch)
-        return self._bytes + size <= store.max_batch_bytes
+        return store.max_batch_bytes is None or self._bytes + size <= store.max_batch_bytes
 
     async def _flush(self, batch: list[ev.Event]) -> bool:
         """Write the unforced events, then ``batch``; False after a conflict."""

@@ -176,15 +176,24 @@ class ExecutionState:
         tail = self._raw_tail
         if tail is None or self._deferred:
             tail = orjson.dumps({"steps": self.steps, "decisions": self.decisions})
-        return (orjson.dumps(self._head()) + b"\n" + tail).decode()
+        return (self.head_json() + b"\n" + tail).decode()
 
-    def to_dict(self) -> dict[str, Any]:
-        """Every field as JSON-able values (parses the step records)."""
+    def to_dict(self, head: bytes | None = None) -> dict[str, Any]:
+        """Every field as JSON-able values (parses the step records).
+
+        Args:
+            head: :meth:`head_json` taken earlier, to report the small fields as they were
+                then (the step records are this state's own, as always).
+        """
         return {
-            **orjson.loads(orjson.dumps(self._head())),
+            **orjson.loads(head or self.head_json()),
             "steps": self.steps,
             "decisions": self.decisions,
         }
+
+    def head_json(self) -> bytes:
+        """The small fields (all but the step records) as JSON: a copy, taken now."""
+        return orjson.dumps(self._head())
 
     @classmethod
     def from_json(cls, data: str) -> ExecutionState:

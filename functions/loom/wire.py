@@ -5,9 +5,15 @@ compares equal to an in-process one modulo ids and timestamps.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from loom.fold import ExecutionState
 from loom.ids import ExecutionId
@@ -48,8 +54,20 @@ class InDoubtStep(BaseModel):
     episode: int | None = None
 
 
+# Where a result keeps what its ``state`` will be built from until then: a key of the
+# instance's ``__dict__`` that is no field (a private attribute would cost every result,
+# the many that never had a ``state`` to build included, a few microseconds).
+_FOLDED = "_loom_unbuilt_state"
+
+
 class ExecutionResult(BaseModel):
     """Where an execution stands after an ``execute`` call (or any control call)."""
+
+    # (The docstring is the wire schema's description: keep it as it is.) ``state``, every
+    # field of the folded state, is built when it is first read, compared, printed or
+    # serialized, not when the result is made: most callers never look at it, and building
+    # it cost more than the rest of the result. Whoever looks sees the dict it would have
+    # been when made.
 
     model_config = ConfigDict(extra="forbid")
 
@@ -92,7 +110,7 @@ class ExecutionResult(BaseModel):
             )
             for sid in state.in_doubt
         ]
-        return cls(
+        result = cls(
             execution_id=state.execution_id,
             flow=state.flow,
             status=state.status,
@@ -104,9 +122,51 @@ class ExecutionResult(BaseModel):
             in_doubt=doubts,
             parked_reason=state.parked_reason,
             meter=state.meter.__dict__.copy(),
-            state=_state_dict(state) if include_state else {},
+            state={},
         )
+        if include_state:
+            # The small fields are copied now, the step records (shared with the state, as
+            # ever) parsed later: what ``state`` shows is what it would have shown at once.
+            fields = _fields(result)
+            del fields["state"]
+            fields[_FOLDED] = (state.head_json(), state)
+        return result
+
+    def _build_state(self) -> None:
+        fields = _fields(self)
+        folded: tuple[bytes, ExecutionState] | None = fields.pop(_FOLDED, None)
+        if folded is not None and "state" not in fields:  # (not assigned meanwhile)
+            fields["state"] = folded[1].to_dict(folded[0])
+
+    if not TYPE_CHECKING:  # (pydantic hides its own ``__getattr__`` from type checkers)
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "state" and _FOLDED in self.__dict__:
+                self._build_state()
+                return self.__dict__["state"]
+            return super().__getattr__(name)
+
+    @model_serializer(mode="wrap")
+    def _serialize(self, handler: SerializerFunctionWrapHandler):
+        # Unannotated on purpose: an annotation would become the wire schema of the result.
+        self._build_state()
+        return handler(self)
+
+    def __eq__(self, other: object) -> bool:
+        self._build_state()
+        if isinstance(other, ExecutionResult):
+            other._build_state()
+        return super().__eq__(other)
+
+    def __iter__(self) -> Any:
+        self._build_state()
+        return super().__iter__()
+
+    def __repr_args__(self) -> Any:
+        self._build_state()
+        return super().__repr_args__()
 
 
-def _state_dict(state: ExecutionState) -> dict[str, Any]:
-    return state.to_dict()
+def _fields(model: BaseModel) -> dict[str, Any]:
+    """A model's field values, as the writable dict they are (typed as read-only)."""
+    return cast(dict[str, Any], model.__dict__)

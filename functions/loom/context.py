@@ -327,10 +327,11 @@ class EffectContext:
 async def reap(tasks: list[asyncio.Task[Any]]) -> None:
     """Cancel what a flow left running and retrieve every outcome (a child's suspension is
     not an error to report)."""
-    for task in tasks:
+    running = [task for task in tasks if not task.done()]
+    for task in running:
         task.cancel()
-    if tasks:
-        await asyncio.wait(tasks, timeout=1.0)
+    if running:  # (waiting on finished tasks alone still costs a loop turn and a timer)
+        await asyncio.wait(running, timeout=1.0)
     for task in tasks:
         if task.done() and not task.cancelled():
             task.exception()

@@ -10,6 +10,7 @@ merged and the append retried; another holder's claim or a cancel ends the sessi
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -45,20 +46,13 @@ from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import Journal, new_journal
 from loom.loop_timers import LoopTimers, engine_io
 from loom.ordering import Ordering
+from loom.side_tasks import Heartbeat, Waiting
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
 
 T = TypeVar("T")
 _SETTLE_YIELDS = 8  # loop turns with no progress before a gate-only flow counts as blocked
-
-
-class _Waiting:
-    __slots__ = ("fut", "gate", "new", "turn")
-
-    def __init__(self, gate: GateRecord, fut: asyncio.Future[ResumeRecord], new: bool) -> None:
-        self.gate, self.fut, self.new = gate, fut, new
-        self.turn: asyncio.Future[None] | None = None  # the resume's place in the log order
 
 
 class Session:
@@ -78,12 +72,14 @@ class Session:
         self.journal = new_journal(self, state)
         self.execution_id = state.execution_id
         self.signal: BaseException | None = None
-        self._waiting: dict[str, _Waiting] = {}
+        self._waiting: dict[str, Waiting] = {}
         self._inflight = 0
         self._progress = 0
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._flow_task: asyncio.Task[Any] | None = None
+        self._watcher: asyncio.Task[None] | None = None  # started when there is a gate
+        self._outside = contextvars.Context()  # the call's own context (set by run)
         self.order = Ordering(cancellation.outcomes(state), self._poke)
         self.timers = LoopTimers(self, self._poke, self._halt)
 
@@ -107,6 +103,10 @@ class Session:
         self._progress += 1
         if self._waiting or self.timers.armed:  # else the watcher has nothing to suspend on
             self._wake.set()  # (a gate opened or a timer armed pokes again)
+            flow = self._flow_task
+            if self._watcher is None and flow is not None and not flow.done():  # first work
+                watch = self._watch(flow)
+                self._watcher = asyncio.Task(watch, loop=flow.get_loop(), context=self._outside)
 
     def _raise(self, signal: BaseException) -> NoReturn:
         if self.signal is None:
@@ -369,7 +369,7 @@ class Session:
             wake_at = self.rt.clock() + timeout if timeout is not None else None
             gate: GateRecord = {"on": on, "correlation_key": key, "wake_at": wake_at}
         fut: asyncio.Future[ResumeRecord] = asyncio.get_running_loop().create_future()
-        waiting = self._waiting[step_id] = _Waiting(gate, fut, recorded is None)
+        waiting = self._waiting[step_id] = Waiting(gate, fut, recorded is None)
         self._poke()
         try:
             got = await fut
@@ -379,12 +379,9 @@ class Session:
         finally:
             self._waiting.pop(step_id, None)
 
-    async def _heartbeat(self) -> None:
-        """Extend the claim while a long effect runs and nothing else is appended."""
-        while True:
-            await asyncio.sleep(self.rt.claim_ttl / 3)
-            if (self._inflight or self.timers.busy) and self.signal is None:
-                await self.append([])  # prepends a claim extension when one is due
+    def _beat_due(self) -> bool:
+        """Whether the claim needs extending now (``loom.heartbeat``): an effect runs."""
+        return bool(self._inflight or self.timers.busy) and self.signal is None
 
     async def _watch(self, flow_task: asyncio.Task[Any]) -> None:
         """Suspend the flow once it waits on gates only and nothing else can move it."""
@@ -464,16 +461,17 @@ class Session:
         # The root task is built directly: through the factory it would become a child scope.
         flow_task = asyncio.Task(self.flow.fn(ctx, value), loop=loop, context=root_scope(self))
         self.track(flow_task)
-        self._flow_task = flow_task
-        watcher = loop.create_task(self._watch(flow_task))
-        heartbeat = loop.create_task(self._heartbeat())
+        self._flow_task, self._outside = flow_task, contextvars.copy_context()
+        heartbeat = Heartbeat(
+            self.rt.claim_ttl / 3, self._beat_due, partial(self.append, []), self._outside
+        )  # (an empty append prepends a claim extension when one is due)
         try:
             await asyncio.wait([flow_task])
             await self.timers.drain()
         finally:
             self.timers.close()
-            driver = [self.order.driver] if self.order.driver is not None else []
-            await reap([watcher, heartbeat, *driver, *self._tasks])
+            side = [t for t in (self._watcher, self.order.driver) if t is not None]
+            await reap([*side, *heartbeat.stop(), *self._tasks])
         try:
             await record_end(self, flow_task)
         except AbortSignal as signal:

@@ -37,6 +37,7 @@ FIGURES = {
     "batched_50_s": ("50 concurrent 10-step flows, batched, in-loop", "s", None),
     "batched_50_cpu_s": ("the same, CPU time of the process", "s", None),
     "commit_ms": ("SQLite commit alone (the floor, same process)", "ms", None),
+    "empty_mem_ms": ("empty flow on the in-memory store, CPU time per flow", "ms", None),
 }
 
 
@@ -69,7 +70,7 @@ def _app(durability: str) -> Any:
 
 
 async def _measure() -> dict[str, float]:
-    from core import concurrent  # pyright: ignore[reportMissingImports]
+    from core import concurrent, empty_flow_memory  # pyright: ignore[reportMissingImports]
     from loom.runtime import Runtime
     from loom.store import SqliteEventStore
 
@@ -89,6 +90,7 @@ async def _measure() -> dict[str, float]:
         return (statistics.median(full) - statistics.median(empty)) / steps * 1000
 
     out: dict[str, float] = {"commit_ms": commit_ms()}
+    out["empty_mem_ms"] = (await empty_flow_memory())["cpu_ms"]
     modes = ["strict"]
     try:
         _app("batched")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import sqlite3
 import threading
 from collections import deque
@@ -229,18 +230,16 @@ def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
 
 def _take(queue: list[_Request] | deque[_Request]) -> list[_Request]:
     """Pop the next group from the front of ``queue``, within the count and byte budget."""
-    group: list[_Request] = []
-    size = 0
-    while queue and len(group) < MAX_REQUESTS:
-        nxt = queue[0]
-        if group and size + nxt.size > MAX_BYTES:
+    count, size = 0, 0
+    for nxt in itertools.islice(queue, MAX_REQUESTS):
+        if count and size + nxt.size > MAX_BYTES:
             break
         size += nxt.size
-        group.append(nxt)
-        if isinstance(queue, deque):
-            queue.popleft()
-        else:
-            queue.pop(0)
+        count += 1
+    if isinstance(queue, deque):
+        return [queue.popleft() for _ in range(count)]
+    group = queue[:count]
+    del queue[:count]  # (one move of what is left, not one per request taken)
     return group
 
 

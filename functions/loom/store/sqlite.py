@@ -59,6 +59,11 @@ T = TypeVar("T")
 
 _READ_THREADS = 4
 _REOPEN = frozenset({"read_only", "cannot_open", "io"})
+# An older snapshot never replaces a newer one.
+_KEEP_SNAPSHOT = (
+    "INSERT INTO snapshots VALUES (?,?,?) ON CONFLICT(execution_id) DO UPDATE"
+    " SET seq=excluded.seq, state=excluded.state WHERE excluded.seq > snapshots.seq"
+)
 _PING_BUSY_MS = 1000  # a readiness check waits this long for the write lock, not 30 s
 
 
@@ -77,6 +82,10 @@ class SqliteEventStore(EventStore):
     Raises:
         StoreUnavailableError: The file cannot be created, opened or initialised.
     """
+
+    # A snapshot taken where an execute call ends rides that append (same transaction,
+    # same fsync) instead of committing a transaction of its own afterwards.
+    keeps_append_snapshots = True
 
     def __init__(
         self,
@@ -218,7 +227,7 @@ class SqliteEventStore(EventStore):
         rows = [(request.execution_id, e.seq, event_to_json(e)) for e in request.events]
         bodies = [row[2] for row in rows]
         check_sizes("append to", request.execution_id, bodies, self.max_event_bytes)
-        size = sum(map(len, bodies))
+        size = sum(map(len, bodies)) + len(request.snapshot or "")
         return await self._group.submit(
             self._append_body(request, rows), size, "append", self._writer
         )
@@ -237,6 +246,8 @@ class SqliteEventStore(EventStore):
                 con.execute("INSERT INTO events VALUES (?,?,?)", rows[0])
             else:
                 con.executemany("INSERT INTO events VALUES (?,?,?)", rows)
+            if request.snapshot is not None:
+                con.execute(_KEEP_SNAPSHOT, (eid, new_last, request.snapshot))
             return new_last
 
         return body
@@ -327,11 +338,7 @@ class SqliteEventStore(EventStore):
                 raise UnknownExecutionError(f"unknown execution {execution_id!r}")
             if snapshot.seq > row[0]:
                 raise ValueError(f"snapshot at {snapshot.seq} is ahead of the log ({row[0]})")
-            con.execute(
-                "INSERT INTO snapshots VALUES (?,?,?) ON CONFLICT(execution_id) DO UPDATE"
-                " SET seq=excluded.seq, state=excluded.state WHERE excluded.seq > snapshots.seq",
-                (execution_id, snapshot.seq, snapshot.state),
-            )
+            con.execute(_KEEP_SNAPSHOT, (execution_id, snapshot.seq, snapshot.state))
 
         self._write(body)
 

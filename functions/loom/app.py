@@ -100,8 +100,8 @@ class _Typed:
 
     def parse_input(self, value: Any) -> Any:
         """Validate a JSON value (or an instance) as this callable's input."""
-        try:
-            return self.input_adapter.validate_python(value)
+        try:  # (the adapter's own validator: its method only forwards defaults, per step)
+            return self.input_adapter.validator.validate_python(value)
         except ValidationError as exc:
             raise InvalidPayloadError(
                 f"input for {self._what} {self._name!r} is invalid: {one_line(exc)}",
@@ -111,7 +111,7 @@ class _Typed:
     def parse_output(self, value: Any) -> Any:
         """Validate a recorded JSON value as this callable's output."""
         try:
-            return self.output_adapter.validate_python(value)
+            return self.output_adapter.validator.validate_python(value)
         except ValidationError as exc:
             raise InvalidPayloadError(
                 f"output of {self._what} {self._name!r} is invalid: {one_line(exc)}",

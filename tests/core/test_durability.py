@@ -7,6 +7,7 @@ see where the durable points fall.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +97,11 @@ class CountingStore(SqliteEventStore):
         self.serve_off_loop()
         self.calls: list[str] = []
 
-    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+    async def create(
+        self, started: ExecutionStarted, then: Sequence[Event] = ()
+    ) -> tuple[bool, ExecutionStarted]:
         self.calls.append("create")
-        return await super().create(started)
+        return await super().create(started, then)
 
     async def append(self, request: AppendRequest) -> int:
         self.calls.append(f"append {len(request.events)}")

@@ -310,3 +310,21 @@ def await_claim(events: list[Event]) -> Event:
     """The claim of a log that should hold the start and one claim."""
     assert [e.type for e in events] == ["ExecutionStarted", "ExecutionClaimed"]
     return events[1]
+
+
+async def test_a_fenced_finishing_append_is_a_page_that_peers_collide_with(
+    stores: list[FirestoreEventStore], client: firestore.AsyncClient
+) -> None:
+    """Writers with no holder among them (a commission's case stream) fence the append
+    that ends the stream: it never rides, so a peer's plain append at the same position
+    collides with its page."""
+    first, peer, reader = stores
+    await held_by(first)
+    await peer.load("e1")
+    fenced = end(3)
+    finishing = AppendRequest("e1", 3, fenced.events, fenced.status, fence=True)
+    assert await first.append(finishing) == 5
+    assert event_doc_id(4) in await page_ids(client)
+    with pytest.raises(AppendConflictError):
+        await peer.append(AppendRequest("e1", 3, [step(4, "peer")]))
+    await agree(stores, await reader.read("e1"))

@@ -12,6 +12,7 @@ else is the real emulator.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -328,3 +329,41 @@ async def test_a_fenced_finishing_append_is_a_page_that_peers_collide_with(
     with pytest.raises(AppendConflictError):
         await peer.append(AppendRequest("e1", 3, [step(4, "peer")]))
     await agree(stores, await reader.read("e1"))
+
+
+async def test_concurrent_ends_and_fenced_appends_leave_one_log(database: str) -> None:
+    """Many rounds of a holder's end and a foreign fenced append at the same position, sent
+    at once from two store objects (each warm: it loaded the log): exactly one lands."""
+    wins = {"end": 0, "foreign": 0}
+    for round_no in range(12):
+        holder = FirestoreEventStore(project=PROJECT, database=database)
+        foreign = FirestoreEventStore(project=PROJECT, database=database)
+        eid = f"r{round_no}"
+        await holder.create(ExecutionStarted(execution_id=eid, flow="f"), [claim(2, "h")])
+        await holder.append(AppendRequest(eid, 2, [step(3, "a")]))
+        await foreign.load(eid)
+        finishing = replace_id(end(3), eid)
+        outcomes = await asyncio.gather(
+            holder.append(finishing),
+            foreign.append(AppendRequest(eid, 3, [resumed(4)], fence=True)),
+            return_exceptions=True,
+        )
+        landed = [not isinstance(o, BaseException) for o in outcomes]
+        assert landed.count(True) == 1, outcomes
+        assert all(
+            isinstance(o, AppendConflictError) for o in outcomes if isinstance(o, BaseException)
+        )
+        wins["end" if landed[0] else "foreign"] += 1
+        reader = FirestoreEventStore(project=PROJECT, database=database)
+        log = await reader.read(eid)
+        await reader.aclose()
+        assert [e.seq for e in log] == list(range(1, len(log) + 1))
+        assert len(log) == (5 if landed[0] else 4)
+        for store in (holder, foreign):
+            assert await store.read(eid) == log
+            await store.aclose()
+    assert sum(wins.values()) == 12
+
+
+def replace_id(request: AppendRequest, eid: str) -> AppendRequest:
+    return AppendRequest(eid, request.expected_seq, request.events, request.status)

@@ -233,6 +233,24 @@ async def test_a_riding_end_whose_answer_was_lost_is_written_once(
     await agree(stores, log)
 
 
+@pytest.mark.parametrize("applied", [True, False])
+async def test_a_fenced_append_whose_answer_was_lost_is_written_once(
+    stores: list[FirestoreEventStore], applied: bool
+) -> None:
+    """Its retry meets its own page and its own precondition's change: success, once; and
+    the holder's end, whose stamp the fenced write made stale, conflicts."""
+    holder, foreign, reader = stores
+    await held_by(holder)
+    await foreign.load("e1")
+    lose_first_ack(foreign, applied=applied)
+    assert await foreign.append(AppendRequest("e1", 3, [resumed(4)], fence=True)) == 4
+    with pytest.raises(AppendConflictError):
+        await holder.append(end(3))
+    log = await reader.read("e1")
+    assert [e.type for e in log][-1] == "ExecutionResumed" and len(log) == 4
+    await agree(stores, log)
+
+
 # -- readers, snapshots, the previous layout, retention ---------------------------------
 
 

@@ -300,7 +300,7 @@ class Runtime:
             ev.number(events, state.last_seq, self.clock())
             try:
                 await self.store.append(
-                    AppendRequest(state.execution_id, state.last_seq, events, change)
+                    AppendRequest(state.execution_id, state.last_seq, events, change, fence=True)
                 )
                 return fold(events, state)
             except AppendConflictError:

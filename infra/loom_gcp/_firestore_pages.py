@@ -4,8 +4,10 @@ Firestore bills per document written, so an append writes all its events into on
 ``executions/{id}/events/{first_seq:010d}`` with ``seq`` (its first seq), ``last`` and
 ``bodies`` (each event's canonical JSON string, in order). A page over Firestore's 1 MiB
 is cut into several pages, each keyed by its first seq, in the same commit. The start event
-rides the execution document (``start``, the same JSON string) unless it is too big to sit
-there beside a snapshot; then it is page 1.
+rides the execution document (``start``, the same JSON string), with the events written by
+the same ``create`` (``head``), unless they are too big to sit there beside a snapshot;
+then they are pages. An append that finishes the execution may ride it too (``end``, see
+:mod:`loom_gcp._firestore_fence`); readers merge these runs with the pages by seq.
 
 Two writers appending at the same ``expected_seq`` create the same page id
 (``expected_seq + 1``): every log end a writer can have loaded is a page end, so the

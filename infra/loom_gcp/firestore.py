@@ -4,9 +4,11 @@ Layout:
 
 * ``executions/{id}``: flow, status, ``last_seq`` (as of the last status change), created/
   updated times, ``wake_at``, ``parked_reason``, ``expire_at`` (a TTL field, set when the
-  execution ends), the start event (``start``, its JSON string) and the snapshot pointer, or
-  a small snapshot itself (``snapshot_inline``, written by the append that stops an execute
-  call). ``list`` queries only these documents, and reads only their summary fields.
+  execution ends), the start event (``start``, its JSON string) with the events ``create``
+  wrote beside it (``head``), the events of the append that finished the execution
+  (``end``; see :mod:`loom_gcp._firestore_fence`) and the snapshot pointer, or a small
+  snapshot itself (``snapshot_inline``, written by the append that stops an execute call).
+  ``list`` queries only these documents, and reads only their summary fields.
 * ``executions/{id}/events/{first_seq:010d}``: one *page* per append, holding all its events
   (``seq``, ``last`` and ``bodies``, the events' JSON strings), cut at 1 MiB; see
   :mod:`loom_gcp._firestore_pages`, which also reads the previous layout (one document per
@@ -15,7 +17,9 @@ Layout:
   cut into parts under 1 MiB; the execution document names the current one.
 
 ``create`` writes one document; an append one page (more only past 1 MiB), plus the
-execution document when the status changes, and reads nothing on the hot path. The batch
+execution document when the status changes (an append that finishes the execution rides
+that update instead, fenced by a precondition: one document), and reads nothing on the hot
+path. The batch
 ``create()``s the pages, so an existing one fails it: the log did not end at
 ``expected_seq`` (every log end a writer can have loaded is a page end, so two writers at
 the same ``expected_seq`` create the same page). That check alone misses an

@@ -8,8 +8,11 @@ import time
 
 import pytest
 
+from loom import EffectContext, FlowContext, Loom
 from loom.errors import AppendConflictError
 from loom.events import EffectCompleted, Event, ExecutionClaimed, ExecutionStarted
+from loom.fork import fork
+from loom.runtime import Runtime
 from loom.store import AppendRequest, EventStore, Snapshot, StatusChange
 
 
@@ -128,3 +131,32 @@ async def test_misnumbered_events_with_a_create_are_refused_and_nothing_written(
     with pytest.raises(ValueError, match="seq"):
         await store.create(started(), [claim(2), step(2, "a")])
     assert await store.list() == []
+
+
+async def test_a_fork_reuses_the_steps_written_with_the_create(store: EventStore) -> None:
+    """A log whose steps were all written by ``create`` (a copy of a real run's log) forks
+    from its second step: the first step's recorded outcome is reused, not run again."""
+    calls: list[int] = []
+    app = Loom("create-then")
+
+    @app.effect("a")
+    async def a(ctx: EffectContext, n: int) -> int:
+        calls.append(n)
+        return n * 10
+
+    @app.flow("two")
+    async def two(ctx: FlowContext, _: None) -> list[int]:
+        return [await ctx.execute(a, 1), await ctx.execute(a, 2)]
+
+    rt = Runtime(app, store)
+    assert (await rt.start("two", None, execution_id="orig")).output == [10, 20]
+    events = await store.read("orig")
+    first = events[0]
+    assert isinstance(first, ExecutionStarted)
+    copy = first.model_copy(update={"execution_id": "e1"})
+    assert (await store.create(copy, events[1:]))[0]
+    assert await store.read("e1", 1) == events[1:]
+    calls.clear()
+    steps = [e.step_id for e in events if isinstance(e, EffectCompleted)]
+    result = await fork(rt, "e1", steps[1], new_id="f1")
+    assert result.output == [10, 20] and calls == [2]

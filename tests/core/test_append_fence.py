@@ -52,7 +52,8 @@ def make_app(durability: str) -> Loom:
 async def test_only_appends_from_outside_the_session_are_fenced(durability: str) -> None:
     store = Recording()
     rt = Runtime(make_app(durability), store)
-    await rt.start("gated", None, execution_id="x1")
+    await rt.start("gated", None, execution_id="x1", run=False)
+    await rt.execute(ExecutionPackage(execution_id="x1"))
     assert store.appends[0][0] == "ExecutionClaimed"  # a fresh execution's first claim
     assert all(not fence for _, fence in store.appends)  # the session's own: unfenced
     store.appends.clear()

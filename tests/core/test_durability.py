@@ -65,14 +65,14 @@ def store(tmp_path: Path) -> RecordingStore:
 async def test_strict_writes_each_step_and_the_claim_without_a_status_change(
     store: RecordingStore,
 ) -> None:
+    """Each step is written before the next effect runs; the last one rides the end."""
     result = await Runtime(make_app("strict"), store).start("steps", 3)
     assert result.status == "completed" and result.output == 3
     assert store.appends == [
         ["ExecutionClaimed"],
         ["EffectCompleted"],
         ["EffectCompleted"],
-        ["EffectCompleted"],
-        ["ExecutionCompleted"],
+        ["EffectCompleted", "ExecutionCompleted"],
     ]
 
 

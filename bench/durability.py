@@ -37,6 +37,7 @@ FIGURES = {
     "batched_50_s": ("50 concurrent 10-step flows, batched, in-loop", "s", None),
     "batched_50_cpu_s": ("the same, CPU time of the process", "s", None),
     "commit_ms": ("SQLite commit alone (the floor, same process)", "ms", None),
+    "strict_commits": ("commits of one 10-step idempotent execution, strict", "", None),
 }
 
 
@@ -89,6 +90,7 @@ async def _measure() -> dict[str, float]:
         return (statistics.median(full) - statistics.median(empty)) / steps * 1000
 
     out: dict[str, float] = {"commit_ms": commit_ms()}
+    out["strict_commits"] = await commits(runtime("strict"))
     modes = ["strict"]
     try:
         _app("batched")
@@ -112,6 +114,24 @@ async def _measure() -> dict[str, float]:
             cpu.append((time.process_time() - c) / 1000 * 1000)
         out["batched_step_cpu_ms"] = statistics.median(cpu)
     return out
+
+
+async def commits(rt: Any) -> float:
+    """SQLite commits (the start and every append) of one 10-step strict execution."""
+    store, made = rt.store, [0]
+    append, create = store.append, store.create
+
+    async def counted_append(request: Any) -> int:
+        made[0] += 1
+        return await append(request)
+
+    async def counted_create(started: Any) -> Any:
+        made[0] += 1
+        return await create(started)
+
+    store.append, store.create = counted_append, counted_create
+    await rt.start("steps", 10, execution_id="commits")
+    return float(made[0])
 
 
 def _cell(value: float, unit: str) -> str:

@@ -194,11 +194,15 @@ class BatchedJournal(Journal):
         self._replay_unforced()
         return False
 
-    async def _over_limit(self, events: Sequence[ev.Event], exc: StoreLimitError) -> bool:
-        # ``events`` holds the unforced events too: they are written again from the reloaded
-        # state (nothing of the refused append was), so none stays waiting twice.
-        self.unforced, self._bytes = [], 0
-        return await super()._over_limit(events, exc)
+    async def _over_limit(
+        self, events: Sequence[ev.Event], exc: StoreLimitError, keep: int = 0
+    ) -> bool:
+        # ``events`` starts with the unforced events: they are written again from the
+        # reloaded state (nothing of the refused append was), so none stays waiting twice.
+        # The store takes each of them (``_storable``, ``_fits``): what it refused is in the
+        # rest, so the record of the refusal must not blame an unforced step.
+        keep, self.unforced, self._bytes = len(self.unforced), [], 0
+        return await super()._over_limit(events, exc, keep)
 
     def _replay_unforced(self) -> None:
         """After a conflict (a resume or verdict landed; the state was reloaded), put the

@@ -173,8 +173,12 @@ class Journal:
                 return False
         return True
 
-    async def _over_limit(self, events: Sequence[ev.Event], exc: StoreLimitError) -> bool:
+    async def _over_limit(
+        self, events: Sequence[ev.Event], exc: StoreLimitError, keep: int = 0
+    ) -> bool:
         """Record what a batch over the store's limits was about as failed (``loom.limits``).
+        The first ``keep`` events were not what was refused (held events the store takes):
+        they are written again before the record.
 
         Raises:
             EffectFailedError: The step whose outcome was refused failed (recorded).
@@ -182,6 +186,7 @@ class Journal:
         """
         self.state = await self.rt.load_state(self.execution_id)  # the batch was not written
         self.claim_until = (self.state.claim or {}).get("until", 0.0)
+        kept, events = list(events[:keep]), events[keep:]
         replacement = instead(events, exc)
         if replacement is None:  # our own small failure is refused: the decisions are the bulk
             if not self.pending:
@@ -190,7 +195,7 @@ class Journal:
         events, then = replacement
         if then is exc:
             self.pending = []  # the execution ends: decisions nobody will replay may go
-        while not await self.try_append(events):
+        while not await self.try_append([*kept, *events]):
             pass
         if then is not None:
             raise then

@@ -209,3 +209,28 @@ async def test_an_output_the_store_refuses_fails_its_own_step(
     assert len(calls) == 1
     types = [e.type for e in await store.read(result.execution_id)]
     assert "EffectFailed" in types and "EffectCompleted" not in types
+
+
+@pytest.mark.parametrize("durability", ["strict", "batched"])
+async def test_a_result_the_store_refuses_does_not_blame_a_held_step(
+    tmp_path: Path, durability: str
+) -> None:
+    """The end is refused while step 1's completion rides it: the execution fails with
+    ``store_limit``, and step 1 is recorded as it was, completed."""
+    app = Loom("hold", durability=durability)
+
+    @app.effect("small")
+    async def small(ctx: EffectContext, _: None) -> int:
+        return 5
+
+    @app.flow("huge")
+    async def huge(ctx: FlowContext, _: None) -> str:
+        return "x" * (await ctx.execute(small, None) * 10_000)
+
+    store = SqliteEventStore(tmp_path / "loom.db", max_event_bytes=20_000)
+    result = await Runtime(app, store).start("huge", None)
+    assert result.status == "failed" and result.error is not None
+    assert result.error["code"] == "store_limit"
+    history = await store.read(result.execution_id)
+    assert [e.type for e in history][-2:] == ["EffectCompleted", "ExecutionFailed"]
+    assert [e.seq for e in history] == list(range(1, len(history) + 1))

@@ -290,7 +290,8 @@ async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: Flow
             )
     # Gates whose deadline passed resume now: those are outcomes the session's ordering must
     # know from the start, so that claim is written at once, as in strict mode.
-    if flow.durability == "batched" and len(batch) == 1:
+    takeover = state.claim is not None  # another holder's, who may still write: fence
+    if flow.durability == "batched" and len(batch) == 1 and not takeover:
         session = Session(runtime, state, flow, holder)
         if isinstance(session.journal, BatchedJournal):
             session.journal.defer(batch)
@@ -300,7 +301,9 @@ async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: Flow
     # The status is written only when it changes: a fresh execution is running already.
     change = StatusChange("running") if state.status != "running" else None
     try:
-        await runtime.store.append(AppendRequest(state.execution_id, state.last_seq, batch, change))
+        await runtime.store.append(
+            AppendRequest(state.execution_id, state.last_seq, batch, change, fence=takeover)
+        )
     except AppendConflictError as exc:
         raise ExecutionSupersededError(
             f"execution {state.execution_id!r} changed while claiming it"

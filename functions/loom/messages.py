@@ -202,7 +202,7 @@ async def deliver(
         woke = _place(state, topic, event.at)[2] and state.parked_reason is None
         change = StatusChange("running") if woke and state.status == "suspended" else None
         try:
-            await rt.store.append(AppendRequest(eid, state.last_seq, [event], change))
+            await rt.store.append(AppendRequest(eid, state.last_seq, [event], change, fence=True))
         except AppendConflictError:
             state = await rt.load_state(eid)
             continue

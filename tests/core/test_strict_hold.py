@@ -36,8 +36,8 @@ async def _durable_steps(path: Path, execution_id: str) -> list[str]:
 async def test_ten_idempotent_steps_write_the_last_with_the_end(store: RecordingStore) -> None:
     result = await Runtime(make_app("strict"), store).start("steps", 10)
     assert result.status == "completed" and result.output == 45
+    assert store.created == [["ExecutionStarted", "ExecutionClaimed"]]  # run inline
     assert store.appends == [
-        ["ExecutionClaimed"],
         *[["EffectCompleted"]] * 9,
         ["EffectCompleted", "ExecutionCompleted"],
     ]
@@ -51,7 +51,6 @@ async def test_an_intent_record_and_a_non_idempotent_outcome_are_never_held(
     result = await Runtime(make_app("strict"), store).start("mixed", None)
     assert result.status == "completed" and result.output == 10
     assert store.appends == [
-        ["ExecutionClaimed"],
         ["EffectCompleted"],  # step 1, forced before step 2's effect runs
         # Step 2 is forced before step 3's cancel check, and so before its intent record:
         # a cancel that landed meanwhile is seen before a non-idempotent effect starts.

@@ -104,6 +104,7 @@ from loom_gcp._firestore_browse import browse, browse_prefix, count_by_status
 from loom_gcp._firestore_cache import LogCache
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
+    MAX_DOC_BYTES,
     SUMMARY_FIELDS,
     SnapshotPointer,
     check_commit,
@@ -187,6 +188,8 @@ class FirestoreEventStore(EventStore):
     keeps_append_snapshots = True
     # Event bytes a batched session gathers for one commit, within Firestore's 10 MiB.
     max_batch_bytes = MAX_COMMIT_BYTES - 1_000_000
+    # An event has a page document to itself at most (1 MiB, with the page's own fields).
+    max_event_bytes = MAX_DOC_BYTES - 16_384
 
     def __init__(
         self,

@@ -78,8 +78,7 @@ async def test_a_start_run_here_claims_with_the_create(store: RecordingStore) ->
     assert store.appends == [
         ["EffectCompleted"],
         ["EffectCompleted"],
-        ["EffectCompleted"],
-        ["ExecutionCompleted"],
+        ["EffectCompleted", "ExecutionCompleted"],
     ]
     history = await store.read(result.execution_id)
     assert [e.seq for e in history] == list(range(1, 7))
@@ -88,7 +87,8 @@ async def test_a_start_run_here_claims_with_the_create(store: RecordingStore) ->
 async def test_strict_writes_each_step_and_the_claim_without_a_status_change(
     store: RecordingStore,
 ) -> None:
-    """An execute of a started execution (a dispatched one) writes its claim first."""
+    """An execute of a started execution (a dispatched one) writes its claim first; each
+    step is written before the next effect runs; the last one rides the end."""
     runtime = Runtime(make_app("strict"), store)
     started = await runtime.start("steps", 3, run=False)
     result = await runtime.execute(ExecutionPackage(execution_id=started.execution_id))
@@ -98,8 +98,7 @@ async def test_strict_writes_each_step_and_the_claim_without_a_status_change(
         ["ExecutionClaimed"],
         ["EffectCompleted"],
         ["EffectCompleted"],
-        ["EffectCompleted"],
-        ["ExecutionCompleted"],
+        ["EffectCompleted", "ExecutionCompleted"],
     ]
 
 

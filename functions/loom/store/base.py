@@ -201,12 +201,15 @@ class EventStore(abc.ABC):
         keeps_append_snapshots: Whether ``append`` keeps ``AppendRequest.snapshot``.
         max_batch_bytes: Most bytes of event JSON one append may carry (``None``: no limit),
             so a caller gathering events knows when to write them.
+        max_event_bytes: Most bytes of JSON one event may have (``None``: no limit of its
+            own), so a caller holding an event back knows the store would take it.
     """
 
     snapshot_min_tail: int = 64
     max_append_events: int | None = None
     keeps_append_snapshots: bool = False
     max_batch_bytes: int | None = None
+    max_event_bytes: int | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -368,7 +368,7 @@ class Session:
             self._waiting.pop(step_id, None)
 
     def _beat_due(self) -> bool:
-        """Whether the claim needs extending now (``loom.heartbeat``): an effect runs."""
+        """Whether the claim needs extending now (``loom.side_tasks``): an effect runs."""
         return bool(self._inflight or self.timers.busy) and self.signal is None
 
     async def _watch(self, flow_task: asyncio.Task[Any]) -> None:

@@ -34,9 +34,11 @@ FIGURES = {
     "batched_step_cpu_ms": ("the same, CPU time of the process (less noisy)", "ms", 0.05),
     "strict_50_s": ("50 concurrent 10-step flows, strict, in-loop", "s", 0.05),
     "strict_50_cpu_s": ("the same, CPU time of the process", "s", None),
+    "strict_50_commits": ("the same, SQLite transactions committed (fsync'd)", "", None),
     "batched_50_s": ("50 concurrent 10-step flows, batched, in-loop", "s", None),
     "batched_50_cpu_s": ("the same, CPU time of the process", "s", None),
     "commit_ms": ("SQLite commit alone (the floor, same process)", "ms", None),
+    "strict_commits": ("commits of one 10-step idempotent execution, strict", "", None),
 }
 
 
@@ -89,6 +91,7 @@ async def _measure() -> dict[str, float]:
         return (statistics.median(full) - statistics.median(empty)) / steps * 1000
 
     out: dict[str, float] = {"commit_ms": commit_ms()}
+    out["strict_commits"] = await commits(runtime("strict"))
     modes = ["strict"]
     try:
         _app("batched")
@@ -101,6 +104,8 @@ async def _measure() -> dict[str, float]:
         flows = await concurrent(repeats=5, durability=mode)
         out[f"{mode}_50_s"] = flows["total_s"]
         out[f"{mode}_50_cpu_s"] = flows["cpu_s"]
+        if mode == "strict":
+            out["strict_50_commits"] = float(flows["commits"])
         # Strict steps each wait for an fsync: 10 steps say enough. Batched steps cost
         # microseconds: 500 of them rise above the flow's fixed cost.
         out[f"{mode}_step_ms"] = await sequential(runtime(mode), 10 if mode == "strict" else 500)
@@ -112,6 +117,24 @@ async def _measure() -> dict[str, float]:
             cpu.append((time.process_time() - c) / 1000 * 1000)
         out["batched_step_cpu_ms"] = statistics.median(cpu)
     return out
+
+
+async def commits(rt: Any) -> float:
+    """SQLite commits (the start and every append) of one 10-step strict execution."""
+    store, made = rt.store, [0]
+    append, create = store.append, store.create
+
+    async def counted_append(request: Any) -> int:
+        made[0] += 1
+        return await append(request)
+
+    async def counted_create(started: Any) -> Any:
+        made[0] += 1
+        return await create(started)
+
+    store.append, store.create = counted_append, counted_create
+    await rt.start("steps", 10, execution_id="commits")
+    return float(made[0])
 
 
 def _cell(value: float, unit: str) -> str:

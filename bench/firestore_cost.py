@@ -1,6 +1,6 @@
 """Firestore operations of the real runtime, counted at the client, and what they cost.
 
-Runs Loom's runtime (start → claim → steps → completion, in one execute call) on the
+Runs Loom's runtime (start → claim → steps → completion) on the
 Firestore emulator and counts what goes over the wire: every ``Commit`` (one write per
 document written, deletes apart), every ``BatchGetDocuments`` (one read per document asked
 for, found or not) and every ``RunQuery`` (one read per document returned, at least one per
@@ -8,7 +8,8 @@ query, as Firestore bills). The counters wrap the client's GAPIC calls, below th
 nothing the store does escapes them.
 
 Flows: 10 and 100 sequential steps, idempotent and non-idempotent, ``strict`` and
-``batched`` durability. Then a whole ``loom resume`` of a 200-step execution waiting on a
+``batched`` durability, run by the start itself (no dispatcher); and the 10-step idempotent
+flow dispatched to a worker that loads and claims it (the Cloud Tasks path). Then a whole ``loom resume`` of a 200-step execution waiting on a
 gate, which then runs to completion (a new client, as a new CLI process has): reads counted.
 
 Run from the repository root (starts the emulator unless ``FIRESTORE_EMULATOR_HOST`` is set)::
@@ -35,6 +36,7 @@ from google.cloud import firestore
 from bench.firestore_ops import PRICE_READ, PRICE_REQUEST, PRICE_TASK, PRICE_WRITE, emulator
 from loom import EffectContext, FlowContext, Loom
 from loom.runtime import Runtime
+from loom.wire import ExecutionPackage
 from loom_gcp.firestore import FirestoreEventStore
 
 PROJECT = "loom-bench"
@@ -133,17 +135,30 @@ def cost_per_million(reads: int, writes: int, steps: int) -> float:
 
 
 async def measure_flow(
-    database: str, steps: int, idempotent: bool, durability: str
+    database: str, steps: int, idempotent: bool, durability: str, dispatched: bool = False
 ) -> dict[str, Any]:
-    """One execution started and run to completion in one execute call."""
+    """One execution started and run to completion in one execute call: run by the start
+    itself (no dispatcher: embedded, the CLI), or ``dispatched``: started by one process and
+    executed by a worker with a store of its own (Cloud Tasks → Cloud Run)."""
     store, counter = _store(database)
     runtime = Runtime(make_app(durability), store)
-    result = await runtime.start("steps", {"n": steps, "idempotent": idempotent})
+    spec = {"n": steps, "idempotent": idempotent}
+    if dispatched:
+        started = await runtime.start("steps", spec, run=False)
+        worker_store, worker_counter = _store(database)
+        worker = Runtime(make_app(durability), worker_store)
+        result = await worker.execute(ExecutionPackage(execution_id=started.execution_id))
+        counter.ops.update(worker_counter.ops)
+        await worker_store.aclose()
+    else:
+        result = await runtime.start("steps", spec)
     assert result.status == "completed", result
     ops = dict(counter.ops)
     await store.aclose()
+    how = ", dispatched to a worker" if dispatched else ""
     return {
-        "flow": f"{steps} {'idempotent' if idempotent else 'non-idempotent'} steps, {durability}",
+        "flow": f"{steps} {'idempotent' if idempotent else 'non-idempotent'} steps, "
+        f"{durability}{how}",
         "steps": steps,
         "durability": durability,
         "idempotent": idempotent,
@@ -188,6 +203,7 @@ async def run(modes: tuple[str, ...] = ("strict", "batched")) -> dict[str, Any]:
         for idempotent in (True, False)
         for durability in modes
     ]
+    flows += [await measure_flow(database, 10, True, d, dispatched=True) for d in modes]
     resumes = [await measure_resume(database, 200, d) for d in modes]
     return {"flows": flows, "resumes": resumes}
 

@@ -37,6 +37,7 @@ from loom import cancellation, crash, queues
 from loom import events as ev
 from loom.app import FlowDef, to_json_value
 from loom.context import off_scope
+from loom.durability import force
 from loom.errors import (
     ChildFlowFailedError,
     ExecutionFinishedError,
@@ -155,6 +156,7 @@ async def start_flow(
     cid = child_id(session.execution_id, step_id, session.state.run)
     if recorded is None:
         session._check_unused(step_id, f"child flow {defn.name!r}")  # pyright: ignore[reportPrivateUsage]
+        await force(session)  # the child must not see steps the log may yet lose
         await cancellation.checkpoint(session)  # a new step: a pending cancel arrives here
         await _start_live(session, step_id, cid, defn, (value, queue), on_cancel)
     elif recorded["flow"] != defn.name:

@@ -12,6 +12,7 @@ claims for their own finished ones.
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import uuid
@@ -31,6 +32,13 @@ HOST = _machine()
 
 ACTIVE_HOLDERS: set[str] = set()
 """Holders of this process whose ``execute`` call is running (shared by every runtime)."""
+
+_holders = itertools.count(1)
+
+
+def new_holder() -> str:
+    """A holder name for one ``execute`` call of this process: ``machine:pid:n``."""
+    return f"{HOST}:{os.getpid()}:{next(_holders)}"
 
 
 def pid_alive(pid: int) -> bool:

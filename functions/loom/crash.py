@@ -15,9 +15,13 @@ POINTS = (
     "before_intent",
     "after_intent",
     "after_effect",
+    "held",
     "after_complete",
     "before_reply",
 )
+# ``held``: a strict session holds the step's completion, not yet durable (loom.durability);
+# ``after_complete``: the completion is appended (durable, unless a batched session keeps
+# it unforced).
 # Child flow points: numbered by the parent's step, the child exists, then it was
 # dispatched, and the parent has not recorded ``ChildStarted`` yet; ``child_ended``: a child
 # reached its end and its parent has not been told.

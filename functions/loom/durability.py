@@ -1,5 +1,5 @@
-"""Durability of a session's appends: ``strict`` (every append written before the flow goes
-on) or ``batched`` (durable points).
+"""Durability of a session's appends: ``strict`` (every append written before anyone outside
+the log can see it) or ``batched`` (durable points).
 
 A flow (or a whole app) chooses with ``durability="batched"``; the default is ``"strict"``.
 
@@ -16,9 +16,9 @@ before anything whose loss would matter:
 * the end of the ``execute`` call, before its reply (and so before a resume is answered);
 * a store limit: an append may carry only ``EventStore.max_append_events`` events and
   ``max_batch_bytes`` bytes (Firestore: one commit of at most 10 MiB);
-* :meth:`Journal.durable_point <loom.journal.Journal.durable_point>`, for code that is about
-  to do something another party will see: a child start, a message sent. Call
-  ``await session.journal.durable_point()`` first; in a strict session it returns at once.
+* something another party will see: a child start, a message sent (:func:`force`, which
+  awaits :meth:`Journal.durable_point <loom.journal.Journal.durable_point>`; other code
+  about to do such a thing calls it too).
 
 While the flow runs several tasks at once, appends are strict: the order in which racing
 outcomes reached the flow is then observable, and only a written log fixes it.
@@ -30,17 +30,42 @@ effects. A decision is drawn afresh, which is safe because nothing durable depen
 Another worker may run the execution meanwhile (the claim was not written either); the
 first durable point settles it: one append wins, the other session finds the winner's claim
 and stops.
+
+A strict session (:class:`StrictJournal`) holds less, and for less long: only the completion
+of an idempotent step (its ``EffectCompleted``, with the decisions pending before it), and
+only until the session does anything else. It is forced
+
+* before the next effect is invoked, any effect (:func:`before_effect`, awaited where the
+  session starts a live step: before its cancel check and a non-idempotent step's intent
+  record, so a cancel that landed meanwhile is seen before the effect can start);
+* with any other event, in the same append: the next step's own completion, a suspension,
+  a park, the end (``ExecutionCompleted``/``ExecutionFailed``), a cancel delivery...;
+* before a child start or a message sent (:func:`force`), before a claim extension, at
+  :meth:`~loom.journal.Journal.durable_point`, and so before the reply of the ``execute``
+  call (the end is an append).
+
+A completion the store would refuse (``EventStore.max_event_bytes``) is never held, in
+either mode: it is appended at once, so the refusal fails the step that made it.
+
+The claim is written at once, and nothing is held while the flow runs several tasks. So no
+one outside the log sees a strict step before its record is durable, and a crash in the
+hold window only loses the last idempotent step: it is invoked again with the same key,
+which strict mode already does after a crash between an effect's return and its append. A
+non-idempotent completion is never held (lost, it would leave the step in doubt). What this
+buys: the last step of a flow is written with its end, one commit per execution fewer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
+from loom import crash
 from loom import events as ev
-from loom.errors import AppendConflictError, ExecutionSupersededError, StoreLimitError
+from loom.context import AbortSignal, SupersededSignal
+from loom.errors import AppendConflictError, ExecutionSupersededError, StoreError, StoreLimitError
 from loom.fold import ExecutionState, evolve, fold
-from loom.journal import Journal
+from loom.journal import READY, Journal
 from loom.store.base import AppendRequest, StatusChange
 from loom.telemetry import flow_scope
 from loom.timeouts import overdue
@@ -51,6 +76,8 @@ if TYPE_CHECKING:
     from loom.session import Session
 
 _DEFERRABLE = frozenset({"EffectCompleted", "DecisionRecorded"})
+# A margin for the fields of an EffectCompleted besides its output (ids, counts, times).
+_ENVELOPE_BYTES = 4_096
 
 
 class BatchedJournal(Journal):
@@ -127,9 +154,18 @@ class BatchedJournal(Journal):
                 return False
             if isinstance(event, ev.EffectCompleted):
                 effect = self.rt.app.effects.get(event.effect)
-                if effect is None or not effect.idempotent:
+                if effect is None or not effect.idempotent or not self._storable(event):
                     return False
         return True
+
+    def _storable(self, event: ev.EffectCompleted) -> bool:
+        """Whether the store takes ``event`` (``EventStore.max_event_bytes``): one it would
+        refuse is appended at once, so the refusal fails the step that made it, before the
+        flow has its output (``loom.limits``). Only a large output is measured."""
+        limit = self.rt.store.max_event_bytes
+        if limit is None or 2 * event.output_bytes + _ENVELOPE_BYTES <= limit:
+            return True
+        return len(ev.event_to_json(event).encode()) <= limit
 
     def _size(self, batch: Sequence[ev.Event]) -> int:
         """The JSON bytes of ``batch`` when the store limits them per append (else 0)."""
@@ -158,11 +194,15 @@ class BatchedJournal(Journal):
         self._replay_unforced()
         return False
 
-    async def _over_limit(self, events: Sequence[ev.Event], exc: StoreLimitError) -> bool:
-        # ``events`` holds the unforced events too: they are written again from the reloaded
-        # state (nothing of the refused append was), so none stays waiting twice.
-        self.unforced, self._bytes = [], 0
-        return await super()._over_limit(events, exc)
+    async def _over_limit(
+        self, events: Sequence[ev.Event], exc: StoreLimitError, keep: int = 0
+    ) -> bool:
+        # ``events`` starts with the unforced events: they are written again from the
+        # reloaded state (nothing of the refused append was), so none stays waiting twice.
+        # The store takes each of them (``_storable``, ``_fits``): what it refused is in the
+        # rest, so the record of the refusal must not blame an unforced step.
+        keep, self.unforced, self._bytes = len(self.unforced), [], 0
+        return await super()._over_limit(events, exc, keep)
 
     def _replay_unforced(self) -> None:
         """After a conflict (a resume or verdict landed; the state was reloaded), put the
@@ -172,6 +212,58 @@ class BatchedJournal(Journal):
             object.__setattr__(event, "seq", self.state.last_seq + offset)
         for event in self.unforced:
             evolve(self.state, event)
+
+
+class StrictJournal(BatchedJournal):
+    """The journal of a strict session: a batched journal that holds only an idempotent
+    step's completion, and forces it before the next effect is invoked (see the module
+    docstring). Everything else is written at once, as in :class:`~loom.journal.Journal`.
+    """
+
+    def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
+        super().__init__(runtime, state, holder)
+        self.held: list[str] = []  # steps whose completion is held, for the crash points
+
+    def completed(self, step_id: str) -> None:
+        last = self.unforced[-1] if self.unforced else None
+        if isinstance(last, ev.EffectCompleted) and last.step_id == step_id:
+            self.held.append(step_id)
+            crash.point("held", step_id)  # the hold window: only this step would be lost
+        else:
+            crash.point("after_complete", step_id)
+
+    async def durable_point(self) -> None:
+        if self.unforced:  # (pending decisions alone ride the next append, as before)
+            await super().durable_point()
+
+    async def _flush(self, batch: list[ev.Event]) -> bool:
+        written = await super()._flush(batch)
+        if written and self.held:
+            held, self.held = self.held, []
+            for step_id in held:  # each held completion is durable from here on
+                crash.point("after_complete", step_id)
+        return written
+
+
+def before_effect(session: Session) -> Awaitable[None]:
+    """What a session awaits right before it invokes an effect: in a strict session that
+    holds a completion, :func:`force`; else nothing (no coroutine)."""
+    journal = session.journal
+    if isinstance(journal, StrictJournal) and journal.unforced:
+        return force(session)
+    return READY
+
+
+async def force(session: Session) -> None:
+    """Make what the session holds durable, before something another party sees (an effect
+    invoked, a child started, a message sent). A store failure or an overtaking ends the
+    flow as a failed append does."""
+    try:
+        await session.journal.durable_point()
+    except SupersededSignal as signal:
+        session._raise(signal)  # pyright: ignore[reportPrivateUsage]
+    except StoreError as exc:
+        session._raise(AbortSignal(exc))  # pyright: ignore[reportPrivateUsage]
 
 
 async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: FlowDef) -> Session:
@@ -198,7 +290,8 @@ async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: Flow
             )
     # Gates whose deadline passed resume now: those are outcomes the session's ordering must
     # know from the start, so that claim is written at once, as in strict mode.
-    if flow.durability == "batched" and len(batch) == 1:
+    takeover = state.claim is not None  # another holder's, who may still write: fence
+    if flow.durability == "batched" and len(batch) == 1 and not takeover:
         session = Session(runtime, state, flow, holder)
         if isinstance(session.journal, BatchedJournal):
             session.journal.defer(batch)
@@ -208,7 +301,9 @@ async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: Flow
     # The status is written only when it changes: a fresh execution is running already.
     change = StatusChange("running") if state.status != "running" else None
     try:
-        await runtime.store.append(AppendRequest(state.execution_id, state.last_seq, batch, change))
+        await runtime.store.append(
+            AppendRequest(state.execution_id, state.last_seq, batch, change, fence=takeover)
+        )
     except AppendConflictError as exc:
         raise ExecutionSupersededError(
             f"execution {state.execution_id!r} changed while claiming it"

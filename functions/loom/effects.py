@@ -25,7 +25,7 @@ from loom.errors import (
     InvalidPayloadError,
     LoomError,
 )
-from loom.events import ErrorInfo
+from loom.events import EffectCompleted, EffectFailed, ErrorInfo
 from loom.fold import Meter
 from loom.payloads import dump_exact
 from loom.telemetry import step_span
@@ -194,6 +194,32 @@ def budget_exceeded(
                 details={"budget": name, "limit": limit, "used": used},
             )
     return None
+
+
+def completed_event(
+    step_id: str, effect: str, outcome: Outcome, stored: Any, size: int
+) -> EffectCompleted:
+    """The record of a step whose effect returned: its output as stored (``stored``, of
+    ``size`` JSON bytes), attempts and duration."""
+    return EffectCompleted(
+        step_id=step_id,
+        effect=effect,
+        output=stored,
+        attempts=outcome.attempts,
+        duration_s=outcome.duration,
+        output_bytes=size,
+    )
+
+
+def failed_event(step_id: str, effect: str, outcome: Outcome, error: ErrorInfo) -> EffectFailed:
+    """The record of a step whose effect failed for good (``error``), attempts and duration."""
+    return EffectFailed(
+        step_id=step_id,
+        effect=effect,
+        error=error,
+        attempts=outcome.attempts,
+        duration_s=outcome.duration,
+    )
 
 
 def error_info(exc: BaseException) -> ErrorInfo:

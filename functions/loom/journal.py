@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from loom import crash
 from loom import events as ev
 from loom.context import SCOPE, SupersededSignal
 from loom.errors import AppendConflictError, StoreLimitError
@@ -42,7 +43,7 @@ class _Ready:
         yield  # a generator that ends at once
 
 
-_READY = _Ready()
+READY = _Ready()  # awaited where there is nothing to wait for
 
 
 class AppendLock(asyncio.Lock):
@@ -53,12 +54,12 @@ class AppendLock(asyncio.Lock):
     def __aenter__(self) -> Awaitable[None]:  # type: ignore[override]
         if not self._locked and not self._waiters:
             self._locked = True
-            return _READY
+            return READY
         return super().__aenter__()
 
     def __aexit__(self, *_: object) -> Awaitable[None]:  # type: ignore[override]
         self.release()
-        return _READY
+        return READY
 
 
 class Journal:
@@ -101,9 +102,13 @@ class Journal:
         """Make every event this session has appended durable before going on.
 
         Call it before anything whose loss after a crash would matter outside the log (a
-        child start, a message sent). Strict sessions write every append at once, so here
-        it returns at once; see :mod:`loom.durability` for batched sessions.
+        child start, a message sent). This journal writes every append at once, so here it
+        returns at once; see :mod:`loom.durability` for the journals that hold events.
         """
+
+    def completed(self, step_id: str) -> None:
+        """The completion of ``step_id`` was appended (the ``after_complete`` crash point)."""
+        crash.point("after_complete", step_id)
 
     async def _write(
         self,
@@ -168,8 +173,12 @@ class Journal:
                 return False
         return True
 
-    async def _over_limit(self, events: Sequence[ev.Event], exc: StoreLimitError) -> bool:
+    async def _over_limit(
+        self, events: Sequence[ev.Event], exc: StoreLimitError, keep: int = 0
+    ) -> bool:
         """Record what a batch over the store's limits was about as failed (``loom.limits``).
+        The first ``keep`` events were not what was refused (held events the store takes):
+        they are written again before the record.
 
         Raises:
             EffectFailedError: The step whose outcome was refused failed (recorded).
@@ -177,6 +186,7 @@ class Journal:
         """
         self.state = await self.rt.load_state(self.execution_id)  # the batch was not written
         self.claim_until = (self.state.claim or {}).get("until", 0.0)
+        kept, events = list(events[:keep]), events[keep:]
         replacement = instead(events, exc)
         if replacement is None:  # our own small failure is refused: the decisions are the bulk
             if not self.pending:
@@ -185,7 +195,7 @@ class Journal:
         events, then = replacement
         if then is exc:
             self.pending = []  # the execution ends: decisions nobody will replay may go
-        while not await self.try_append(events):
+        while not await self.try_append([*kept, *events]):
             pass
         if then is not None:
             raise then
@@ -234,12 +244,14 @@ class DryJournal(Journal):
 
 
 def new_journal(session: Session, state: ExecutionState) -> Journal:
-    """The journal of a new session: its class's, batched when the flow asks for it."""
-    from loom.durability import BatchedJournal  # it builds on this module
+    """The journal of a new session: its class's, or the one of the flow's durability
+    (``loom.durability``) when the class is this plain journal."""
+    from loom.durability import BatchedJournal, StrictJournal  # they build on this module
 
     cls = session.journal_class
-    if cls is Journal and session.flow.durability == "batched":
-        journal = BatchedJournal(session.rt, state, session.holder)
-        journal.session = session
-        return journal
-    return cls(session.rt, state, session.holder)
+    if cls is not Journal:
+        return cls(session.rt, state, session.holder)
+    batched = session.flow.durability == "batched"
+    journal = (BatchedJournal if batched else StrictJournal)(session.rt, state, session.holder)
+    journal.session = session
+    return journal

@@ -37,6 +37,7 @@ from loom import cancellation, crash
 from loom import events as ev
 from loom.app import to_json_value
 from loom.context import AbortSignal, off_scope
+from loom.durability import force
 from loom.errors import (
     AppendConflictError,
     ConfigurationError,
@@ -201,7 +202,7 @@ async def deliver(
         woke = _place(state, topic, event.at)[2] and state.parked_reason is None
         change = StatusChange("running") if woke and state.status == "suspended" else None
         try:
-            await rt.store.append(AppendRequest(eid, state.last_seq, [event], change))
+            await rt.store.append(AppendRequest(eid, state.last_seq, [event], change, fence=True))
         except AppendConflictError:
             state = await rt.load_state(eid)
             continue
@@ -281,6 +282,7 @@ async def send(session: Session, step_id: str, to: str, topic: str, payload: Any
     rec = session.state.steps.get(step_id)
     if rec is None:
         session._check_unused(step_id, f"send(to={to!r}, topic={topic!r})")  # pyright: ignore[reportPrivateUsage]
+        await force(session)  # the receiver must not see steps the log may yet lose
         await cancellation.checkpoint(session)  # a new step: a pending cancel arrives here
         if dry(session):  # a replay check must not deliver anything
             _diverged(session, step_id, "replay reached send(), not in the history")

@@ -8,9 +8,7 @@ execution to the dispatcher; with no dispatcher they run it inline until it bloc
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
 import random
 import time
 import uuid
@@ -24,9 +22,7 @@ from loom.app import Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.cancellation import request_cancel
 from loom.children import follow_up as follow_up_children
-from loom.claims import ACTIVE_HOLDERS, HOST, claim_is_live
-from loom.context import SupersededSignal
-from loom.durability import claim
+from loom.claims import claim_is_live, new_holder
 from loom.errors import (
     AppendConflictError,
     ExecutionFinishedError,
@@ -39,7 +35,14 @@ from loom.grants import GrantPolicy
 from loom.ids import check_execution_id
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
-from loom.starts import check_same_start, never_ran
+from loom.starts import (
+    check_same_start,
+    never_ran,
+    run_claimed,
+    run_session,
+    runs_here,
+    start_here,
+)
 from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
 from loom.telemetry import traced_execute
 from loom.timeouts import deadline_for, overdue
@@ -52,8 +55,6 @@ if TYPE_CHECKING:
     from loom.queues import QueueRef
 
 log = logging.getLogger("loom")
-_counter = itertools.count(1)
-_HOST = HOST
 
 
 class Runtime:
@@ -190,12 +191,16 @@ class Runtime:
             **queues.started_fields(self.app, queue),
             deadline=deadline_for(defn, timeout, now),
         )
+        if run and runs_here(self, started):  # claimed with the create, run here
+            ran = await start_here(self, started, defn)
+            if ran is not None:
+                return ran
         created, first = await self.store.create(started)
         crash.point("after_start")
         if not created:  # a repeat: run it if it never ran (see ``loom.starts``)
             check_same_start(first, started)
             state = await self.load_state(eid)
-            if not (run and never_ran(state)):
+            if not (run and never_ran(state, self.clock())):
                 return await self.report(state)
         ran = await self._dispatch(eid, flow, "start", f"{eid}:1") if run else None
         return ran or await self.report(fold([first]), include_state=False)
@@ -228,8 +233,10 @@ class Runtime:
             UnknownExecutionError: No such execution.
             ExecutionSupersededError: Another holder's claim is live, or it overtook us.
         """
+        if package._claimed is not None:  # pyright: ignore[reportPrivateUsage]
+            return await run_claimed(self, package._claimed)  # pyright: ignore[reportPrivateUsage]
         state, tail = await self._load(package.execution_id)
-        holder = f"{_HOST}:{os.getpid()}:{next(_counter)}"
+        holder = new_holder()
         if self._nothing_to_do(state):
             # A retried delivery re-arms the timer, in case the dispatch that should have
             # armed it failed after the suspension was written (dispatch ids deduplicate).
@@ -248,24 +255,7 @@ class Runtime:
             return await self.report(await self.load_state(state.execution_id))
         if not await queues.admit(self, state):  # its queue is full: try again later
             return await queues.defer(self, state)
-        ACTIVE_HOLDERS.add(holder)
-        try:
-            session = await claim(self, state, holder, flow)
-            session.journal.since_snapshot = tail
-            await session.run()
-        finally:
-            ACTIVE_HOLDERS.discard(holder)
-            await queues.release(self, state)
-        if isinstance(session.signal, SupersededSignal):
-            raise ExecutionSupersededError(
-                f"execution {state.execution_id!r} was overtaken by another writer"
-            )
-        state = session.state
-        if state.status != "running" and session.journal.since_snapshot >= self.snapshot_min_tail:
-            await self.save_snapshot(state)
-        await self._follow_up(state)
-        crash.point("before_reply")
-        return await self.report(state)
+        return await run_session(self, state, flow, holder, tail)
 
     def _nothing_to_do(self, state: ExecutionState) -> bool:
         if state.finished or state.status == "in_doubt" or is_poison_parked(state):
@@ -310,7 +300,7 @@ class Runtime:
             ev.number(events, state.last_seq, self.clock())
             try:
                 await self.store.append(
-                    AppendRequest(state.execution_id, state.last_seq, events, change)
+                    AppendRequest(state.execution_id, state.last_seq, events, change, fence=True)
                 )
                 return fold(events, state)
             except AppendConflictError:

@@ -32,7 +32,15 @@ from loom.context import (
     reap,
     root_scope,
 )
-from loom.effects import admit, budget_exceeded, failed_error, invoke_with_retry
+from loom.durability import before_effect
+from loom.effects import (
+    admit,
+    budget_exceeded,
+    completed_event,
+    failed_error,
+    failed_event,
+    invoke_with_retry,
+)
 from loom.endings import record_end
 from loom.errors import (
     ConfigurationError,
@@ -227,6 +235,7 @@ class Session:
         self._park(step_id, f"step {step_id} is {status}; it needs a verdict")
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
+        await before_effect(self)  # no effect runs before a held completion is durable
         if self.state.cancel is not None or self.state.deadline is not None:
             await cancellation.checkpoint(self)  # (nothing to check: no coroutine)
         result = await self._live_call(step_id, defn, value, attempt)
@@ -288,35 +297,14 @@ class Session:
             await self.append([ev.EffectInDoubt(step_id=step_id, effect=defn.name)])
             self._raise(InDoubtSignal())
         if outcome.error is not None:
-            await self.append(
-                [
-                    ev.EffectFailed(
-                        step_id=step_id,
-                        effect=defn.name,
-                        error=outcome.error,
-                        attempts=outcome.attempts,
-                        duration_s=outcome.duration,
-                    )
-                ]
-            )
+            await self.append([failed_event(step_id, defn.name, outcome, outcome.error)])
             raise failed_error(defn.name, step_id, outcome.error.model_dump())
         codec, where = self.rt.payloads, f"{self.execution_id}/{step_id}/output"
         stored, size = codec.inline(outcome.value, outcome.raw) or await self._unless_store_fails(
             codec.encode(outcome.value, where, outcome.raw)
         )
-        await self.append(
-            [
-                ev.EffectCompleted(
-                    step_id=step_id,
-                    effect=defn.name,
-                    output=stored,
-                    attempts=outcome.attempts,
-                    duration_s=outcome.duration,
-                    output_bytes=size,
-                )
-            ]
-        )
-        crash.point("after_complete", step_id)
+        await self.append([completed_event(step_id, defn.name, outcome, stored, size)])
+        self.journal.completed(step_id)  # the after_complete crash point (loom.durability)
         return defn.typed.parse_output(outcome.value)
 
     async def _retrying(

@@ -7,13 +7,32 @@ repeat with the same flow and input dispatches an execution whose log is still i
 alone, under the first start's dispatch id (a dispatcher that already holds that id treats
 it as done). A repeat with another flow or input is refused; one that finds the execution
 under way or ended only reports where it stands.
+
+A start that runs the execution at once, in this process (no dispatcher), writes its first
+claim with the create (:func:`start_here`): one write and no load less per execution, as
+DBOS's executor id rides its workflow row. If that process dies before anything else is
+written, the claim's holder is dead: a repeat finds the start and a claim that is no longer
+live, and runs it (:func:`never_ran`); on another machine the claim lasts its lease first,
+as any crashed worker's does.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from loom import crash, queues
 from loom import events as ev
-from loom.errors import ExecutionConflictError
-from loom.fold import ExecutionState
+from loom.claims import ACTIVE_HOLDERS, claim_is_live, new_holder
+from loom.context import SupersededSignal
+from loom.durability import claim
+from loom.errors import ExecutionConflictError, ExecutionSupersededError
+from loom.fold import ExecutionState, fold
+from loom.wire import ExecutionPackage, ExecutionResult
+
+if TYPE_CHECKING:
+    from loom.app import FlowDef
+    from loom.runtime import Runtime
 
 
 def check_same_start(first: ev.ExecutionStarted, started: ev.ExecutionStarted) -> None:
@@ -32,6 +51,103 @@ def check_same_start(first: ev.ExecutionStarted, started: ev.ExecutionStarted) -
         )
 
 
-def never_ran(state: ExecutionState) -> bool:
-    """Whether the log holds the start alone: created, never claimed by a worker."""
-    return state.status == "running" and state.last_seq == 1
+def never_ran(state: ExecutionState, now: float) -> bool:
+    """Whether the execution was created and never got past its claim: the log holds the
+    start alone, or the start and a claim that is no longer live (a start that claimed with
+    its create, or a worker, died before anything else was written)."""
+    if state.status != "running":
+        return False
+    if state.last_seq == 1:
+        return True
+    return state.last_seq == 2 and state.claim is not None and not claim_is_live(state.claim, now)
+
+
+def runs_here(rt: Runtime, started: ev.ExecutionStarted) -> bool:
+    """Whether a start may claim the execution with its create and run it at once: it runs
+    inline (no dispatcher), on no queue (a queue admits it first), before any deadline."""
+    if rt.dispatcher is not None or started.queue is not None:
+        return False
+    return started.deadline is None or started.deadline > rt.clock()
+
+
+async def start_here(
+    rt: Runtime, started: ev.ExecutionStarted, flow: FlowDef
+) -> ExecutionResult | None:
+    """Create the execution already claimed by this process, and run it.
+
+    The claim rides the create (one write, no load): nobody can have seen the execution
+    before it, so it is as fenced as a claim appended after it. ``None``: the id exists
+    (a repeat), and nothing was written.
+    """
+    eid, holder, now = started.execution_id, new_holder(), rt.clock()
+    claimed = ev.ExecutionClaimed(holder=holder, until=now + rt.claim_ttl, seq=2, at=now)
+    ACTIVE_HOLDERS.add(holder)  # live for this process's other tasks from the first moment
+    try:
+        created, first = await rt.store.create(started, [claimed])
+        if not created:
+            return None
+        crash.point("after_start")
+        state = fold([first, claimed])
+        package = ExecutionPackage(
+            execution_id=eid, flow=flow.name, reason="start", dispatch_id=f"{eid}:1"
+        )
+        package._claimed = Claimed(state, flow, holder)  # pyright: ignore[reportPrivateUsage]
+        try:  # through ``execute``: its tracing, a subclass's checks
+            return await rt.execute(package)
+        except ExecutionSupersededError:  # overtaken: report where the winner got to
+            return await rt.report(await rt.load_state(eid))
+    finally:
+        ACTIVE_HOLDERS.discard(holder)
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A new execution claimed with its create, for the ``execute`` that runs it."""
+
+    state: ExecutionState
+    flow: FlowDef
+    holder: str
+
+
+async def run_claimed(rt: Runtime, claimed: Claimed) -> ExecutionResult:
+    """The ``execute`` of a start that claimed with its create: no load, no claim."""
+    return await run_session(rt, claimed.state, claimed.flow, claimed.holder, 0, claimed=True)
+
+
+async def run_session(
+    rt: Runtime,
+    state: ExecutionState,
+    flow: FlowDef,
+    holder: str,
+    tail: int,
+    *,
+    claimed: bool = False,
+) -> ExecutionResult:
+    """Claim (unless ``claimed``), run the flow until it blocks, and report where it stands.
+
+    Raises:
+        ExecutionSupersededError: Another writer overtook the session.
+    """
+    from loom.session import Session  # the session imports the runtime's modules
+
+    ACTIVE_HOLDERS.add(holder)
+    try:
+        if claimed:
+            session = Session(rt, state, flow, holder)
+        else:
+            session = await claim(rt, state, holder, flow)
+        session.journal.since_snapshot = tail
+        await session.run()
+    finally:
+        ACTIVE_HOLDERS.discard(holder)
+        await queues.release(rt, state)
+    if isinstance(session.signal, SupersededSignal):
+        raise ExecutionSupersededError(
+            f"execution {state.execution_id!r} was overtaken by another writer"
+        )
+    state = session.state
+    if state.status != "running" and session.journal.since_snapshot >= rt.snapshot_min_tail:
+        await rt.save_snapshot(state)
+    await rt._follow_up(state)  # pyright: ignore[reportPrivateUsage]
+    crash.point("before_reply")
+    return await rt.report(state)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from loom.fold import ExecutionState
 from loom.ids import ExecutionId
@@ -27,6 +27,9 @@ class ExecutionPackage(BaseModel):
     flow: str | None = None
     reason: Reason = "manual"
     dispatch_id: str | None = None
+    # A start that claimed the execution with its create hands the claimed state to the
+    # ``execute`` it makes in-process (``loom.starts``); never on the wire.
+    _claimed: Any = PrivateAttr(default=None)
 
 
 class WaitingGate(BaseModel):

@@ -241,15 +241,25 @@ class CountedDocs:
         self.ops["reads"] += max(1, len(docs))
         return docs
 
-    async def commit_once(self, batch: AsyncWriteBatch, timeout: float) -> None:
-        """Send one commit with the client's own retries off (fault tests replace this)."""
-        await batch.commit(retry=None, timeout=timeout)
+    async def commit_once(self, batch: AsyncWriteBatch, timeout: float) -> list[Any] | None:
+        """Send one commit with the client's own retries off (fault tests replace this).
 
-    async def commit(self, build: BuildBatch) -> None:
+        Returns:
+            The write results, in the batch's order (each has the document's new
+            ``update_time``).
+        """
+        return await batch.commit(retry=None, timeout=timeout)
+
+    async def commit(self, build: BuildBatch) -> list[Any]:
         """Commit a batch, retrying transient errors with backoff until the deadline.
 
+        Returns:
+            The write results in the batch's order; empty when the commit's answer did not
+            carry them (a retry that found its own writes, a fault test's commit).
+
         Raises:
-            Collision: A ``create()`` met an existing document.
+            Collision: A ``create()`` met an existing document, or an update's precondition
+                failed (the document changed since the time it names).
             google.api_core.exceptions.RetryError: Transient errors until the deadline.
             google.api_core.exceptions.GoogleAPIError: Any other failure, untranslated.
         """
@@ -259,20 +269,21 @@ class CountedDocs:
             nonlocal maybe_applied
             maybe_applied = maybe_applied or isinstance(exc, _UNKNOWN_OUTCOME)
 
-        async def attempt(timeout: float) -> tuple[int, int]:
+        async def attempt(timeout: float) -> tuple[int, int, list[Any]]:
             batch, deletes = build()
             writes = len(batch)
             try:
-                await self.commit_once(batch, timeout)
+                results = await self.commit_once(batch, timeout)
             except gexc.Aborted:
                 raise  # contention, nothing applied: retried (it is a Conflict subclass)
-            except gexc.Conflict as exc:
+            except (gexc.Conflict, gexc.FailedPrecondition) as exc:
                 raise Collision(maybe_applied) from exc
-            return writes, deletes
+            return writes, deletes, list(results or [])
 
-        writes, deletes = await self.rpc(attempt, note)
+        writes, deletes, results = await self.rpc(attempt, note)
         self.ops["writes"] += writes - deletes
         self.ops["deletes"] += deletes
+        return results
 
 
 KNOBS = ("timeout", "deadline")

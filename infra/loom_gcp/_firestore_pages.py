@@ -4,8 +4,10 @@ Firestore bills per document written, so an append writes all its events into on
 ``executions/{id}/events/{first_seq:010d}`` with ``seq`` (its first seq), ``last`` and
 ``bodies`` (each event's canonical JSON string, in order). A page over Firestore's 1 MiB
 is cut into several pages, each keyed by its first seq, in the same commit. The start event
-rides the execution document (``start``, the same JSON string) unless it is too big to sit
-there beside a snapshot; then it is page 1.
+rides the execution document (``start``, the same JSON string), with the events written by
+the same ``create`` (``head``), unless they are too big to sit there beside a snapshot;
+then they are pages. An append that finishes the execution may ride it too (``end``, see
+:mod:`loom_gcp._firestore_fence`); readers merge these runs with the pages by seq.
 
 Two writers appending at the same ``expected_seq`` create the same page id
 (``expected_seq + 1``): every log end a writer can have loaded is a page end, so the
@@ -86,9 +88,28 @@ def page_from_doc(doc: Doc) -> Page:
 
 
 def start_page(exec_fields: Mapping[str, Any]) -> Page | None:
-    """The start event kept on the execution document, if it is kept there."""
+    """The start event kept on the execution document, with the events written with it
+    (``head``, seqs 2 on), if it is kept there."""
     body = exec_fields.get("start")
-    return None if body is None else Page(1, [str(body)], 0)
+    if body is None:
+        return None
+    head = cast("list[Any]", exec_fields.get("head") or [])
+    return Page(1, [str(body), *(str(b) for b in head)], 0)
+
+
+def end_page(exec_fields: Mapping[str, Any]) -> Page | None:
+    """The events of the append that finished the execution, when they ride the execution
+    document (``end``: ``seq``, the first seq, and ``bodies``)."""
+    end = cast("Mapping[str, Any] | None", exec_fields.get("end"))
+    if not end:
+        return None
+    bodies = cast("list[Any]", end["bodies"])
+    return Page(int(end["seq"]), [str(b) for b in bodies], 0)
+
+
+def held_pages(exec_fields: Mapping[str, Any]) -> tuple[Page, ...]:
+    """Every run of events the execution document holds, in seq order."""
+    return tuple(p for p in (start_page(exec_fields), end_page(exec_fields)) if p is not None)
 
 
 def page_fields(first: int, bodies: Sequence[str]) -> dict[str, Any]:
@@ -97,17 +118,30 @@ def page_fields(first: int, bodies: Sequence[str]) -> dict[str, Any]:
 
 
 def with_start(
-    exec_fields: dict[str, Any], body: str
+    exec_fields: dict[str, Any], bodies: Sequence[str]
 ) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
-    """The execution document holding the start event ``body``, and the pages ``create``
-    writes beside it: none, unless the start is too big to ride the document."""
-    if len(body.encode()) <= START_ON_DOC_BYTES:
-        return {**exec_fields, "start": body}, []
-    return exec_fields, [(event_doc_id(1), page_fields(1, [body]))]
+    """The execution document holding the start event and the events written with it
+    (``bodies``, seqs 1 on), and the pages ``create`` writes beside it: none, unless they
+    are too big to ride the document (then the start alone rides it, or neither)."""
+    sizes = [len(b.encode()) + 1 for b in bodies]
+    if sum(sizes) <= START_ON_DOC_BYTES:
+        head = {"head": list(bodies[1:])} if len(bodies) > 1 else {}
+        return {**exec_fields, "start": bodies[0], **head}, []
+    rest = bodies_pages(2, bodies[1:])
+    if sizes[0] <= START_ON_DOC_BYTES:
+        return {**exec_fields, "start": bodies[0]}, rest
+    return exec_fields, [(event_doc_id(1), page_fields(1, [bodies[0]])), *rest]
 
 
 def pages_of(events: Sequence[Event]) -> list[tuple[str, dict[str, Any]]]:
-    """``(document id, fields)`` of the pages holding ``events`` (consecutive seqs).
+    """``(document id, fields)`` of the pages holding ``events`` (consecutive seqs)."""
+    if not events:
+        return []
+    return bodies_pages(events[0].seq, [e.model_dump_json() for e in events])
+
+
+def bodies_pages(first: int, bodies: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The pages holding ``bodies`` (events' JSON strings, seqs from ``first``).
 
     A page is filled until the next event would take it over 1 MiB. An event too big for a
     document alone gets a page of its own, which the commit check then refuses.
@@ -115,11 +149,10 @@ def pages_of(events: Sequence[Event]) -> list[tuple[str, dict[str, Any]]]:
     pages: list[tuple[int, list[str]]] = []
     size = 0
     empty = doc_size(event_doc_id(0), page_fields(0, []))
-    for event in events:
-        body = event.model_dump_json()
+    for seq, body in enumerate(bodies, start=first):
         grows = len(body.encode()) + 1
         if not pages or size + grows > MAX_DOC_BYTES:
-            pages.append((event.seq, []))
+            pages.append((seq, []))
             size = empty
         pages[-1][1].append(body)
         size += grows
@@ -219,14 +252,14 @@ class Where:
         page: The first seq of the page that *ends* at ``base`` (0: the execution
             document), if known; unknown, the page holding ``base + 1`` may start before.
         check: Read the page ending at ``base`` too (its body proves which log it is).
-        start: The start event on the execution document, if it is there.
+        held: The events on the execution document (:func:`held_pages`).
         created: The execution document's creation time (older pages are orphans).
     """
 
     base: int
     page: int | None = None
     check: bool = False
-    start: Page | None = None
+    held: tuple[Page, ...] = ()
     created: datetime | None = None
 
 
@@ -234,28 +267,28 @@ async def read_after(io: CountedDocs, events: Any, where: Where) -> Tail | None:
     """The events after ``where.base``; ``None`` when the checked page is not there.
 
     One query in the usual cases; a second only when ``base`` is not known to end a page
-    and the first query does not start right after it.
+    and the first query does not start right after it. Runs of events on the execution
+    document (the start, an end) are merged in by seq.
     """
-    base, boundary = where.base, None
-    if base == 0:
-        pages, orphans = await query_pages(io, events, ">", 1 if where.start else 0, where.created)
-        pages = [where.start, *pages] if where.start else pages
-    elif where.check and where.page == 0:
-        if where.start is None:
+    base, created = where.base, where.created
+    held = [p for p in where.held if p.last >= base]
+    if where.check and where.page == 0:
+        if not any(p.holds(base) for p in held):
             return None
-        boundary = where.start
-        pages, orphans = await query_pages(io, events, ">", base, where.created)
+        pages, orphans = await query_pages(io, events, ">", base, created)
     elif where.check and where.page is not None:
-        pages, orphans = await query_pages(io, events, ">=", where.page, where.created)
+        pages, orphans = await query_pages(io, events, ">=", where.page, created)
         if not pages or pages[0].first != where.page or not pages[0].holds(base):
             return None
-        boundary, pages = pages[0], pages[1:]
     else:
-        pages, orphans = await query_pages(io, events, ">", base, where.created)
-        straddles = where.page is None and base >= 2
-        if straddles and (not pages or pages[0].first != base + 1):
-            boundary = await page_holding(io, events, base, where.created)
-    read = [boundary, *pages] if boundary else pages
+        start = held[0] if base == 0 and held and held[0].first == 1 else None
+        pages, orphans = await query_pages(io, events, ">", start.last if start else base, created)
+    read = sorted([*held, *pages], key=lambda p: p.first)
+    straddles = where.page is None and base >= 2 and not where.check
+    if straddles and (not read or read[0].first > base + 1):
+        boundary = await page_holding(io, events, base, created)
+        read = [boundary, *read] if boundary else read
     found = [e for page in read for e in page.events_after(base)]
-    base_body = boundary.body_at(base) if boundary and boundary.holds(base) else None
+    holding = next((p for p in read if p.holds(base)), None)
+    base_body = holding.body_at(base) if holding else None
     return Tail(found, base_body, read[-1] if read else None, orphans)

@@ -78,8 +78,10 @@ class PinnedEventStore(EventStore):
             return await coro
         return await asyncio.wrap_future(self.loop.submit(coro))
 
-    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
-        return await self._on_loop(self.inner.create(started))
+    async def create(
+        self, started: ExecutionStarted, then: Sequence[Event] = ()
+    ) -> tuple[bool, ExecutionStarted]:
+        return await self._on_loop(self.inner.create(started, then))
 
     async def append(self, request: AppendRequest) -> int:
         return await self._on_loop(self.inner.append(request))

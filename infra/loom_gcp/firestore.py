@@ -4,9 +4,11 @@ Layout:
 
 * ``executions/{id}``: flow, status, ``last_seq`` (as of the last status change), created/
   updated times, ``wake_at``, ``parked_reason``, ``expire_at`` (a TTL field, set when the
-  execution ends), the start event (``start``, its JSON string) and the snapshot pointer, or
-  a small snapshot itself (``snapshot_inline``, written by the append that stops an execute
-  call). ``list`` queries only these documents, and reads only their summary fields.
+  execution ends), the start event (``start``, its JSON string) with the events ``create``
+  wrote beside it (``head``), the events of the append that finished the execution
+  (``end``; see :mod:`loom_gcp._firestore_fence`) and the snapshot pointer, or a small
+  snapshot itself (``snapshot_inline``, written by the append that stops an execute call).
+  ``list`` queries only these documents, and reads only their summary fields.
 * ``executions/{id}/events/{first_seq:010d}``: one *page* per append, holding all its events
   (``seq``, ``last`` and ``bodies``, the events' JSON strings), cut at 1 MiB; see
   :mod:`loom_gcp._firestore_pages`, which also reads the previous layout (one document per
@@ -15,7 +17,9 @@ Layout:
   cut into parts under 1 MiB; the execution document names the current one.
 
 ``create`` writes one document; an append one page (more only past 1 MiB), plus the
-execution document when the status changes, and reads nothing on the hot path. The batch
+execution document when the status changes (an append that finishes the execution rides
+that update instead, fenced by a precondition: one document), and reads nothing on the hot
+path. The batch
 ``create()``s the pages, so an existing one fails it: the log did not end at
 ``expected_seq`` (every log end a writer can have loaded is a page end, so two writers at
 the same ``expected_seq`` create the same page). That check alone misses an
@@ -92,6 +96,7 @@ from loom.store.base import (
     LoadedLog,
     Snapshot,
     check_numbering,
+    check_then,
     page_after,
 )
 from loom.store.browse import BrowseQuery
@@ -99,6 +104,7 @@ from loom_gcp._firestore_browse import browse, browse_prefix, count_by_status
 from loom_gcp._firestore_cache import LogCache
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
+    MAX_DOC_BYTES,
     SUMMARY_FIELDS,
     SnapshotPointer,
     check_commit,
@@ -113,6 +119,7 @@ from loom_gcp._firestore_docs import (
     summary_from_fields,
     timestamp_seconds,
 )
+from loom_gcp._firestore_fence import Stamp, Stamps, end_fields, is_our_end, may_ride
 from loom_gcp._firestore_io import (
     DEFAULT_DEADLINE,
     DEFAULT_TIMEOUT,
@@ -127,11 +134,12 @@ from loom_gcp._firestore_pages import (
     Page,
     Tail,
     Where,
+    bodies_pages,
+    end_page,
+    held_pages,
     newest_page,
     page_holding,
-    pages_of,
     read_after,
-    start_page,
     stored_equal,
     with_start,
 )
@@ -180,6 +188,8 @@ class FirestoreEventStore(EventStore):
     keeps_append_snapshots = True
     # Event bytes a batched session gathers for one commit, within Firestore's 10 MiB.
     max_batch_bytes = MAX_COMMIT_BYTES - 1_000_000
+    # An event has a page document to itself at most (1 MiB, with the page's own fields).
+    max_event_bytes = MAX_DOC_BYTES - 16_384
 
     def __init__(
         self,
@@ -204,6 +214,7 @@ class FirestoreEventStore(EventStore):
         self._attempts = attempts
         self._io = CountedDocs(self._client, policy)
         self._cache = LogCache()
+        self._stamps = Stamps(known_executions)
 
     @classmethod
     def from_url(cls, url: str) -> FirestoreEventStore:
@@ -239,12 +250,17 @@ class FirestoreEventStore(EventStore):
 
     # -- the SPI ----------------------------------------------------------------------------
 
-    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+    async def create(
+        self, started: ExecutionStarted, then: Sequence[Event] = ()
+    ) -> tuple[bool, ExecutionStarted]:
         eid = check_execution_id(started.execution_id)
+        check_then(eid, then)
         first = started.model_copy(update={"seq": 1})
-        body = first.model_dump_json()
+        bodies = [e.model_dump_json() for e in [first, *then]]
+        body = bodies[0]
         fields = new_execution_fields(started.flow, time.time(), started.flow_version)
-        fields, pages = with_start(fields, body)
+        fields["last_seq"] = len(bodies)
+        fields, pages = with_start(fields, bodies)
         check_commit(f"create {eid!r}", [(eid, fields), *pages], other_writes=0)
 
         def build() -> tuple[AsyncWriteBatch, int]:
@@ -256,16 +272,19 @@ class FirestoreEventStore(EventStore):
 
         async with self._io.call(f"create {eid!r}"):
             try:
-                await self._io.commit(build)
+                results = await self._io.commit(build)
             except Collision as collision:
                 self._cache.drop(eid)
+                self._stamps.drop(eid)
                 if await clear_orphan(self._io, self._exec_ref(eid)):
                     self._known.pop(eid, None)
-                    return await self.create(started)
+                    return await self.create(started, then)
                 return await self._stored_start(eid, body, collision.maybe_ours)
-        self._known[eid] = 1  # a reused id: whatever an older log reached is void
-        self._note(eid, 1)
-        self._cache.put(eid, LoadedLog(None, [first]), body, 1 if pages else 0)
+        self._stamps.wrote(eid, results, 0, False)
+        self._known[eid] = len(bodies)  # a reused id: whatever an older log reached is void
+        self._note(eid, len(bodies))
+        home = int(pages[-1][1]["seq"]) if pages else 0
+        self._cache.put(eid, LoadedLog(None, [first, *then]), bodies[-1], home)
         return True, first
 
     async def append(self, request: AppendRequest) -> int:
@@ -274,43 +293,117 @@ class FirestoreEventStore(EventStore):
         if not count:
             raise ValueError("an append needs at least one event")
         new_last = expected + count
-        pages = pages_of(request.events)
+        bodies = [e.model_dump_json() for e in request.events]
+        stamp = self._stamps.get(eid)
+        if may_ride(request, bodies, self._known.get(eid, 0), stamp):
+            assert stamp is not None
+            if await self._append_end(request, bodies, stamp):
+                return new_last
+        return await self._append_pages(request, bodies)
+
+    async def _append_pages(self, request: AppendRequest, bodies: list[str]) -> int:
+        """The append as pages (and the execution document, when its status changes or the
+        append is fenced)."""
+        eid, expected = request.execution_id, request.expected_seq
+        new_last = expected + len(bodies)
+        pages = bodies_pages(expected + 1, bodies)
         last_page = pages[-1][1]
         update = self._exec_update(request, new_last, last_page["seq"])
+        if request.fence:  # a riding end that lands after this commit must fail
+            update = update or {"last_seq": new_last, "updated_at": time.time()}
         check_commit(f"append to {eid!r}", pages + [("execution", update)] * bool(update), 0)
+        option: Any = None
 
         def build() -> tuple[AsyncWriteBatch, int]:
             batch = self._client.batch()
             for doc_id, fields in pages:
                 batch.create(self._events(eid).document(doc_id), fields)
             if update:
-                batch.update(self._exec_ref(eid), update)
+                batch.update(self._exec_ref(eid), update, option=option)
             return batch, 0
 
         async with self._io.call(f"append to {eid!r}"):
+            if request.fence:
+                option = await self._fence_option(eid)
             await self._require_log_end(eid, expected)
             try:
-                await self._io.commit(build)
+                results = await self._io.commit(build)
             except Collision as collision:
                 if not (
                     collision.maybe_ours and await stored_equal(self._io, self._events(eid), pages)
                 ):
                     self._cache.drop(eid)
+                    self._stamps.drop(eid)
                     raise AppendConflictError(
                         f"log of {eid!r} does not end at {expected}"
                     ) from None
+                results = []
             except gexc.NotFound:
                 raise UnknownExecutionError(f"unknown execution {eid!r}") from None
-        self._note(eid, new_last)
-        self._cache.extend(eid, expected, request.events, last_page["bodies"][-1], last_page["seq"])
-        if request.snapshot is not None:
-            if "snapshot_seq" in update:
-                self._cache.rebase(eid, Snapshot(new_last, request.snapshot))
-            else:  # too big to ride: the usual swap, after the append. The events are
-                # written: a failed snapshot (a shortcut only) must not report them unwritten.
-                with contextlib.suppress(StoreError):
-                    await self.save_snapshot(eid, Snapshot(new_last, request.snapshot))
+        before = self._stamps.get(eid)
+        if update and before is not None:  # the document's end (if any) is unchanged
+            self._stamps.wrote(eid, results, len(pages), before.ended)
+        elif update:
+            self._stamps.drop(eid)
+        await self._appended(request, last_page["bodies"][-1], last_page["seq"], update)
         return new_last
+
+    async def _fence_option(self, execution_id: str) -> Any:
+        """The precondition of a fenced append: the execution document as last seen (read
+        now when this store has not seen it)."""
+        stamp = self._stamps.get(execution_id)
+        if stamp is None:
+            await self._exec_snap(execution_id)
+            stamp = self._stamps.get(execution_id)
+        return None if stamp is None else self._client.write_option(last_update_time=stamp.at)
+
+    async def _append_end(self, request: AppendRequest, bodies: list[str], stamp: Stamp) -> bool:
+        """Write the events on the execution document with its status; False when the
+        precondition failed and the end is not there: the caller writes a page instead."""
+        eid, expected = request.execution_id, request.expected_seq
+        new_last = expected + len(bodies)
+        update = {**self._exec_update(request, new_last, 0), **end_fields(expected + 1, bodies)}
+        option = self._client.write_option(last_update_time=stamp.at)
+
+        def build() -> tuple[AsyncWriteBatch, int]:
+            batch = self._client.batch()
+            batch.update(self._exec_ref(eid), update, option=option)
+            return batch, 0
+
+        async with self._io.call(f"append to {eid!r}"):
+            try:
+                results = await self._io.commit(build)
+            except Collision as collision:
+                self._stamps.drop(eid)
+                fields = await self._exec_doc(eid)
+                ours = is_our_end(fields, expected + 1, bodies)
+                if ours is None:
+                    return False  # a stale stamp, or a fenced append: a page decides
+                if not (ours and collision.maybe_ours):
+                    self._cache.drop(eid)
+                    raise AppendConflictError(f"log of {eid!r} has ended elsewhere") from None
+                results = []
+            except gexc.NotFound:
+                raise UnknownExecutionError(f"unknown execution {eid!r}") from None
+        self._stamps.wrote(eid, results, 0, True)
+        await self._appended(request, bodies[-1], 0, update)
+        return True
+
+    async def _appended(
+        self, request: AppendRequest, body: str, page: int, update: Mapping[str, Any]
+    ) -> None:
+        """Remember a written append (its end, its events), and keep its snapshot."""
+        eid, new_last = request.execution_id, request.expected_seq + len(request.events)
+        self._note(eid, new_last)
+        self._cache.extend(eid, request.expected_seq, request.events, body, page)
+        if request.snapshot is None:
+            return
+        if "snapshot_seq" in update:  # it rode the execution-document write
+            self._cache.rebase(eid, Snapshot(new_last, request.snapshot))
+        else:  # too big to ride: the usual swap, after the append. The events are
+            # written: a failed snapshot (a shortcut only) must not report them unwritten.
+            with contextlib.suppress(StoreError):
+                await self.save_snapshot(eid, Snapshot(new_last, request.snapshot))
 
     def _exec_update(self, request: AppendRequest, new_last: int, page: int) -> dict[str, Any]:
         """The execution-document update riding an append: a status change, and the
@@ -406,7 +499,7 @@ class FirestoreEventStore(EventStore):
         deletes orphans it met, and remembers where the log ends (exactly: an id purged and
         started again has a shorter log than the one this store object may remember)."""
         created = cast("datetime | None", doc.create_time)
-        where = replace(where, start=start_page(doc.to_dict() or {}), created=created)
+        where = replace(where, held=held_pages(doc.to_dict() or {}), created=created)
         tail = await read_after(self._io, self._events(execution_id), where)
         if tail is not None and tail.orphans and created is not None:
             await clear_older(self._io, self._exec_ref(execution_id), created)
@@ -435,6 +528,7 @@ class FirestoreEventStore(EventStore):
     async def _load_known(self, execution_id: str, doc: Doc | None) -> LoadedLog:
         if doc is None or not doc.exists:
             raise UnknownExecutionError(f"unknown execution {execution_id!r}")
+        self._saw(execution_id, doc)
         loaded = await self._load_from(execution_id, doc)
         return await self.load(execution_id) if loaded is None else loaded
 
@@ -539,6 +633,7 @@ class FirestoreEventStore(EventStore):
         """Delete an execution with its events and snapshots (see :func:`delete_tree`)."""
         self._known.pop(execution_id, None)
         self._cache.drop(execution_id)
+        self._stamps.drop(execution_id)
         return await delete_tree(self._io, self._exec_ref(execution_id), f"{execution_id!r}")
 
     def leases(self) -> FirestoreLeaseSet:
@@ -581,6 +676,15 @@ class FirestoreEventStore(EventStore):
         )
         return [snapshots.document(part_id) for part_id in pointer.part_ids()]
 
+    def _saw(self, execution_id: str, doc: Doc) -> None:
+        """Remember the execution document as read: its update time (the precondition of
+        a riding end or a fenced append), and where an end on it ends (an append below
+        that must not pass for one at the log's end)."""
+        self._stamps.seen(execution_id, doc)
+        end = end_page(doc.to_dict() or {}) if doc.exists else None
+        if end is not None:
+            self._note(execution_id, end.last)
+
     def _note(self, execution_id: str, seq: int) -> None:
         """Remember that a page of the execution ends at ``seq`` (a fact that stays true)."""
         if seq > self._known.get(execution_id, 0):
@@ -594,6 +698,7 @@ class FirestoreEventStore(EventStore):
 
     async def _exec_snap(self, execution_id: str) -> Doc:
         doc = await self._io.get(self._exec_ref(execution_id))
+        self._saw(execution_id, doc)
         if not doc.exists:
             raise UnknownExecutionError(f"unknown execution {execution_id!r}")
         return doc
@@ -602,15 +707,20 @@ class FirestoreEventStore(EventStore):
         return (await self._exec_snap(execution_id)).to_dict() or {}
 
     async def _page_holding(self, execution_id: str, seq: int) -> Page | None:
-        """The page holding event ``seq``, if there is one (the start: on the execution
-        document, or a page of its own)."""
-        if seq == 1:
-            doc = await self._io.get(self._exec_ref(execution_id))
-            if not doc.exists:
-                return None
-            start = start_page(doc.to_dict() or {})
-            if start is not None:
-                return start
+        """The page holding event ``seq``, if there is one: a page document, or a run of
+        events on the execution document (the start, read first for seq 1; an end, read
+        only when no page document holds ``seq``)."""
+        if seq > 1:
+            page = await page_holding(self._io, self._events(execution_id), seq, None)
+            if page is not None:
+                return page
+        doc = await self._io.get(self._exec_ref(execution_id))
+        self._saw(execution_id, doc)
+        if not doc.exists:
+            return None
+        held = [p for p in held_pages(doc.to_dict() or {}) if p.holds(seq)]
+        if held or seq > 1:
+            return held[0] if held else None
         return await page_holding(self._io, self._events(execution_id), seq, None)
 
     async def _require_log_end(self, execution_id: str, expected: int) -> None:
@@ -647,8 +757,9 @@ class FirestoreEventStore(EventStore):
         if cached is not None and cached.last_seq == seq:
             return cached.last_page
         created = cast("datetime | None", doc.create_time)
-        start = start_page(doc.to_dict() or {}) if seq == 1 else None
-        page = start or await page_holding(self._io, self._events(execution_id), seq, created)
+        held = [p for p in held_pages(doc.to_dict() or {}) if p.holds(seq)]
+        page = held[0] if held else None
+        page = page or await page_holding(self._io, self._events(execution_id), seq, created)
         if page is None:
             raise ValueError(f"snapshot at {seq} is ahead of the log of {execution_id!r}")
         self._note(execution_id, page.last)
@@ -660,11 +771,12 @@ class FirestoreEventStore(EventStore):
         page = await self._page_holding(execution_id, 1)
         if page is None:
             raise StoreError(f"execution {execution_id!r} exists without its first event")
-        event = page.events_after(0)[0]
+        events = page.events_after(0)
+        event = events[0]
         assert isinstance(event, ExecutionStarted)
-        self._note(execution_id, 1)
+        self._note(execution_id, page.last)  # with events written beside it, 1 is no end
         if self._cache.get(execution_id) is None:
-            self._cache.put(execution_id, LoadedLog(None, [event]), page.bodies[0], page.home)
+            self._cache.put(execution_id, LoadedLog(None, events), page.bodies[-1], page.home)
         return maybe_ours and page.bodies[0] == body, event
 
     async def _swap_snapshot(
@@ -679,6 +791,7 @@ class FirestoreEventStore(EventStore):
         fields = doc.to_dict() or {}
         if snapshot_seq(fields) >= pointer.seq:
             return True
+        self._stamps.drop(execution_id)  # the swap writes the execution document
         old = SnapshotPointer.from_fields(fields)
         new = (pointer, self._snapshot_refs(execution_id, pointer), parts)
         stale = self._snapshot_refs(execution_id, old) if old else []

@@ -7,6 +7,7 @@ see where the durable points fall.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,13 @@ class RecordingStore(SqliteEventStore):
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.appends: list[list[str]] = []
+        self.created: list[list[str]] = []
+
+    async def create(
+        self, started: ExecutionStarted, then: Sequence[Event] = ()
+    ) -> tuple[bool, ExecutionStarted]:
+        self.created.append([e.type for e in [started, *then]])
+        return await super().create(started, then)
 
     async def append(self, request: AppendRequest) -> int:
         self.appends.append([e.type for e in request.events])
@@ -62,17 +70,35 @@ def store(tmp_path: Path) -> RecordingStore:
     return RecordingStore(tmp_path / "loom.db")
 
 
+async def test_a_start_run_here_claims_with_the_create(store: RecordingStore) -> None:
+    """Run inline, the start writes its first claim with the create: no append of its own."""
+    result = await Runtime(make_app("strict"), store).start("steps", 3)
+    assert result.status == "completed" and result.output == 3
+    assert store.created == [["ExecutionStarted", "ExecutionClaimed"]]
+    assert store.appends == [
+        ["EffectCompleted"],
+        ["EffectCompleted"],
+        ["EffectCompleted", "ExecutionCompleted"],
+    ]
+    history = await store.read(result.execution_id)
+    assert [e.seq for e in history] == list(range(1, 7))
+
+
 async def test_strict_writes_each_step_and_the_claim_without_a_status_change(
     store: RecordingStore,
 ) -> None:
-    result = await Runtime(make_app("strict"), store).start("steps", 3)
+    """An execute of a started execution (a dispatched one) writes its claim first; each
+    step is written before the next effect runs; the last one rides the end."""
+    runtime = Runtime(make_app("strict"), store)
+    started = await runtime.start("steps", 3, run=False)
+    result = await runtime.execute(ExecutionPackage(execution_id=started.execution_id))
     assert result.status == "completed" and result.output == 3
+    assert store.created == [["ExecutionStarted"]]
     assert store.appends == [
         ["ExecutionClaimed"],
         ["EffectCompleted"],
         ["EffectCompleted"],
-        ["EffectCompleted"],
-        ["ExecutionCompleted"],
+        ["EffectCompleted", "ExecutionCompleted"],
     ]
 
 
@@ -81,7 +107,8 @@ async def test_batched_idempotent_steps_reach_the_store_with_the_end(
 ) -> None:
     result = await Runtime(make_app("batched"), store).start("steps", 10)
     assert result.status == "completed" and result.output == 45
-    assert store.appends == [["ExecutionClaimed", *["EffectCompleted"] * 10, "ExecutionCompleted"]]
+    assert store.created == [["ExecutionStarted", "ExecutionClaimed"]]
+    assert store.appends == [[*["EffectCompleted"] * 10, "ExecutionCompleted"]]
     history = await store.read(result.execution_id)
     assert [e.seq for e in history] == list(range(1, 14))
     assert [getattr(e, "step_id", None) for e in history[2:12]] == [str(i) for i in range(1, 11)]
@@ -96,9 +123,11 @@ class CountingStore(SqliteEventStore):
         self.serve_off_loop()
         self.calls: list[str] = []
 
-    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+    async def create(
+        self, started: ExecutionStarted, then: Sequence[Event] = ()
+    ) -> tuple[bool, ExecutionStarted]:
         self.calls.append("create")
-        return await super().create(started)
+        return await super().create(started, then)
 
     async def append(self, request: AppendRequest) -> int:
         self.calls.append(f"append {len(request.events)}")
@@ -121,7 +150,7 @@ async def test_batched_steps_between_durable_points_never_reach_the_store(
     tmp_path: Path,
 ) -> None:
     """Idempotent steps cost in-memory work only: a served store sees the same calls for a
-    3-step and a 60-step execution (the start, the load, one append at the end)."""
+    3-step and a 60-step execution (the start with its claim, one append at the end)."""
     store = CountingStore(tmp_path / "loom.db")
     runtime = Runtime(make_app("batched"), store, snapshot_min_tail=100)
     try:
@@ -132,14 +161,14 @@ async def test_batched_steps_between_durable_points_never_reach_the_store(
             made.append(store.calls)
     finally:
         await store.aclose()
-    assert made == [["create", "load", "append 5"], ["create", "load", "append 62"]]
+    assert made == [["create", "append 4"], ["create", "append 61"]]
 
 
 async def test_an_intent_record_is_a_durable_point(store: RecordingStore) -> None:
     result = await Runtime(make_app("batched"), store).start("mixed", None)
     assert result.status == "completed" and result.output == 10
     assert store.appends == [
-        ["ExecutionClaimed", "EffectCompleted", "EffectCompleted", "EffectStarted"],
+        ["EffectCompleted", "EffectCompleted", "EffectStarted"],
         ["EffectCompleted"],  # a non-idempotent step's outcome is never left unforced
         ["EffectCompleted", "ExecutionCompleted"],
     ]
@@ -164,7 +193,7 @@ async def test_unforced_events_stay_within_the_store_limit(tmp_path: Path) -> No
     result = await Runtime(make_app("batched"), store).start("steps", 10)
     assert result.status == "completed" and result.output == 45
     assert all(len(a) <= 4 for a in store.appends), store.appends
-    assert sum(len(a) for a in store.appends) == 12
+    assert sum(len(a) for a in store.appends) == 11  # the claim rode the create
 
 
 async def test_a_foreign_append_between_durable_points_is_merged(store: RecordingStore) -> None:
@@ -189,7 +218,12 @@ async def test_a_foreign_append_between_durable_points_is_merged(store: Recordin
     assert result.status == "completed" and result.output == 10
     history = await store.read(result.execution_id)
     assert [e.seq for e in history] == list(range(1, len(history) + 1))
-    assert [e.type for e in history][:2] == ["ExecutionStarted", "ExecutionResumed"]
+    # The claim rode the create; the unforced completion went after the resume.
+    assert [e.type for e in history][:3] == [
+        "ExecutionStarted",
+        "ExecutionClaimed",
+        "ExecutionResumed",
+    ]
     completed = [e.step_id for e in history if e.type == "EffectCompleted"]
     assert completed == ["1", "2", "3"]
 

@@ -81,6 +81,16 @@ async def flow_batched(ctx: FlowContext, _: None) -> str:
     return await ctx.execute(tail, third)
 
 
+@app.flow("crash.held")
+async def flow_held(ctx: FlowContext, _: None) -> str:
+    """Strict: two idempotent steps, each held until the next effect, a non-idempotent one,
+    and an idempotent tail held until the end."""
+    await ctx.execute(idempotent, None)
+    await ctx.execute(idempotent, None)
+    third = await ctx.execute(once, None)
+    return await ctx.execute(tail, third)
+
+
 @app.flow("crash.saga")
 async def flow_saga(ctx: FlowContext, _: None) -> str:
     """A booking (step 1), a wait (2); a cancel compensates with steps 3 and 4."""

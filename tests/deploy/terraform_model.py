@@ -55,6 +55,8 @@ REQUIRED_UNINDEXED = frozenset(
         ("events", "bodies"),
         ("events", "last"),
         ("executions", "start"),
+        ("executions", "head"),
+        ("executions", "end"),
         ("executions", "updated_at"),
         ("executions", "expire_at"),
         ("snapshots", "data"),

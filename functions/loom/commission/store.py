@@ -190,7 +190,10 @@ class CaseStore:
             )
             for offset, event in enumerate(events, start=1)
         ]
-        request = AppendRequest(stream_id(case_id), expected_seq, envelopes, status)
+        # Every writer of a case is a peer, none a holder: an append that ends the case must
+        # collide with the others' (fenced, it never rides a store's execution document).
+        fenced = status is not None
+        request = AppendRequest(stream_id(case_id), expected_seq, envelopes, status, fence=fenced)
         try:
             await self._events.append(request)
         except AppendConflictError as exc:

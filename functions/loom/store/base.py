@@ -4,7 +4,9 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
 
 * ``create`` writes ``ExecutionStarted`` as seq 1 if the execution does not exist, and is
   idempotent: for an existing id it writes nothing and returns the stored first event, so the
-  caller can tell a repeat from a conflict.
+  caller can tell a repeat from a conflict. ``create(started, then)`` also writes ``then``
+  (events numbered ``2, 3, …``, e.g. the first claim) in the same atomic write, only when
+  this call creates the execution: for an existing id nothing of ``then`` is written.
 * ``append`` is the linearization point. It succeeds only if the log ends exactly at
   ``expected_seq``; otherwise it raises :class:`~loom.errors.AppendConflictError` and writes
   nothing. The events must be numbered ``expected_seq + 1, expected_seq + 2, …``. When it
@@ -99,6 +101,11 @@ class AppendRequest:
         status: A summary change written atomically with the events, if any.
         snapshot: The folded state after the events (serialized), for a store that keeps
             snapshots with appends (``EventStore.keeps_append_snapshots``).
+        fence: This append may race with a live holder's session (a control event, a
+            message, a takeover claim): not the holder's own. A store that writes a
+            holder's last append in a way other appends cannot collide with (Firestore's
+            end on the execution document) makes fenced appends collide with it; the
+            others ignore the flag.
     """
 
     execution_id: str
@@ -106,6 +113,7 @@ class AppendRequest:
     events: Sequence[Event]
     status: StatusChange | None = None
     snapshot: str | None = None
+    fence: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,20 +201,34 @@ class EventStore(abc.ABC):
         keeps_append_snapshots: Whether ``append`` keeps ``AppendRequest.snapshot``.
         max_batch_bytes: Most bytes of event JSON one append may carry (``None``: no limit),
             so a caller gathering events knows when to write them.
+        max_event_bytes: Most bytes of JSON one event may have (``None``: no limit of its
+            own), so a caller holding an event back knows the store would take it.
     """
 
     snapshot_min_tail: int = 64
     max_append_events: int | None = None
     keeps_append_snapshots: bool = False
     max_batch_bytes: int | None = None
+    max_event_bytes: int | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         trace_store_methods(cls)  # every backend's operations get OpenTelemetry spans
 
     @abc.abstractmethod
-    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+    async def create(
+        self, started: ExecutionStarted, then: Sequence[Event] = ()
+    ) -> tuple[bool, ExecutionStarted]:
         """Write ``started`` as seq 1 unless the execution exists.
+
+        Args:
+            started: The first event.
+            then: Events numbered ``2, 3, …`` (``at`` set), written in the same atomic write
+                as ``started`` when this call creates the execution, and not at all when it
+                exists. The status stays ``running``.
+
+        Raises:
+            ValueError: ``then`` is not numbered from 2.
 
         Returns:
             ``(created, stored)``: whether this call created it, and the stored first event.
@@ -364,6 +386,11 @@ class EventStore(abc.ABC):
         Default: nothing to do, for stores whose calls are truly asynchronous. A store that
         makes blocking calls moves them to threads of its own.
         """
+
+
+def check_then(execution_id: str, then: Sequence[Event]) -> None:
+    """Refuse events to write with a create that are not numbered ``2, 3, …`` (a caller bug)."""
+    check_numbering(AppendRequest(execution_id, 1, then))
 
 
 def check_numbering(request: AppendRequest) -> None:

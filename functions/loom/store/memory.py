@@ -18,6 +18,7 @@ from loom.store.base import (
     LoadedLog,
     Snapshot,
     check_numbering,
+    check_then,
     page_after,
 )
 from loom.store.leases import InMemoryLeaseSet
@@ -50,8 +51,11 @@ class InMemoryEventStore(EventStore):
         except KeyError:
             raise UnknownExecutionError(f"unknown execution {execution_id!r}") from None
 
-    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+    async def create(
+        self, started: ExecutionStarted, then: Sequence[Event] = ()
+    ) -> tuple[bool, ExecutionStarted]:
         existing = self._logs.get(check_execution_id(started.execution_id))
+        check_then(started.execution_id, then)
         if existing is not None:
             first = existing.events[0]
             assert isinstance(first, ExecutionStarted)
@@ -62,12 +66,12 @@ class InMemoryEventStore(EventStore):
             started.execution_id,
             started.flow,
             "running",
-            1,
+            1 + len(then),
             now,
             now,
             flow_version=started.flow_version,
         )
-        self._logs[started.execution_id] = _Log(summary, [first])
+        self._logs[started.execution_id] = _Log(summary, [first, *then])
         return True, first
 
     async def append(self, request: AppendRequest) -> int:

@@ -41,6 +41,7 @@ from loom.store.base import (
     LoadedLog,
     Snapshot,
     check_numbering,
+    check_then,
 )
 from loom.store.browse import BrowseQuery
 from loom.store.sqlite_faults import (
@@ -178,17 +179,21 @@ class SqliteEventStore(EventStore):
             raise
         return result
 
-    async def create(self, started: ExecutionStarted) -> tuple[bool, ExecutionStarted]:
+    async def create(
+        self, started: ExecutionStarted, then: Sequence[Event] = ()
+    ) -> tuple[bool, ExecutionStarted]:
         check_execution_id(started.execution_id)
-        body = self._create_body(started)
+        check_then(started.execution_id, then)
+        body = self._create_body(started, then)
         return await self._group.submit(body, 0, "create", self._writer)
 
     def _create_body(
-        self, started: ExecutionStarted
+        self, started: ExecutionStarted, then: Sequence[Event]
     ) -> Callable[[sqlite3.Connection], tuple[bool, ExecutionStarted]]:
         first = started.model_copy(update={"seq": 1})
-        body_json = event_to_json(first)
-        check_sizes("create", started.execution_id, [body_json], self.max_event_bytes)
+        eid = started.execution_id
+        rows = [(eid, e.seq, event_to_json(e)) for e in [first, *then]]
+        check_sizes("create", eid, [row[2] for row in rows], self.max_event_bytes)
         now = time.time()
 
         def body(con: sqlite3.Connection) -> tuple[bool, ExecutionStarted]:
@@ -201,12 +206,9 @@ class SqliteEventStore(EventStore):
                 return False, stored
             con.execute(
                 f"INSERT INTO executions ({SUMMARY_COLUMNS}) VALUES (?,?,?,?,?,?,NULL,NULL,?)",
-                (started.execution_id, started.flow, "running", 1, now, now, started.flow_version),
+                (eid, started.flow, "running", len(rows), now, now, started.flow_version),
             )
-            con.execute(
-                "INSERT INTO events VALUES (?,?,?)",
-                (started.execution_id, 1, body_json),
-            )
+            con.executemany("INSERT INTO events VALUES (?,?,?)", rows)
             return True, first
 
         return body

@@ -155,7 +155,7 @@ variable "firestore_unindexed_fields" {
   type        = map(list(string))
   default = {
     events     = ["at", "body", "bodies", "last"]
-    executions = ["updated_at", "start"]
+    executions = ["updated_at", "start", "head", "end"]
     snapshots  = ["data"]
   }
 

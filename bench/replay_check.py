@@ -1,8 +1,9 @@
 """``loom replay-check`` over many suspended executions on the Firestore emulator.
 
-Seeds N executions of a two-step flow suspended at its gate (batched writes straight into
-the store's document layout, so seeding 10,000 takes seconds), a few of them recorded by a
-different version of the code so the check has something to find, then runs the real
+Seeds N executions of a two-step flow suspended at its gate through the store itself
+(``FirestoreEventStore.create`` and one ``append`` each, many in flight, so the logs are in
+the layout the running release writes), a few of them recorded by a different version of
+the code so the check has something to find, then runs the real
 ``loom replay-check`` command as a child process and reads its wall time and peak RSS from
 the kernel (``wait4``). Run at two sizes, the peak RSS shows whether memory grows with the
 number of executions (it must not: the check pages through the summaries).
@@ -56,45 +57,39 @@ async def order(ctx: FlowContext, order_id: str) -> list[str]:
     return done
 
 
-def _history(eid: str, first_effect: str) -> list[Any]:
+def _history(eid: str, first_effect: str) -> tuple[Any, list[Any]]:
+    """The start event, and what one execute call appended after it: the claim, the first
+    step and the suspension at the gate (numbered from seq 2)."""
     from loom import events as ev
 
-    events: list[Any] = [
-        ev.ExecutionStarted(execution_id=eid, flow="order", input=eid),
+    started = ev.ExecutionStarted(execution_id=eid, flow="order", input=eid, at=1.0)
+    rest: list[Any] = [
         ev.ExecutionClaimed(holder="seed", until=1.0),
         ev.EffectCompleted(step_id="1", effect=first_effect, output=f"reserved {eid}"),
         ev.ExecutionSuspended(step_id="2", on="approval", correlation_key=eid),
     ]
-    return [e.model_copy(update={"seq": i, "at": 1.0}) for i, e in enumerate(events, start=1)]
+    return started, [e.model_copy(update={"seq": i, "at": 1.0}) for i, e in enumerate(rest, 2)]
 
 
 async def seed(database: str, count: int, diverging: int) -> float:
     """Write ``count`` suspended executions, ``diverging`` of them by other code; seconds."""
-    from google.cloud import firestore
+    from loom.store import AppendRequest, StatusChange
+    from loom_gcp.firestore import FirestoreEventStore
 
-    from loom_gcp._firestore_docs import event_doc_id, event_fields, new_execution_fields
-
-    client = firestore.AsyncClient(project=PROJECT, database=database)
-    executions = client.collection("executions")
-    per_batch = 100  # 5 documents each: 500 writes, the most one commit takes
+    store = FirestoreEventStore(project=PROJECT, database=database)
+    in_flight = asyncio.Semaphore(32)  # the emulator serializes commits: more only queue
     started = time.perf_counter()
 
-    async def write(first: int) -> None:
-        batch = client.batch()
-        for i in range(first, min(first + per_batch, count)):
-            eid = f"e{i:07d}"
-            effect = "reserve-old" if i < diverging else "reserve"
-            doc = executions.document(eid)
-            batch.set(doc, {**new_execution_fields("order", 1.0), "status": "suspended"})
-            for event in _history(eid, effect):
-                batch.set(doc.collection("events").document(event_doc_id(event.seq)),
-                          event_fields(event))  # fmt: skip
-        await batch.commit()
+    async def write(i: int) -> None:
+        eid = f"e{i:07d}"
+        start, rest = _history(eid, "reserve-old" if i < diverging else "reserve")
+        async with in_flight:
+            created, _ = await store.create(start)
+            assert created, eid
+            await store.append(AppendRequest(eid, 1, rest, StatusChange("suspended")))
 
-    firsts = list(range(0, count, per_batch))
-    for i in range(0, len(firsts), 8):  # eight commits in flight
-        await asyncio.gather(*(write(f) for f in firsts[i : i + 8]))
-    await client._firestore_api.transport.close()  # pyright: ignore[reportPrivateUsage]
+    await asyncio.gather(*(write(i) for i in range(count)))
+    await store.aclose()
     return time.perf_counter() - started
 
 

@@ -195,7 +195,13 @@ async def test_a_reply_that_does_not_answer_the_call_parks_the_step_in_doubt(
     types = [e.type for e in effect_events(await env.history("e1"))]
     assert types == ["EffectStarted", "EffectInDoubt"]
     result = await env.runtime.verdict("e1", "1", "performed", output={"submissionId": "s-7"})
-    assert (result.status, result.output) == ("completed", {"submissionId": "s-7"})
+    # Should this ever fail again, the log and the calls say which way it went (the verdict
+    # not written, the step parked again, or the renderer asked a second time).
+    log = [(e.seq, e.type) for e in await env.history("e1")]
+    assert (result.status, result.output) == ("completed", {"submissionId": "s-7"}), (
+        f"{result.status} at seq {result.last_seq}; log {log}; calls {len(transport.calls)}"
+    )
+    assert len(transport.calls) == 1
 
 
 async def test_a_function_the_renderer_refuses_is_a_clear_step_failure() -> None:

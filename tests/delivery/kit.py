@@ -7,7 +7,10 @@ import os
 import subprocess
 import sys
 import uuid
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,3 +49,18 @@ def run_loom(
         check=False,
     )
     return proc.returncode
+
+
+def invocations_per_step(side: Path, eid: str) -> dict[str, int]:
+    """Invocations by step id; every line must carry this execution's key for that step."""
+    lines = side.read_text().splitlines() if side.exists() else []
+    keys = [line.split()[0] for line in lines]
+    assert all(k.startswith(f"{eid}:") for k in keys), keys
+    return dict(Counter(k.rsplit(":", 1)[1] for k in keys))
+
+
+def assert_each_outcome_once(events: Sequence[Any]) -> None:
+    """The recovered log has no gap and records each step's outcome once."""
+    assert [e.seq for e in events] == list(range(1, len(events) + 1)), "log has a gap"
+    outcomes = Counter(e.step_id for e in events if e.type in ("EffectCompleted", "EffectFailed"))
+    assert all(n == 1 for n in outcomes.values()), f"a step recorded twice: {outcomes}"

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from loom.config import open_store
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
 from tests.delivery import crash_app
+from tests.delivery.kit import assert_each_outcome_once, invocations_per_step
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,14 +65,6 @@ def _kill_worker(db: str, side: Path, eid: str, point: str) -> int:
     return proc.returncode
 
 
-def _per_step(side: Path, eid: str) -> dict[str, int]:
-    """Invocations by step id; every line must carry this execution's key for that step."""
-    lines = side.read_text().splitlines() if side.exists() else []
-    keys = [line.split()[0] for line in lines]
-    assert all(k.startswith(f"{eid}:") for k in keys), keys
-    return dict(Counter(k.rsplit(":", 1)[1] for k in keys))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("point", list(CASES))
 async def test_unforced_steps_are_reinvoked_with_the_same_keys(db: str, tmp_path: Path, point: str):
@@ -89,10 +81,8 @@ async def test_unforced_steps_are_reinvoked_with_the_same_keys(db: str, tmp_path
     result = await recovered.execute(ExecutionPackage(execution_id=eid))
     status, invocations = CASES[point]
     assert result.status == status
-    assert _per_step(side, eid) == invocations
+    assert invocations_per_step(side, eid) == invocations
     events = await recovered.history(eid)
-    assert [e.seq for e in events] == list(range(1, len(events) + 1)), "log has a gap"
-    outcomes = Counter(e.step_id for e in events if e.type in ("EffectCompleted", "EffectFailed"))
-    assert all(n == 1 for n in outcomes.values()), f"a step recorded twice: {outcomes}"
+    assert_each_outcome_once(events)
     if status == "completed":
         assert result.output == f"done:{eid}:3".upper()

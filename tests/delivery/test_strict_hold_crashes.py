@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from loom.events import Event
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
 from tests.delivery import crash_app
-from tests.delivery.kit import run_loom, store_url
+from tests.delivery.kit import assert_each_outcome_once, invocations_per_step, run_loom, store_url
 
 # Flow ``crash.held``: steps 1 and 2 idempotent, 3 not, 4 an idempotent tail.
 # crash point → (completions durable at the crash, status after recovery, invocations per
@@ -42,14 +41,6 @@ CASES = {
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A store URL that a child process can open too."""
     return store_url(request, tmp_path, "h")
-
-
-def _per_step(side: Path, eid: str) -> dict[str, int]:
-    """Invocations by step id; every line must carry this execution's key for that step."""
-    lines = side.read_text().splitlines() if side.exists() else []
-    keys = [line.split()[0] for line in lines]
-    assert all(k.startswith(f"{eid}:") for k in keys), keys
-    return dict(Counter(k.rsplit(":", 1)[1] for k in keys))
 
 
 def _completed(events: list[Event]) -> list[str]:
@@ -77,11 +68,9 @@ async def test_a_held_step_is_reinvoked_with_its_key_and_the_flow_ends_once(
     recovered = Runtime(crash_app.app, open_store(db))
     result = await recovered.execute(ExecutionPackage(execution_id=eid))
     assert result.status == status
-    assert _per_step(side, eid) == invocations
+    assert invocations_per_step(side, eid) == invocations
     events = await recovered.history(eid)
-    assert [e.seq for e in events] == list(range(1, len(events) + 1)), "log has a gap"
-    outcomes = Counter(e.step_id for e in events if e.type in ("EffectCompleted", "EffectFailed"))
-    assert all(n == 1 for n in outcomes.values()), f"a step recorded twice: {outcomes}"
+    assert_each_outcome_once(events)
     ends = [e for e in events if e.type in ("ExecutionCompleted", "ExecutionFailed")]
     if status == "completed":
         assert len(ends) == 1 and result.output == f"done:{eid}:3".upper()

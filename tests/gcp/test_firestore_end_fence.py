@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -37,15 +36,6 @@ from tests.gcp.firestore_helpers import PROJECT, step
 from tests.gcp.test_firestore_pages_reuse import write_legacy
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-async def stores(database: str) -> AsyncIterator[list[FirestoreEventStore]]:
-    """Three store objects over one database: the holder's, a foreign writer's, a reader's."""
-    made = [FirestoreEventStore(project=PROJECT, database=database) for _ in range(3)]
-    yield made
-    for s in made:
-        await s.aclose()
 
 
 def claim(seq: int, holder: str) -> ExecutionClaimed:

@@ -191,11 +191,10 @@ class Runtime:
             **queues.started_fields(self.app, queue),
             deadline=deadline_for(defn, timeout, now),
         )
-        if run and runs_here(self, started):  # claimed with the create, run here
-            ran = await start_here(self, started, defn)
-            if ran is not None:
-                return ran
-        created, first = await self.store.create(started)
+        here = await start_here(self, started, defn) if run and runs_here(self, started) else None
+        if isinstance(here, ExecutionResult):  # claimed with the create, and run here
+            return here
+        created, first = (False, here) if here is not None else await self.store.create(started)
         crash.point("after_start")
         if not created:  # a repeat: run it if it never ran (see ``loom.starts``)
             check_same_start(first, started)

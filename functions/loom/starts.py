@@ -72,12 +72,12 @@ def runs_here(rt: Runtime, started: ev.ExecutionStarted) -> bool:
 
 async def start_here(
     rt: Runtime, started: ev.ExecutionStarted, flow: FlowDef
-) -> ExecutionResult | None:
+) -> ExecutionResult | ev.ExecutionStarted:
     """Create the execution already claimed by this process, and run it.
 
     The claim rides the create (one write, no load): nobody can have seen the execution
-    before it, so it is as fenced as a claim appended after it. ``None``: the id exists
-    (a repeat), and nothing was written.
+    before it, so it is as fenced as a claim appended after it. When the id exists (a
+    repeat), nothing was written and the stored first event is returned instead.
     """
     eid, holder, now = started.execution_id, new_holder(), rt.clock()
     claimed = ev.ExecutionClaimed(holder=holder, until=now + rt.claim_ttl, seq=2, at=now)
@@ -85,7 +85,7 @@ async def start_here(
     try:
         created, first = await rt.store.create(started, [claimed])
         if not created:
-            return None
+            return first
         crash.point("after_start")
         state = fold([first, claimed])
         package = ExecutionPackage(

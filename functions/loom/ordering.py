@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -120,14 +121,19 @@ class Ordering:
         self._waiters.pop(seq).set_result(None)
         self._moved()
 
-    def track(self, task: asyncio.Task[Any]) -> None:
-        """Count ``task`` among the flow's open tasks until it is done."""
+    def track(self, task: asyncio.Task[Any], then: Callable[[], object] | None = None) -> None:
+        """Count ``task`` among the flow's open tasks until it is done, and then call
+        ``then`` (in the same done-callback: each one costs a loop turn)."""
         self.open_tasks += 1
-        task.add_done_callback(self._task_done)
+        task.add_done_callback(self._task_done if then is None else partial(self._done, then))
 
     def _task_done(self, _: asyncio.Task[Any]) -> None:
         self.open_tasks -= 1
         self.moves += 1
+
+    def _done(self, then: Callable[[], object], task: asyncio.Task[Any]) -> None:
+        self._task_done(task)
+        then()
 
 
 def recorded_outcomes(state: ExecutionState) -> list[float]:

@@ -38,7 +38,7 @@ from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, 
 from loom.starts import (
     check_same_start,
     never_ran,
-    run_claimed,
+    run_handed,
     run_session,
     runs_here,
     start_here,
@@ -232,8 +232,8 @@ class Runtime:
             UnknownExecutionError: No such execution.
             ExecutionSupersededError: Another holder's claim is live, or it overtook us.
         """
-        if package._claimed is not None:  # pyright: ignore[reportPrivateUsage]
-            return await run_claimed(self, package._claimed)  # pyright: ignore[reportPrivateUsage]
+        if (handed := run_handed(self, package)) is not None:  # claimed with its create
+            return await handed
         state, tail = await self._load(package.execution_id)
         holder = new_holder()
         if self._nothing_to_do(state):

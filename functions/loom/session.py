@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -54,7 +54,7 @@ from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import Journal, new_journal
 from loom.loop_timers import LoopTimers, engine_io
 from loom.ordering import Ordering
-from loom.side_tasks import Heartbeat, Waiting
+from loom.side_tasks import Heartbeat, Waiting, tracked_end
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
@@ -93,10 +93,10 @@ class Session:
 
     # -- bookkeeping ------------------------------------------------------------------
 
-    def track(self, task: asyncio.Task[Any]) -> None:
-        """Remember a task created inside the flow, to cancel it when the call ends."""
+    def track(self, task: asyncio.Task[Any], then: Callable[[], object] | None = None) -> None:
+        """Remember a flow task, to cancel it when the call ends; ``then`` runs once it is done."""
         self._tasks.append(task)  # kept after done, so _reap retrieves every outcome
-        self.order.track(task)
+        self.order.track(task, then)
 
     async def _turn(self, seq: float) -> None:
         """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``)."""
@@ -448,13 +448,13 @@ class Session:
         install_task_factory(loop)
         # The root task is built directly: through the factory it would become a child scope.
         flow_task = asyncio.Task(self.flow.fn(ctx, value), loop=loop, context=root_scope(self))
-        self.track(flow_task)
+        ended = tracked_end(self, flow_task)
         self._flow_task, self._outside = flow_task, contextvars.copy_context()
         heartbeat = Heartbeat(
             self.rt.claim_ttl / 3, self._beat_due, partial(self.append, []), self._outside
         )  # (an empty append prepends a claim extension when one is due)
         try:
-            await asyncio.wait([flow_task])
+            await ended  # (as ``asyncio.wait([flow_task])``, with a loop turn less)
             await self.timers.drain()
         finally:
             self.timers.close()

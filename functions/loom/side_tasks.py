@@ -13,9 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from loom.fold import GateRecord, ResumeRecord
+
+if TYPE_CHECKING:
+    from loom.session import Session
 
 
 class Waiting:
@@ -77,3 +81,21 @@ class Heartbeat:
         self.stopped = True
         self._handle.cancel()
         return [self.task] if self.task is not None else []
+
+
+def tracked_end(session: Session, root: asyncio.Task[Any]) -> asyncio.Future[None]:
+    """Track the flow's root task in ``session``; a future done once the task is.
+
+    Awaiting it is ``asyncio.wait([root])``: it raises nothing the flow raised, and a
+    cancelled caller leaves the flow running. One done-callback of the task serves the
+    session's tracking and this future, where ``asyncio.wait`` added one of its own, and
+    each callback costs a loop turn of every execute call.
+    """
+    ended: asyncio.Future[None] = root.get_loop().create_future()
+    session.track(root, partial(_settle, ended))
+    return ended
+
+
+def _settle(ended: asyncio.Future[None]) -> None:
+    if not ended.done():  # (cancelled with the call that awaited it)
+        ended.set_result(None)

@@ -18,8 +18,9 @@ as any crashed worker's does.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loom import crash, queues
 from loom import events as ev
@@ -91,11 +92,13 @@ async def start_here(
         package = ExecutionPackage(
             execution_id=eid, flow=flow.name, reason="start", dispatch_id=f"{eid}:1"
         )
-        package._claimed = Claimed(state, flow, holder)  # pyright: ignore[reportPrivateUsage]
+        _HANDED[id(package)] = Claimed(state, flow, holder)
         try:  # through ``execute``: its tracing, a subclass's checks
             return await rt.execute(package)
         except ExecutionSupersededError:  # overtaken: report where the winner got to
             return await rt.report(await rt.load_state(eid))
+        finally:
+            _HANDED.pop(id(package), None)
     finally:
         ACTIVE_HOLDERS.discard(holder)
 
@@ -109,9 +112,22 @@ class Claimed:
     holder: str
 
 
-async def run_claimed(rt: Runtime, claimed: Claimed) -> ExecutionResult:
-    """The ``execute`` of a start that claimed with its create: no load, no claim."""
-    return await run_session(rt, claimed.state, claimed.flow, claimed.holder, 0, claimed=True)
+# What a start hands to the ``execute`` it makes in-process, by the id of the package it
+# passes (alive for the whole call, so the id names no other package meanwhile). Not a
+# private attribute of the package: pydantic initializes those on every package built, at
+# twice the cost of the package itself.
+_HANDED: dict[int, Claimed] = {}
+
+
+def run_handed(
+    rt: Runtime, package: ExecutionPackage
+) -> Coroutine[Any, Any, ExecutionResult] | None:
+    """The run of the execution a start claimed with its create and hands with ``package``
+    (the ``execute`` of it: no load, no claim); ``None`` for any other package."""
+    claimed = _HANDED.pop(id(package), None) if _HANDED else None
+    if claimed is None:
+        return None
+    return run_session(rt, claimed.state, claimed.flow, claimed.holder, 0, claimed=True)
 
 
 async def run_session(

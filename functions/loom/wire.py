@@ -11,7 +11,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PrivateAttr,
     SerializerFunctionWrapHandler,
     model_serializer,
 )
@@ -34,9 +33,6 @@ class ExecutionPackage(BaseModel):
     flow: str | None = None
     reason: Reason = "manual"
     dispatch_id: str | None = None
-    # A start that claimed the execution with its create hands the claimed state to the
-    # ``execute`` it makes in-process (``loom.starts``); never on the wire.
-    _claimed: Any = PrivateAttr(default=None)
 
 
 class WaitingGate(BaseModel):

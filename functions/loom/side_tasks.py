@@ -1,18 +1,19 @@
 """What a session keeps beside its flow: the gates it waits at, and the claim heartbeat.
 
-The heartbeat is a timer, and a task only when it has something to do. While a long effect runs (or a detached step, a firing loop timer) and nothing else is
-appended, the session's claim must still be extended. Every ``claim_ttl / 3`` seconds the
-heartbeat asks whether that is so and, if it is, appends nothing (the journal prepends the
-claim extension when one is due). Most execute calls end long before the first beat: a
-timer costs them a handle, where a task sleeping in a loop cost a task to create, to run,
-to cancel and to reap on every call.
+While a long effect runs (or a detached step, a firing loop timer) and nothing else is
+appended, the session's claim must still be extended. At least every ``claim_ttl / 3``
+seconds the heartbeat asks whether that is so and, if it is, appends nothing (the journal
+prepends the claim extension when one is due, so an early look writes nothing). The looks
+of every session on a loop come from one shared timer, and a beat is a task only when there
+is something to do: most execute calls end long before the first look, and pay for neither.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable
+import weakref
+from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -34,53 +35,91 @@ class Waiting:
 
 
 class Heartbeat:
-    """Calls ``beat`` every ``period`` seconds while ``due()`` says so, until :meth:`stop`.
+    """Calls ``beat`` while ``due()`` says so, looking at least every ``period`` seconds, until
+    :meth:`stop`.
 
     Args:
-        period: Seconds between two looks.
+        period: Longest time between two looks.
         due: Whether a beat is needed now.
-        beat: The beat (the next look is ``period`` after it ends; one that raises ends the
-            heartbeat, and its task holds the error for whoever reaps it).
+        beat: The beat (no look while one runs; one that raises ends the heartbeat, and its
+            task holds the error for whoever reaps it).
         context: The context the beat runs in (the session's, outside any flow scope).
     """
 
-    __slots__ = ("_beat", "_context", "_due", "_handle", "_loop", "_period", "stopped", "task")
+    __slots__ = ("_beat", "_context", "_due", "_loop", "_ticker", "stopped", "task")
 
     def __init__(
         self,
         period: float,
         due: Callable[[], bool],
-        beat: Callable[[], Awaitable[None]],
+        beat: Callable[[], Coroutine[Any, Any, None]],
         context: contextvars.Context,
     ) -> None:
-        self._period, self._due, self._beat, self._context = period, due, beat, context
+        self._due, self._beat, self._context = due, beat, context
         self._loop = asyncio.get_running_loop()
         self.task: asyncio.Task[None] | None = None
         self.stopped = False
-        self._handle = self._arm()
+        self._ticker = _Ticker.of(self._loop, period)
+        self._ticker.beats.add(self)
 
-    def _arm(self) -> asyncio.TimerHandle:
-        return self._loop.call_later(self._period, self._look, context=self._context)
-
-    def _look(self) -> None:
-        if self.stopped:
+    def look(self) -> None:
+        """Beat, in a task of its own, if a beat is due and none runs."""
+        task = self.task
+        if task is not None and not task.done():
             return
-        if self._due():
-            self.task = asyncio.Task(self._run(), loop=self._loop, context=self._context)
-        else:
-            self._handle = self._arm()
-
-    async def _run(self) -> None:
-        await self._beat()
-        if not self.stopped:
-            self._handle = self._arm()
+        if task is not None and (task.cancelled() or task.exception() is not None):
+            self.stop()  # a failed beat ends the heartbeat (its task is reaped, error and all)
+        elif not self.stopped and self._due():
+            self.task = asyncio.Task(self._beat(), loop=self._loop, context=self._context)
 
     def stop(self) -> list[asyncio.Task[Any]]:
         """No more beats; the task of the last beat, for the caller to reap (its outcome,
         an error included, is retrieved there)."""
         self.stopped = True
-        self._handle.cancel()
+        self._ticker.beats.discard(self)
         return [self.task] if self.task is not None else []
+
+
+class _Ticker:
+    """One loop timer for the heartbeats of every session of one period on one loop: a
+    call that ends before the first tick arms nothing of its own, where a timer of its
+    own cost it a handle to create, to schedule and to cancel."""
+
+    __slots__ = ("_handle", "_period", "beats")
+
+    _ALL: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, _Ticker]] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self, period: float) -> None:
+        self._period = period  # (no reference to the loop: the loop's entry above is weak)
+        self.beats: set[Heartbeat] = set()
+        self._handle: asyncio.TimerHandle | None = None
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop, period: float) -> _Ticker:
+        """The ticker of ``period`` on ``loop``, armed."""
+        tickers = cls._ALL.get(loop)
+        if tickers is None:
+            tickers = cls._ALL[loop] = {}
+        ticker = tickers.get(period)
+        if ticker is None:
+            ticker = tickers[period] = cls(period)
+        if ticker._handle is None:
+            ticker._arm()
+        return ticker
+
+    def _arm(self) -> None:
+        # In an empty context: the loop's own timer, never a flow's (``loop_timers``).
+        loop = asyncio.get_running_loop()
+        self._handle = loop.call_later(self._period, self._tick, context=contextvars.Context())
+
+    def _tick(self) -> None:
+        self._handle = None
+        for heartbeat in list(self.beats):
+            heartbeat.look()
+        if self.beats:  # (else the next heartbeat arms it again)
+            self._arm()
 
 
 def tracked_end(session: Session, root: asyncio.Task[Any]) -> asyncio.Future[None]:

@@ -449,7 +449,8 @@ _KEEPS_PARK = frozenset(
 
 def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> ExecutionState:
     """Fold events into a state, starting from ``state`` (consumed) or from nothing."""
-    current = state if state is not None else ExecutionState()
+    # A state folded from nothing has its step records at once (none yet, nothing to parse).
+    current = state if state is not None else ExecutionState(_steps={}, _decisions={})
     for event in events:
         evolve(current, event)
     return current

@@ -230,17 +230,11 @@ class Session:
         await before_effect(self)  # no effect runs before a held completion is durable
         if self.state.cancel is not None or self.state.deadline is not None:
             await cancellation.checkpoint(self)  # (nothing to check: no coroutine)
-        result = await self._live_call(step_id, defn, value, attempt)
-        if result is BACKOFF:  # the next attempt waits on a durable timer
-            return await self.execute(step_id, defn, value)
-        return result
-
-    async def _live_call(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         self._inflight += 1
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
         try:
             call = self._invoke(step_id, defn, value, attempt)
-            value = await (self.timers.detach(call) if self.timers.guard else call)
+            result = await (self.timers.detach(call) if self.timers.guard else call)
         except EffectFailedError:
             await self._turn(self.state.steps[step_id].get("seq", 0))
             raise
@@ -248,9 +242,10 @@ class Session:
             SCOPE.reset(token)
             self._inflight -= 1
             self._poke()
-        if value is not BACKOFF:
-            await self._turn(self.state.steps[step_id].get("seq", 0))
-        return value
+        if result is BACKOFF:  # the next attempt waits on a durable timer
+            return await self.execute(step_id, defn, value)
+        await self._turn(self.state.steps[step_id].get("seq", 0))
+        return result
 
     async def _invoke(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         state = self.state

@@ -139,8 +139,12 @@ class GroupCommitter:
         self.commits = 0  # transactions committed (or attempted): for tests and benchmarks
         self.batched = 0  # groups of them applied by kind (``Batch.apply_many``): for tests
 
-    async def submit(self, body: Body, size: int, what: str, writer: Executor | None) -> Any:
-        """Run ``body`` in the next group transaction; return its result once durable.
+    def submit(
+        self, body: Body, size: int, what: str, writer: Executor | None
+    ) -> asyncio.Future[Any]:
+        """Queue ``body`` for the next group transaction: a future of its result, settled
+        once it is durable (a plain function, not a coroutine: one frame fewer for every
+        caller to suspend and resume).
 
         Args:
             body: Statements of one request; raises to refuse it (nothing of it is kept).
@@ -154,7 +158,7 @@ class GroupCommitter:
             self._enqueue_local(request)
         else:
             self._enqueue_writer(request, writer)
-        return await request.future
+        return request.future
 
     def _enqueue_local(self, request: _Request) -> None:
         queue: _LoopQueue | None = getattr(self._local, "queue", None)

@@ -18,10 +18,11 @@ Where the flush runs:
 * **On the writer thread** (a served worker, after ``serve_off_loop``): the first request
   submits a drain job; while it commits, later requests queue and form the next group.
 
-Isolation inside a group: a group of requests for distinct executions whose bodies are all
-:class:`Batch` es is first applied by kind, a few ``executemany`` statements for the whole
-group; if one request of it would be refused, that pass is rolled back and the requests are
-applied one by one as follows. Requests are applied one after the other without savepoints
+Isolation inside a group: a group of requests for distinct executions whose bodies can be
+applied by kind (:class:`Batch`: the store's appends and creates) is first applied so, a few
+``executemany`` statements for the whole group; if one request of it would be refused, that
+pass is rolled back and the group applied one by one as follows, which finds that request
+and refuses it alone. One by one, requests are applied one after the other without savepoints
 while none needs undoing; if one does (a SQLite error, or a refusal after it changed
 rows), the transaction is rolled back and the group applied again with each request in a
 ``SAVEPOINT`` of its own (nothing was committed in between). A request that fails on its own (``AppendConflictError``, ``UnknownExecutionError``) is rolled back to its

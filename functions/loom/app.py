@@ -89,6 +89,9 @@ def _io_types(fn: Callable[..., Any], what: str) -> tuple[Any, Any]:
     return hints.get(params[1].name, Any), hints.get("return", Any)
 
 
+_SCALARS = (int, str, float, bool)
+
+
 class _Typed:
     """Validation and serialization of one callable's input and output."""
 
@@ -97,9 +100,15 @@ class _Typed:
         self.input_adapter: TypeAdapter[Any] = TypeAdapter(in_type)
         self.output_adapter: TypeAdapter[Any] = TypeAdapter(out_type)
         self._what, self._name = what, name
+        # A value of exactly the declared scalar type validates to itself: skip the validator
+        # (per step, twice). ``bool`` is its own type here, so ``True`` never passes as int.
+        self._in_exact = in_type if in_type in _SCALARS else None
+        self._out_exact = out_type if out_type in _SCALARS else None
 
     def parse_input(self, value: Any) -> Any:
         """Validate a JSON value (or an instance) as this callable's input."""
+        if type(value) is self._in_exact:
+            return value
         try:  # (the adapter's own validator: its method only forwards defaults, per step)
             return self.input_adapter.validator.validate_python(value)
         except ValidationError as exc:
@@ -110,6 +119,8 @@ class _Typed:
 
     def parse_output(self, value: Any) -> Any:
         """Validate a recorded JSON value as this callable's output."""
+        if type(value) is self._out_exact:
+            return value
         try:
             return self.output_adapter.validator.validate_python(value)
         except ValidationError as exc:

@@ -104,11 +104,20 @@ class BatchedJournal(Journal):
         """Number and fold ``events`` and keep them unforced (e.g. the claim); ``size`` is
         their JSON bytes when the caller measured them already."""
         batch = list(events)
-        self._bytes += self._size(batch) if size is None else size
-        ev.number(batch, self.state.last_seq, self.rt.clock() if now is None else now)
+        self._take(
+            batch,
+            self.rt.clock() if now is None else now,
+            self._size(batch) if size is None else size,
+        )
+
+    def _take(self, batch: list[ev.Event], now: float, size: int) -> None:
+        """:meth:`defer` of a batch nobody else holds (numbered in place, kept as it is)."""
+        self._bytes += size
+        state = self.state
+        ev.number(batch, state.last_seq, now)
         for event in batch:
-            evolve(self.state, event)
-        self.unforced.extend(batch)
+            evolve(state, event)
+        self.unforced += batch
 
     def defer_now(self, events: Sequence[ev.Event]) -> bool:
         """Keep ``events`` unforced if nothing forces a durable point (see
@@ -122,7 +131,7 @@ class BatchedJournal(Journal):
         size = self._size(batch)
         if self.unforced and not self._fits(batch, size):
             return False  # what waits is written first
-        self.defer(batch, now, size)
+        self._take(batch, now, size)
         self.pending = []
         return True
 
@@ -135,7 +144,7 @@ class BatchedJournal(Journal):
         if self.unforced and not self._fits(batch, size) and not await self._flush([]):
             return False
         if self._deferrable(batch):
-            self.defer(batch, size=size)
+            self._take(batch, self.rt.clock(), size)
             self.pending = []
             return True
         return await self._flush(batch)
@@ -190,9 +199,13 @@ class BatchedJournal(Journal):
         if written:
             self.unforced, self._bytes = [], 0
             self._durable(self.state)
+            self._forced()
             return True
         self._replay_unforced()
         return False
+
+    def _forced(self) -> None:
+        """What was unforced is durable now (a hook for the strict journal's crash points)."""
 
     async def _over_limit(
         self, events: Sequence[ev.Event], exc: StoreLimitError, keep: int = 0
@@ -233,16 +246,17 @@ class StrictJournal(BatchedJournal):
             crash.point("after_complete", step_id)
 
     async def durable_point(self) -> None:
-        if self.unforced:  # (pending decisions alone ride the next append, as before)
-            await super().durable_point()
+        if not self.unforced:  # (pending decisions alone ride the next append, as before)
+            return
+        async with self.lock:  # (the batched journal's, inlined: one frame fewer per step)
+            while not await self._flush(list(self.pending)):
+                pass
 
-    async def _flush(self, batch: list[ev.Event]) -> bool:
-        written = await super()._flush(batch)
-        if written and self.held:
+    def _forced(self) -> None:
+        if self.held:
             held, self.held = self.held, []
             for step_id in held:  # each held completion is durable from here on
                 crash.point("after_complete", step_id)
-        return written
 
 
 def before_effect(session: Session) -> Awaitable[None]:

@@ -25,13 +25,13 @@ from loom.errors import (
     InvalidPayloadError,
     LoomError,
 )
-from loom.events import EffectCompleted, EffectFailed, ErrorInfo
+from loom.events import SCHEMA_VERSION, EffectCompleted, EffectFailed, ErrorInfo, unvalidated
 from loom.fold import Meter
 from loom.payloads import dump_exact
 from loom.telemetry import step_span
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # (not frozen: a frozen init sets each field through object.__setattr__)
 class Outcome:
     """What an invocation came to: a JSON-able value or an error, and what it cost."""
 
@@ -82,7 +82,8 @@ def _error(exc: BaseException, timeout: float | None) -> ErrorInfo:
     return ErrorInfo(code=code, type=type(exc).__name__, message=str(exc))
 
 
-BeforeRetry = Callable[[int, ErrorInfo | None], Awaitable[None]]
+# Called with the next attempt's context (its number in ``attempt``) and the last error.
+BeforeRetry = Callable[[EffectContext, ErrorInfo | None], Awaitable[None]]
 
 
 def _exhausted(policy: Retry, attempt: int) -> Outcome:
@@ -106,8 +107,9 @@ async def invoke_with_retry(
     """Invoke ``defn`` from attempt ``ectx.attempt`` up to its policy's last; never raises
     for effect errors.
 
-    ``before_retry(n, error)`` runs before every attempt ``n >= 2`` (the session makes it
-    durable), so a worker that dies mid-retry does not hand its successor a fresh budget.
+    ``before_retry(ctx, error)`` runs before every attempt ``ctx.attempt >= 2`` (the session
+    makes it durable), so a worker that dies mid-retry does not hand its successor a fresh
+    budget.
     A backoff longer than ``max_inline_backoff`` is not waited for: the outcome carries
     ``retry_at`` and the caller schedules the next attempt durably.
     """
@@ -120,7 +122,7 @@ async def invoke_with_retry(
     for n in range(first, policy.max_attempts + 1):
         attempt_ctx = ectx if n == first else replace(ectx, attempt=n, _cancelled=False)
         if n >= 2 and before_retry is not None:
-            await before_retry(n, error)
+            await before_retry(attempt_ctx, error)
         try:
             with step_span(attempt_ctx):
                 result = await _attempt(defn, attempt_ctx, value, clock)
@@ -156,13 +158,17 @@ def admit(defn: EffectDef, value: Any, granted: list[str]) -> tuple[Any, ErrorIn
         return value, ErrorInfo(code="invalid_input", type=type(exc).__name__, message=exc.message)
 
 
+_SCALARS = frozenset({int, str, bool, type(None)})
+
+
 def _returned(result: Any, attempts: int, duration: float) -> Outcome:
     """The outcome of an attempt that returned. An output JSON cannot hold exactly
     (``inf``, ``NaN``, an object pydantic cannot serialize) fails the step for good with
     ``code="invalid_output"``: the effect ran, so it is not retried (a retry would repeat
     its side effects), and its output is never stored changed (``inf`` as ``null``)."""
     try:
-        value = to_json_value(result)
+        # A scalar is its own JSON form: no serializer call for the commonest outputs.
+        value = result if type(result) in _SCALARS else to_json_value(result)
         raw = dump_exact(value, "the output")
     except (InvalidPayloadError, PydanticSerializationError) as exc:
         message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)
@@ -200,15 +206,27 @@ def completed_event(
     step_id: str, effect: str, outcome: Outcome, stored: Any, size: int
 ) -> EffectCompleted:
     """The record of a step whose effect returned: its output as stored (``stored``, of
-    ``size`` JSON bytes), attempts and duration."""
-    return EffectCompleted(
-        step_id=step_id,
-        effect=effect,
-        output=stored,
-        attempts=outcome.attempts,
-        duration_s=outcome.duration,
-        output_bytes=size,
-    )
+    ``size`` JSON bytes), attempts and duration. Built unvalidated (``unvalidated``): every
+    value is the engine's own, the output checked by ``dump_exact`` when the effect returned.
+    """
+    values = {
+        "schema_version": SCHEMA_VERSION,
+        "seq": 0,
+        "at": 0.0,
+        "type": "EffectCompleted",
+        "step_id": step_id,
+        "effect": effect,
+        "output": stored,
+        "attempts": outcome.attempts,
+        "duration_s": outcome.duration,
+        "output_bytes": size,
+    }
+    return unvalidated(EffectCompleted, values, set(_COMPLETED_GIVEN))
+
+
+_COMPLETED_GIVEN = frozenset(
+    ("step_id", "effect", "output", "attempts", "duration_s", "output_bytes")
+)
 
 
 def failed_event(step_id: str, effect: str, outcome: Outcome, error: ErrorInfo) -> EffectFailed:

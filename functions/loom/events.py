@@ -13,9 +13,11 @@ exceptions made by :mod:`loom.payloads`: a value over the blob threshold is repl
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+E = TypeVar("E", bound="_Event")
 
 SCHEMA_VERSION = 3
 """Version 2 records who asked (``by`` on starts, resumes and cancels) and which in-doubt
@@ -380,11 +382,45 @@ def number(events: Sequence[Event], after_seq: int, at: float) -> None:
     """Give not-yet-appended events their seqs (``after_seq + 1, …``) and time, in place.
 
     Events are frozen once shared; before their append nobody else holds them, and setting
-    the two fields directly saves a model copy per event on the hot path.
+    the two fields directly saves a model copy per event on the hot path (in the instance
+    dict, where a model keeps its field values: ``object.__setattr__`` would first look the
+    names up through the class).
     """
     for offset, event in enumerate(events, start=1):
-        object.__setattr__(event, "seq", after_seq + offset)
-        object.__setattr__(event, "at", at)
+        values: dict[str, Any] = event.__dict__  # pyright: ignore[reportAssignmentType]
+        values["seq"] = after_seq + offset
+        values["at"] = at
+
+
+def unvalidated(cls: type[E], values: dict[str, Any], fields_set: set[str]) -> E:
+    """The event ``cls(**fields)`` would build, from values the engine itself produced,
+    without checking them against the schema again.
+
+    Validation costs microseconds an event, paid on every step for values of the right
+    types by construction (ids, counts, times, an output ``loom.payloads.dump_exact``
+    checked). Never for values from outside the engine: those go through ``cls(...)``.
+
+    Args:
+        cls: The event class.
+        values: Every field of ``cls``, in the class's field order (the serializer writes
+            them in the order of this dict), defaults included.
+        fields_set: The fields the caller gave (``model_fields_set``).
+    """
+    event = _new(cls)
+    _setattr(event, "__dict__", values)
+    _FIELDS_SET.__set__(event, fields_set)
+    _EXTRA.__set__(event, None)
+    _PRIVATE.__set__(event, None)
+    return event
+
+
+# The slots a model keeps its state in, set directly (``model_construct`` does the same
+# through several layers, and ``object.__setattr__`` looks each name up through the class).
+_new = object.__new__
+_setattr = object.__setattr__
+_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"]
+_EXTRA = BaseModel.__dict__["__pydantic_extra__"]
+_PRIVATE = BaseModel.__dict__["__pydantic_private__"]
 
 
 def event_from_json(data: str | bytes) -> Event:

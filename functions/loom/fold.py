@@ -245,9 +245,10 @@ def _effect_started(s: ExecutionState, e: ev.EffectStarted) -> None:
 
 
 def _effect_completed(s: ExecutionState, e: ev.EffectCompleted) -> None:
-    prior = s.steps.get(e.step_id)
+    steps, step_id = s.steps, e.step_id  # (once each: this runs for every step)
+    prior = steps.get(step_id)
     attempt = prior.get("attempt", 1) if prior else 1
-    s.steps[e.step_id] = {
+    steps[step_id] = {
         "effect": e.effect,
         "status": "completed",
         "output": e.output,

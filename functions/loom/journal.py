@@ -124,8 +124,11 @@ class Journal:
         for event in batch:
             evolve(state, event)
         events = [*written, *batch]
-        quiet = all(e.type in _QUIET_TYPES for e in events)
-        change = None if quiet else self._status_change(before)
+        change = None
+        for event in events:  # (a loop, not ``all(...)``: no generator on every append)
+            if event.type not in _QUIET_TYPES:
+                change = self._status_change(before)
+                break
         snapshot = self._riding_snapshot(change, len(events))
         request = AppendRequest(self.execution_id, expected, events, change, snapshot)
         token = SCOPE.set(None)  # the store's own timers are the loop's, not the flow's

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class Ordering:
         return bool(self._waiters)
 
     def _next_recorded(self) -> float:
-        return self._recorded[self._head] if self._head < len(self._recorded) else float("inf")
+        return self._recorded[self._head] if self._head < len(self._recorded) else math.inf
 
     def turn(self, seq: float) -> asyncio.Future[None] | None:
         """Ask to hand over the outcome at ``seq``: None if it may go now, else a future.

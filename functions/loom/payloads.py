@@ -59,6 +59,8 @@ def dump_exact(value: Any, what: str = "value") -> bytes:
             the message names where it is (``$.a[2].b``).
     """
     try:
+        if type(value) is int:  # the encoder's own form of an int, without building an encoder
+            return int.__repr__(value).encode()
         return _ENCODER.encode(value).encode()
     except ValueError as exc:
         where = _non_finite_path(value, "$")

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from loom import cancellation, crash
+from loom import cancellation, crash, decisions
 from loom import events as ev
 from loom.app import EffectDef, FlowDef
 from loom.backoff import BACKOFF, scheduled, wait_for_retry
@@ -51,7 +51,7 @@ from loom.errors import (
     StoreError,
 )
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
-from loom.journal import Journal, new_journal
+from loom.journal import READY, Journal, new_journal
 from loom.loop_timers import LoopTimers, engine_io
 from loom.ordering import Ordering
 from loom.side_tasks import Heartbeat, Waiting
@@ -98,10 +98,21 @@ class Session:
         self._tasks.append(task)  # kept after done, so _reap retrieves every outcome
         self.order.track(task)
 
-    async def _turn(self, seq: float) -> None:
-        """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``)."""
-        if self.state.cancel is not None:  # (no coroutine for the common case)
-            await cancellation.served(self, seq)
+    def _turn(self, seq: float) -> Awaitable[None]:
+        """Wait until the outcome at ``seq`` may reach the flow (see ``loom.ordering``).
+
+        Not a coroutine: the common case (nothing to wait for) awaits no frame at all.
+        """
+        if self.state.cancel is not None:
+            return self._turn_cancelling(seq)
+        wait = self.order.turn(seq)
+        if wait is None:
+            return READY
+        self._poke()
+        return wait
+
+    async def _turn_cancelling(self, seq: float) -> None:
+        await cancellation.served(self, seq)
         wait = self.order.turn(seq)
         if wait is not None:
             self._poke()
@@ -171,31 +182,12 @@ class Session:
 
     def decide(self, step_id: str, kind: str) -> Any:
         """Serve a recorded ``now/uuid/random`` or record a new one with the next append."""
-        if self.signal is not None:
-            raise self.signal
-        recorded = self.state.decisions.get(step_id)
-        if recorded is not None:
-            if recorded["kind"] != kind:
-                self._park(
-                    step_id, f"step {step_id}: log has {recorded['kind']}(), flow asked {kind}()"
-                )
-            return recorded["value"]
-        self._check_unused(step_id, f"{kind}()")
-        value = self.rt.new_decision(kind)
-        self.journal.pending.append(ev.DecisionRecorded(step_id=step_id, kind=kind, value=value))  # type: ignore[arg-type]
-        self.state.decisions[step_id] = {"kind": kind, "value": value}
-        return value
+        return decisions.decide(self, step_id, kind)
 
     def _check_unused(self, step_id: str, what: str) -> None:
-        s = self.state
-        if step_id in s.steps or step_id in s.decisions or step_id in s.gates:
-            if step_id in s.steps:
-                recorded = f"effect {s.steps[step_id].get('effect')!r}"
-            elif step_id in s.gates:
-                recorded = f"a gate on {s.gates[step_id]['on']!r}"
-            else:
-                recorded = f"{s.decisions[step_id]['kind']}()"
-            self._park(step_id, f"step {step_id}: log has {recorded}, flow called {what}")
+        clash = decisions.clash(self.state, step_id, what)
+        if clash is not None:
+            self._park(step_id, clash)
 
     # -- effects ------------------------------------------------------------------------
 
@@ -238,17 +230,11 @@ class Session:
         await before_effect(self)  # no effect runs before a held completion is durable
         if self.state.cancel is not None or self.state.deadline is not None:
             await cancellation.checkpoint(self)  # (nothing to check: no coroutine)
-        result = await self._live_call(step_id, defn, value, attempt)
-        if result is BACKOFF:  # the next attempt waits on a durable timer
-            return await self.execute(step_id, defn, value)
-        return result
-
-    async def _live_call(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         self._inflight += 1
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
         try:
             call = self._invoke(step_id, defn, value, attempt)
-            value = await (self.timers.detach(call) if self.timers.guard else call)
+            result = await (self.timers.detach(call) if self.timers.guard else call)
         except EffectFailedError:
             await self._turn(self.state.steps[step_id].get("seq", 0))
             raise
@@ -256,9 +242,10 @@ class Session:
             SCOPE.reset(token)
             self._inflight -= 1
             self._poke()
-        if value is not BACKOFF:
-            await self._turn(self.state.steps[step_id].get("seq", 0))
-        return value
+        if result is BACKOFF:  # the next attempt waits on a durable timer
+            return await self.execute(step_id, defn, value)
+        await self._turn(self.state.steps[step_id].get("seq", 0))
+        return result
 
     async def _invoke(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         state = self.state
@@ -284,7 +271,7 @@ class Session:
             ectx,
             value,
             self.rt.clock,
-            partial(self._retrying, step_id, defn.name),
+            self._retrying,
             self.rt.max_inline_backoff,
         )
         crash.point("after_effect", step_id)
@@ -299,23 +286,25 @@ class Session:
         if outcome.error is not None:
             await self.append([failed_event(step_id, defn.name, outcome, outcome.error)])
             raise failed_error(defn.name, step_id, outcome.error.model_dump())
-        codec, where = self.rt.payloads, f"{self.execution_id}/{step_id}/output"
-        stored, size = codec.inline(outcome.value, outcome.raw) or await self._unless_store_fails(
-            codec.encode(outcome.value, where, outcome.raw)
+        codec = self.rt.payloads
+        stored = codec.inline(outcome.value, outcome.raw) or await self._unless_store_fails(
+            codec.encode(outcome.value, f"{self.execution_id}/{step_id}/output", outcome.raw)
         )
-        await self.append([completed_event(step_id, defn.name, outcome, stored, size)])
+        await self.append([completed_event(step_id, defn.name, outcome, *stored)])
         self.journal.completed(step_id)  # the after_complete crash point (loom.durability)
         return defn.typed.parse_output(outcome.value)
 
-    async def _retrying(
-        self, step_id: str, effect: str, n: int, error: ev.ErrorInfo | None
-    ) -> None:
-        await self.append(
-            [ev.EffectRetried(step_id=step_id, effect=effect, attempt=n, error=error)]
+    async def _retrying(self, ectx: EffectContext, error: ev.ErrorInfo | None) -> None:
+        retried = ev.EffectRetried(
+            step_id=ectx.step_id, effect=ectx.effect, attempt=ectx.attempt, error=error
         )
+        await self.append([retried])
 
     def _check_budget(self, effect: str) -> None:
-        exceeded = budget_exceeded(self.state.budgets, self.state.meter, effect)
+        state = self.state
+        if not state.budgets:  # the common case: no budget to check
+            return
+        exceeded = budget_exceeded(state.budgets, state.meter, effect)
         if exceeded is not None:
             self._raise(StopSignal(exceeded))
 

@@ -79,8 +79,6 @@ from google.api_core.retry import AsyncRetry
 from google.cloud import firestore
 from google.cloud.firestore_v1 import FieldFilter
 from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
-from google.cloud.firestore_v1.async_collection import AsyncCollectionReference
-from google.cloud.firestore_v1.async_document import AsyncDocumentReference
 from google.cloud.firestore_v1.async_query import AsyncQuery
 from google.cloud.firestore_v1.field_path import FieldPath
 
@@ -90,7 +88,6 @@ from loom.ids import check_execution_id
 from loom.store.base import (
     STATUSES,
     AppendRequest,
-    EventStore,
     ExecutionSummary,
     ListCursor,
     LoadedLog,
@@ -102,6 +99,7 @@ from loom.store.base import (
 from loom.store.browse import BrowseQuery
 from loom_gcp._firestore_browse import browse, browse_prefix, count_by_status
 from loom_gcp._firestore_cache import LogCache
+from loom_gcp._firestore_core import FirestoreCore
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
     MAX_DOC_BYTES,
@@ -131,11 +129,9 @@ from loom_gcp._firestore_io import (
     url_knobs,
 )
 from loom_gcp._firestore_pages import (
-    Page,
     Tail,
     Where,
     bodies_pages,
-    end_page,
     held_pages,
     newest_page,
     page_holding,
@@ -152,11 +148,8 @@ from loom_gcp._firestore_retention import (
 from loom_gcp._firestore_writes import delete_tree, read_state, swap_in
 from loom_gcp.firestore_leases import FirestoreLeaseSet
 
-# Events in one append: a batched session gathers up to this many (pages hold many events,
-# but a bound keeps one append's commit, and a replay's work, predictable).
 
-
-class FirestoreEventStore(EventStore):
+class FirestoreEventStore(FirestoreCore):
     """An :class:`EventStore` on Firestore (native mode). See the module docstring.
 
     Args:
@@ -657,71 +650,6 @@ class FirestoreEventStore(EventStore):
         if self._owns_client:
             # ``AsyncClient.close`` leaves the gRPC channel open; close the transport itself.
             await self._client._firestore_api.transport.close()  # pyright: ignore[reportPrivateUsage]
-
-    # -- references and accounting ----------------------------------------------------------
-
-    def _exec_ref(self, execution_id: str) -> AsyncDocumentReference:
-        # Every document path goes through here: an id the rule refuses ("a/b/c" would
-        # address a document of another collection) never reaches the client.
-        return self._executions.document(check_execution_id(execution_id))
-
-    def _events(self, execution_id: str) -> AsyncCollectionReference:
-        return cast(AsyncCollectionReference, self._exec_ref(execution_id).collection("events"))
-
-    def _snapshot_refs(
-        self, execution_id: str, pointer: SnapshotPointer
-    ) -> list[AsyncDocumentReference]:
-        snapshots = cast(
-            AsyncCollectionReference, self._exec_ref(execution_id).collection("snapshots")
-        )
-        return [snapshots.document(part_id) for part_id in pointer.part_ids()]
-
-    def _saw(self, execution_id: str, doc: Doc) -> None:
-        """Remember the execution document as read: its update time (the precondition of
-        a riding end or a fenced append), and where an end on it ends (an append below
-        that must not pass for one at the log's end)."""
-        self._stamps.seen(execution_id, doc)
-        end = end_page(doc.to_dict() or {}) if doc.exists else None
-        if end is not None:
-            self._note(execution_id, end.last)
-
-    def _note(self, execution_id: str, seq: int) -> None:
-        """Remember that a page of the execution ends at ``seq`` (a fact that stays true)."""
-        if seq > self._known.get(execution_id, 0):
-            self._known[execution_id] = seq
-        if execution_id in self._known:
-            self._known.move_to_end(execution_id)
-        while len(self._known) > self._known_max:
-            self._known.popitem(last=False)
-
-    # -- helpers of the SPI methods ---------------------------------------------------------
-
-    async def _exec_snap(self, execution_id: str) -> Doc:
-        doc = await self._io.get(self._exec_ref(execution_id))
-        self._saw(execution_id, doc)
-        if not doc.exists:
-            raise UnknownExecutionError(f"unknown execution {execution_id!r}")
-        return doc
-
-    async def _exec_doc(self, execution_id: str) -> dict[str, Any]:
-        return (await self._exec_snap(execution_id)).to_dict() or {}
-
-    async def _page_holding(self, execution_id: str, seq: int) -> Page | None:
-        """The page holding event ``seq``, if there is one: a page document, or a run of
-        events on the execution document (the start, read first for seq 1; an end, read
-        only when no page document holds ``seq``)."""
-        if seq > 1:
-            page = await page_holding(self._io, self._events(execution_id), seq, None)
-            if page is not None:
-                return page
-        doc = await self._io.get(self._exec_ref(execution_id))
-        self._saw(execution_id, doc)
-        if not doc.exists:
-            return None
-        held = [p for p in held_pages(doc.to_dict() or {}) if p.holds(seq)]
-        if held or seq > 1:
-            return held[0] if held else None
-        return await page_holding(self._io, self._events(execution_id), seq, None)
 
     async def _require_log_end(self, execution_id: str, expected: int) -> None:
         """Refuse unless event ``expected`` exists and, as far as we know, is the last.

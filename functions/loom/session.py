@@ -301,7 +301,10 @@ class Session:
         await self.append([retried])
 
     def _check_budget(self, effect: str) -> None:
-        exceeded = budget_exceeded(self.state.budgets, self.state.meter, effect)
+        state = self.state
+        if not state.budgets:  # the common case: no budget to check
+            return
+        exceeded = budget_exceeded(state.budgets, state.meter, effect)
         if exceeded is not None:
             self._raise(StopSignal(exceeded))
 

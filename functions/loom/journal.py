@@ -120,9 +120,10 @@ class Journal:
         """Number and fold ``batch``, then append ``written`` (already folded) and it after
         ``expected``; False after a conflict (state reloaded)."""
         state = self.state
-        ev.number(batch, state.last_seq, self.rt.clock())
-        for event in batch:
-            evolve(state, event)
+        if batch:  # (a strict journal forcing what it holds has nothing new)
+            ev.number(batch, state.last_seq, self.rt.clock())
+            for event in batch:
+                evolve(state, event)
         events = [*written, *batch]
         change = None
         for event in events:  # (a loop, not ``all(...)``: no generator on every append)

@@ -228,7 +228,8 @@ class Session:
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         await before_effect(self)  # no effect runs before a held completion is durable
-        if self.state.cancel is not None or self.state.deadline is not None:
+        state = self.state  # (after the await: a conflict there reloads it)
+        if state.cancel is not None or state.deadline is not None:
             await cancellation.checkpoint(self)  # (nothing to check: no coroutine)
         self._inflight += 1
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
@@ -254,7 +255,8 @@ class Session:
         if refused is not None:  # recorded as the step's failure; the effect is not invoked
             await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=refused)])
             raise failed_error(defn.name, step_id, refused.model_dump())
-        self._check_budget(defn.name)
+        if state.budgets:  # (most executions have none: no call)
+            self._check_budget(state, defn.name)
         crash.point("before_intent", step_id)
         if not defn.idempotent:
             await self.append(
@@ -300,10 +302,7 @@ class Session:
         )
         await self.append([retried])
 
-    def _check_budget(self, effect: str) -> None:
-        state = self.state
-        if not state.budgets:  # the common case: no budget to check
-            return
+    def _check_budget(self, state: ExecutionState, effect: str) -> None:
         exceeded = budget_exceeded(state.budgets, state.meter, effect)
         if exceeded is not None:
             self._raise(StopSignal(exceeded))

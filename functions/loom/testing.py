@@ -59,7 +59,7 @@ class _ReplaySession(Session):
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         await cancellation.checkpoint(self)  # a recorded cancel arrives here, as it did live
-        self._check_budget(defn.name)  # a budget stop is reproduced, not a divergence
+        self._check_budget(self.state, defn.name)  # a budget stop is reproduced, not a divergence
         self._park(
             step_id,
             f"replay reached step {step_id} ({defn.name!r}), which the history does not record",

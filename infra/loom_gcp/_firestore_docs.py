@@ -1,7 +1,8 @@
 """Document shapes of the Firestore event store: pure encoding, no I/O.
 
-Kept apart from :mod:`loom_gcp.firestore` so the store module holds only the protocol
-(which documents are read and written, and with which preconditions).
+Kept apart from the store's modules (:mod:`loom_gcp.firestore` and its ``_firestore_append``,
+``_firestore_load`` and ``_firestore_core`` parts) so they hold only the protocol (which
+documents are read and written, and with which preconditions).
 """
 
 from __future__ import annotations

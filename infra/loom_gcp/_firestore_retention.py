@@ -1,6 +1,7 @@
 """Retention helpers of the Firestore event store: listing order, the TTL backstop, and
-clearing what a TTL deletion left behind. Kept apart from :mod:`loom_gcp.firestore` so that
-module holds the append/load protocol.
+clearing what a TTL deletion left behind. Kept apart from :mod:`loom_gcp.firestore` and its
+append and load parts (``_firestore_append``, ``_firestore_load``) so those hold the
+append/load protocol.
 """
 
 from __future__ import annotations

@@ -59,104 +59,76 @@ executions with their events and snapshots. Firestore TTL on ``expire_at`` is on
 backstop: it deletes the execution document alone. What it leaves is older than the next
 execution document of that id: readers leave it out and delete it (see
 :mod:`loom_gcp._firestore_pages`).
+
+The class is assembled from parts, one module each: appends
+(:mod:`loom_gcp._firestore_append`), loads and snapshots (:mod:`loom_gcp._firestore_load`),
+and the state and reads they share (:mod:`loom_gcp._firestore_core`); this module holds the
+constructor and the rest of the SPI (create, summaries and listings, deletes, health).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Literal, cast
+from typing import cast
 from urllib.parse import unquote, urlparse
 
-from google.api_core import exceptions as gexc
 from google.api_core.retry import AsyncRetry
 from google.cloud import firestore
 from google.cloud.firestore_v1 import FieldFilter
 from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
-from google.cloud.firestore_v1.async_collection import AsyncCollectionReference
-from google.cloud.firestore_v1.async_document import AsyncDocumentReference
 from google.cloud.firestore_v1.async_query import AsyncQuery
 from google.cloud.firestore_v1.field_path import FieldPath
 
-from loom.errors import AppendConflictError, ConfigurationError, StoreError, UnknownExecutionError
+from loom.errors import ConfigurationError, StoreError
 from loom.events import Event, ExecutionStarted
 from loom.ids import check_execution_id
 from loom.store.base import (
     STATUSES,
-    AppendRequest,
-    EventStore,
     ExecutionSummary,
     ListCursor,
     LoadedLog,
-    Snapshot,
-    check_numbering,
     check_then,
     page_after,
 )
 from loom.store.browse import BrowseQuery
+from loom_gcp._firestore_append import FirestoreAppends
 from loom_gcp._firestore_browse import browse, browse_prefix, count_by_status
 from loom_gcp._firestore_cache import LogCache
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
     MAX_DOC_BYTES,
     SUMMARY_FIELDS,
-    SnapshotPointer,
     check_commit,
-    encode_snapshot,
-    event_doc_id,
-    inline_snapshot,
-    inline_snapshot_fields,
     new_execution_fields,
-    snapshot_page,
-    snapshot_seq,
-    status_fields,
     summary_from_fields,
     timestamp_seconds,
 )
-from loom_gcp._firestore_fence import Stamp, Stamps, end_fields, is_our_end, may_ride
+from loom_gcp._firestore_fence import Stamps
 from loom_gcp._firestore_io import (
     DEFAULT_DEADLINE,
     DEFAULT_TIMEOUT,
     CallPolicy,
     Collision,
     CountedDocs,
-    Doc,
     default_retry,
     url_knobs,
 )
-from loom_gcp._firestore_pages import (
-    Page,
-    Tail,
-    Where,
-    bodies_pages,
-    end_page,
-    held_pages,
-    newest_page,
-    page_holding,
-    read_after,
-    stored_equal,
-    with_start,
-)
+from loom_gcp._firestore_load import FirestoreLoads
+from loom_gcp._firestore_pages import newest_page, with_start
 from loom_gcp._firestore_retention import (
     clear_older,
     clear_orphan,
     ordered_by_creation,
     ttl_from_env,
 )
-from loom_gcp._firestore_writes import delete_tree, read_state, swap_in
+from loom_gcp._firestore_writes import delete_tree
 from loom_gcp.firestore_leases import FirestoreLeaseSet
 
-# Events in one append: a batched session gathers up to this many (pages hold many events,
-# but a bound keeps one append's commit, and a replay's work, predictable).
 
-
-class FirestoreEventStore(EventStore):
+class FirestoreEventStore(FirestoreAppends, FirestoreLoads):
     """An :class:`EventStore` on Firestore (native mode). See the module docstring.
 
     Args:
@@ -287,277 +259,19 @@ class FirestoreEventStore(EventStore):
         self._cache.put(eid, LoadedLog(None, [first, *then]), bodies[-1], home)
         return True, first
 
-    async def append(self, request: AppendRequest) -> int:
-        check_numbering(request)
-        eid, expected, count = request.execution_id, request.expected_seq, len(request.events)
-        if not count:
-            raise ValueError("an append needs at least one event")
-        new_last = expected + count
-        bodies = [e.model_dump_json() for e in request.events]
-        stamp = self._stamps.get(eid)
-        if may_ride(request, bodies, self._known.get(eid, 0), stamp):
-            assert stamp is not None
-            if await self._append_end(request, bodies, stamp):
-                return new_last
-        return await self._append_pages(request, bodies)
-
-    async def _append_pages(self, request: AppendRequest, bodies: list[str]) -> int:
-        """The append as pages (and the execution document, when its status changes or the
-        append is fenced)."""
-        eid, expected = request.execution_id, request.expected_seq
-        new_last = expected + len(bodies)
-        pages = bodies_pages(expected + 1, bodies)
-        last_page = pages[-1][1]
-        update = self._exec_update(request, new_last, last_page["seq"])
-        if request.fence:  # a riding end that lands after this commit must fail
-            update = update or {"last_seq": new_last, "updated_at": time.time()}
-        check_commit(f"append to {eid!r}", pages + [("execution", update)] * bool(update), 0)
-        option: Any = None
-
-        def build() -> tuple[AsyncWriteBatch, int]:
-            batch = self._client.batch()
-            for doc_id, fields in pages:
-                batch.create(self._events(eid).document(doc_id), fields)
-            if update:
-                batch.update(self._exec_ref(eid), update, option=option)
-            return batch, 0
-
-        async with self._io.call(f"append to {eid!r}"):
-            if request.fence:
-                option = await self._fence_option(eid)
-            await self._require_log_end(eid, expected)
-            try:
-                results = await self._io.commit(build)
-            except Collision as collision:
-                if not (
-                    collision.maybe_ours and await stored_equal(self._io, self._events(eid), pages)
-                ):
-                    self._cache.drop(eid)
-                    self._stamps.drop(eid)
-                    raise AppendConflictError(
-                        f"log of {eid!r} does not end at {expected}"
-                    ) from None
-                results = []
-            except gexc.NotFound:
-                raise UnknownExecutionError(f"unknown execution {eid!r}") from None
-        before = self._stamps.get(eid)
-        if update and before is not None:  # the document's end (if any) is unchanged
-            self._stamps.wrote(eid, results, len(pages), before.ended)
-        elif update:
-            self._stamps.drop(eid)
-        await self._appended(request, last_page["bodies"][-1], last_page["seq"], update)
-        return new_last
-
-    async def _fence_option(self, execution_id: str) -> Any:
-        """The precondition of a fenced append: the execution document as last seen (read
-        now when this store has not seen it)."""
-        stamp = self._stamps.get(execution_id)
-        if stamp is None:
-            await self._exec_snap(execution_id)
-            stamp = self._stamps.get(execution_id)
-        return None if stamp is None else self._client.write_option(last_update_time=stamp.at)
-
-    async def _append_end(self, request: AppendRequest, bodies: list[str], stamp: Stamp) -> bool:
-        """Write the events on the execution document with its status; False when the
-        precondition failed and the end is not there: the caller writes a page instead."""
-        eid, expected = request.execution_id, request.expected_seq
-        new_last = expected + len(bodies)
-        update = {**self._exec_update(request, new_last, 0), **end_fields(expected + 1, bodies)}
-        option = self._client.write_option(last_update_time=stamp.at)
-
-        def build() -> tuple[AsyncWriteBatch, int]:
-            batch = self._client.batch()
-            batch.update(self._exec_ref(eid), update, option=option)
-            return batch, 0
-
-        async with self._io.call(f"append to {eid!r}"):
-            try:
-                results = await self._io.commit(build)
-            except Collision as collision:
-                self._stamps.drop(eid)
-                fields = await self._exec_doc(eid)
-                ours = is_our_end(fields, expected + 1, bodies)
-                if ours is None:
-                    return False  # a stale stamp, or a fenced append: a page decides
-                if not (ours and collision.maybe_ours):
-                    self._cache.drop(eid)
-                    raise AppendConflictError(f"log of {eid!r} has ended elsewhere") from None
-                results = []
-            except gexc.NotFound:
-                raise UnknownExecutionError(f"unknown execution {eid!r}") from None
-        self._stamps.wrote(eid, results, 0, True)
-        await self._appended(request, bodies[-1], 0, update)
-        return True
-
-    async def _appended(
-        self, request: AppendRequest, body: str, page: int, update: Mapping[str, Any]
-    ) -> None:
-        """Remember a written append (its end, its events), and keep its snapshot."""
-        eid, new_last = request.execution_id, request.expected_seq + len(request.events)
-        self._note(eid, new_last)
-        self._cache.extend(eid, request.expected_seq, request.events, body, page)
-        if request.snapshot is None:
-            return
-        if "snapshot_seq" in update:  # it rode the execution-document write
-            self._cache.rebase(eid, Snapshot(new_last, request.snapshot))
-        else:  # too big to ride: the usual swap, after the append. The events are
-            # written: a failed snapshot (a shortcut only) must not report them unwritten.
-            with contextlib.suppress(StoreError):
-                await self.save_snapshot(eid, Snapshot(new_last, request.snapshot))
-
-    def _exec_update(self, request: AppendRequest, new_last: int, page: int) -> dict[str, Any]:
-        """The execution-document update riding an append: a status change, and the
-        append's snapshot when the document is written anyway and the snapshot fits."""
-        if request.status is None:
-            return {}
-        fields = status_fields(request.status, new_last, self._retention)
-        if request.snapshot is not None:
-            fields.update(inline_snapshot_fields(new_last, request.snapshot, page) or {})
-        return fields
-
-    async def load(self, execution_id: str) -> LoadedLog:
-        """The newest snapshot and the events after it. The execution document says which
-        snapshot is newest; when this store already holds that snapshot and the log before
-        it, only the events after what it saw are read (see :mod:`loom_gcp._firestore_cache`).
-        """
-        async with self._io.call(f"load {execution_id!r}"):
-            # A snapshot saved between reading the pointer and its parts deletes the old
-            # parts; reading the pointer again finds the new ones.
-            for _ in range(self._attempts):
-                loaded = await self._load_from(execution_id, await self._exec_snap(execution_id))
-                if loaded is not None:
-                    return loaded
-        raise StoreError(f"snapshot of {execution_id!r} kept changing while loading")
-
-    async def _load_from(self, execution_id: str, doc: Doc) -> LoadedLog | None:
-        """``load`` given the execution document; None if its snapshot was replaced since."""
-        fields = doc.to_dict() or {}
-        known = await self._load_cached(execution_id, doc, fields)
-        if known is not None:
-            return known
-        snapshot = await self._snapshot_of(execution_id, fields)
-        if snapshot is False:
-            return None
-        base = snapshot.seq if snapshot else 0
-        page = snapshot_page(fields) if snapshot else None
-        # The boundary page pays when the tail is likely empty (the snapshot was taken at
-        # the document's last status change): it lets the log be remembered.
-        check = page is not None and int(fields.get("last_seq") or 0) == base
-        tail = await self._read_after(execution_id, doc, Where(base, page, check))
-        if tail is None:  # the page ending at the snapshot is gone: read without it
-            tail = await self._read_after(execution_id, doc, Where(base))
-        events, last = (tail.events, tail.last) if tail else ([], None)
-        body, home = (last.bodies[-1], last.home) if last else (None, 0)
-        self._cache.put(execution_id, LoadedLog(snapshot, events), body, home)
-        if snapshot is not None and not events:  # exact: see ``_read_after``
-            self._known[execution_id] = snapshot.seq
-            self._note(execution_id, snapshot.seq)
-        return LoadedLog(snapshot, events)
-
-    async def _load_cached(
-        self, execution_id: str, doc: Doc, fields: Mapping[str, Any]
-    ) -> LoadedLog | None:
-        """The remembered log and what follows it, if it is still the log (and its snapshot
-        the newest); None otherwise."""
-        cached = self._cache.get(execution_id)
-        if cached is None:
-            return None
-        if snapshot_seq(fields) > (cached.snapshot.seq if cached.snapshot else 0):
-            self._cache.drop(execution_id)  # a newer snapshot: read it
-            return None
-        where = Where(cached.last_seq, cached.last_page, check=True)
-        tail = await self._read_after(execution_id, doc, where)
-        if tail is None or tail.base_body != cached.last_body:
-            self._cache.drop(execution_id)  # purged and started again: not the same log
-            return None
-        loaded = LoadedLog(cached.snapshot, cached.events + tail.events)
-        if tail.events and tail.last is not None:
-            body, home = tail.last.bodies[-1], tail.last.home
-            self._cache.extend(execution_id, cached.last_seq, tail.events, body, home)
-        return loaded
-
-    async def _snapshot_of(
-        self, execution_id: str, doc: Mapping[str, Any]
-    ) -> Snapshot | Literal[False] | None:
-        """The snapshot the execution document names; False if its parts were replaced."""
-        inline = inline_snapshot(doc)
-        if inline is not None:
-            self._note(execution_id, inline.seq)  # written by an append: a page end
-            return inline
-        pointer = SnapshotPointer.from_fields(doc)
-        if pointer is None:
-            return None
-        state = await read_state(self._io, self._snapshot_refs(execution_id, pointer))
-        if state is None:
-            return False
-        if snapshot_page(doc) is not None:
-            self._note(execution_id, pointer.seq)
-        return Snapshot(pointer.seq, state)
-
-    async def _read_after(self, execution_id: str, doc: Doc, where: Where) -> Tail | None:
-        """:func:`read_after` with the execution document's start event and creation time;
-        deletes orphans it met, and remembers where the log ends (exactly: an id purged and
-        started again has a shorter log than the one this store object may remember)."""
-        created = cast("datetime | None", doc.create_time)
-        where = replace(where, held=held_pages(doc.to_dict() or {}), created=created)
-        tail = await read_after(self._io, self._events(execution_id), where)
-        if tail is not None and tail.orphans and created is not None:
-            await clear_older(self._io, self._exec_ref(execution_id), created)
-        if tail is not None and tail.last is not None:
-            self._known[execution_id] = tail.last.last
-            self._note(execution_id, tail.last.last)
-        return tail
-
-    async def load_many(self, execution_ids: Sequence[str]) -> list[LoadedLog]:
-        """The execution documents in one round trip, then per execution what ``load`` reads
-        after its document (its snapshot, and one query for the pages after it), all at once.
-        Billed reads are those of ``load``.
-        """
-        refs = [self._exec_ref(eid) for eid in execution_ids]
-        async with self._io.call("load_many"):
-            docs = await self._io.get_all(refs)
-            return list(
-                await asyncio.gather(
-                    *(
-                        self._load_known(eid, docs.get(ref.path))
-                        for eid, ref in zip(execution_ids, refs, strict=True)
-                    )
-                )
-            )
-
-    async def _load_known(self, execution_id: str, doc: Doc | None) -> LoadedLog:
-        if doc is None or not doc.exists:
-            raise UnknownExecutionError(f"unknown execution {execution_id!r}")
-        self._saw(execution_id, doc)
-        loaded = await self._load_from(execution_id, doc)
-        return await self.load(execution_id) if loaded is None else loaded
-
-    async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
-        """The events after ``after_seq``: the execution document (it may hold the start
-        event, and says which pages are orphans) and the pages from the one holding
-        ``after_seq + 1`` on."""
-        async with self._io.call(f"read {execution_id!r}"):
-            doc = await self._exec_snap(execution_id)
-            tail = await self._read_after(execution_id, doc, Where(max(after_seq, 0)))
-        return tail.events if tail else []
-
-    async def save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
-        if snapshot.seq < 1:
-            raise ValueError(f"snapshot at {snapshot.seq}: seqs start at 1")
-        parts = encode_snapshot(snapshot.state)
-        part_id = f"{event_doc_id(snapshot.seq)}.{secrets.token_hex(4)}"
-        async with self._io.call(f"snapshot of {execution_id!r}"):
-            # The execution document first: its age tells TTL leftovers from the log (one
-            # could hold ``seq`` beyond the log's end), and the first swap's precondition.
-            doc = await self._exec_snap(execution_id)
-            page = await self._require_seq(execution_id, snapshot.seq, doc)
-            pointer = SnapshotPointer(snapshot.seq, part_id, len(parts), page)
-            for _ in range(self._attempts):
-                if await self._swap_snapshot(execution_id, doc, pointer, parts):
-                    self._cache.rebase(execution_id, snapshot)
-                    return
-                doc = await self._exec_snap(execution_id)
-        raise StoreError(f"snapshot of {execution_id!r}: too much contention")
+    async def _stored_start(
+        self, execution_id: str, body: str, maybe_ours: bool
+    ) -> tuple[bool, ExecutionStarted]:
+        page = await self._page_holding(execution_id, 1)
+        if page is None:
+            raise StoreError(f"execution {execution_id!r} exists without its first event")
+        events = page.events_after(0)
+        event = events[0]
+        assert isinstance(event, ExecutionStarted)
+        self._note(execution_id, page.last)  # with events written beside it, 1 is no end
+        if self._cache.get(execution_id) is None:
+            self._cache.put(execution_id, LoadedLog(None, events), page.bodies[-1], page.home)
+        return maybe_ours and page.bodies[0] == body, event
 
     async def summary(self, execution_id: str) -> ExecutionSummary:
         async with self._io.call(f"summary of {execution_id!r}"):
@@ -657,142 +371,3 @@ class FirestoreEventStore(EventStore):
         if self._owns_client:
             # ``AsyncClient.close`` leaves the gRPC channel open; close the transport itself.
             await self._client._firestore_api.transport.close()  # pyright: ignore[reportPrivateUsage]
-
-    # -- references and accounting ----------------------------------------------------------
-
-    def _exec_ref(self, execution_id: str) -> AsyncDocumentReference:
-        # Every document path goes through here: an id the rule refuses ("a/b/c" would
-        # address a document of another collection) never reaches the client.
-        return self._executions.document(check_execution_id(execution_id))
-
-    def _events(self, execution_id: str) -> AsyncCollectionReference:
-        return cast(AsyncCollectionReference, self._exec_ref(execution_id).collection("events"))
-
-    def _snapshot_refs(
-        self, execution_id: str, pointer: SnapshotPointer
-    ) -> list[AsyncDocumentReference]:
-        snapshots = cast(
-            AsyncCollectionReference, self._exec_ref(execution_id).collection("snapshots")
-        )
-        return [snapshots.document(part_id) for part_id in pointer.part_ids()]
-
-    def _saw(self, execution_id: str, doc: Doc) -> None:
-        """Remember the execution document as read: its update time (the precondition of
-        a riding end or a fenced append), and where an end on it ends (an append below
-        that must not pass for one at the log's end)."""
-        self._stamps.seen(execution_id, doc)
-        end = end_page(doc.to_dict() or {}) if doc.exists else None
-        if end is not None:
-            self._note(execution_id, end.last)
-
-    def _note(self, execution_id: str, seq: int) -> None:
-        """Remember that a page of the execution ends at ``seq`` (a fact that stays true)."""
-        if seq > self._known.get(execution_id, 0):
-            self._known[execution_id] = seq
-        if execution_id in self._known:
-            self._known.move_to_end(execution_id)
-        while len(self._known) > self._known_max:
-            self._known.popitem(last=False)
-
-    # -- helpers of the SPI methods ---------------------------------------------------------
-
-    async def _exec_snap(self, execution_id: str) -> Doc:
-        doc = await self._io.get(self._exec_ref(execution_id))
-        self._saw(execution_id, doc)
-        if not doc.exists:
-            raise UnknownExecutionError(f"unknown execution {execution_id!r}")
-        return doc
-
-    async def _exec_doc(self, execution_id: str) -> dict[str, Any]:
-        return (await self._exec_snap(execution_id)).to_dict() or {}
-
-    async def _page_holding(self, execution_id: str, seq: int) -> Page | None:
-        """The page holding event ``seq``, if there is one: a page document, or a run of
-        events on the execution document (the start, read first for seq 1; an end, read
-        only when no page document holds ``seq``)."""
-        if seq > 1:
-            page = await page_holding(self._io, self._events(execution_id), seq, None)
-            if page is not None:
-                return page
-        doc = await self._io.get(self._exec_ref(execution_id))
-        self._saw(execution_id, doc)
-        if not doc.exists:
-            return None
-        held = [p for p in held_pages(doc.to_dict() or {}) if p.holds(seq)]
-        if held or seq > 1:
-            return held[0] if held else None
-        return await page_holding(self._io, self._events(execution_id), seq, None)
-
-    async def _require_log_end(self, execution_id: str, expected: int) -> None:
-        """Refuse unless event ``expected`` exists and, as far as we know, is the last.
-
-        A remembered seq past ``expected`` is checked before it refuses: an id purged and
-        started again elsewhere has a shorter log than this object saw, and refusing on
-        memory alone would refuse every append to it (a conflict loop) until restart.
-        """
-        known = self._known.get(execution_id, 0)
-        if known > expected:
-            if await self._page_holding(execution_id, expected + 1) is not None:
-                raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
-            self._known.pop(execution_id, None)  # stale: the log is shorter than we saw
-            known = 0
-        if expected < 1:  # seq 1 is written by ``create`` only
-            await self._exec_doc(execution_id)
-            raise AppendConflictError(f"log of {execution_id!r} already has its first event")
-        if known == expected:  # a page end: the append's first page would collide
-            return
-        page = await self._page_holding(execution_id, expected)
-        if page is not None:
-            self._note(execution_id, page.last)
-            if page.last > expected:  # inside a page: no page id collides, refuse here
-                raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
-            return
-        await self._exec_doc(execution_id)  # UnknownExecutionError if there is no execution
-        raise AppendConflictError(f"log of {execution_id!r} does not reach {expected}")
-
-    async def _require_seq(self, execution_id: str, seq: int, doc: Doc) -> int | None:
-        """Refuse a snapshot ahead of the log; the first seq of the page ending at ``seq``
-        (0: the execution document), or None when ``seq`` is inside a page."""
-        cached = self._cache.get(execution_id)
-        if cached is not None and cached.last_seq == seq:
-            return cached.last_page
-        created = cast("datetime | None", doc.create_time)
-        held = [p for p in held_pages(doc.to_dict() or {}) if p.holds(seq)]
-        page = held[0] if held else None
-        page = page or await page_holding(self._io, self._events(execution_id), seq, created)
-        if page is None:
-            raise ValueError(f"snapshot at {seq} is ahead of the log of {execution_id!r}")
-        self._note(execution_id, page.last)
-        return page.home if page.last == seq else None
-
-    async def _stored_start(
-        self, execution_id: str, body: str, maybe_ours: bool
-    ) -> tuple[bool, ExecutionStarted]:
-        page = await self._page_holding(execution_id, 1)
-        if page is None:
-            raise StoreError(f"execution {execution_id!r} exists without its first event")
-        events = page.events_after(0)
-        event = events[0]
-        assert isinstance(event, ExecutionStarted)
-        self._note(execution_id, page.last)  # with events written beside it, 1 is no end
-        if self._cache.get(execution_id) is None:
-            self._cache.put(execution_id, LoadedLog(None, events), page.bodies[-1], page.home)
-        return maybe_ours and page.bodies[0] == body, event
-
-    async def _swap_snapshot(
-        self, execution_id: str, doc: Doc, pointer: SnapshotPointer, parts: list[bytes]
-    ) -> bool:
-        """Point the execution at a new snapshot unless it has a newer one.
-
-        Returns False when the execution document (``doc``, as just read) changed under us
-        (try again). The ``last_update_time`` precondition makes the swap safe without a
-        transaction; appends never wait for it.
-        """
-        fields = doc.to_dict() or {}
-        if snapshot_seq(fields) >= pointer.seq:
-            return True
-        self._stamps.drop(execution_id)  # the swap writes the execution document
-        old = SnapshotPointer.from_fields(fields)
-        new = (pointer, self._snapshot_refs(execution_id, pointer), parts)
-        stale = self._snapshot_refs(execution_id, old) if old else []
-        return await swap_in(self._io, doc, new, stale, self.snapshot_commit_bytes)

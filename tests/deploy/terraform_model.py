@@ -63,7 +63,7 @@ REQUIRED_UNINDEXED = frozenset(
     }
 )
 
-# Fields infra/loom_gcp/firestore.py filters or orders by: exempting them would break its
+# Fields the Firestore store (infra/loom_gcp/) filters or orders by: exempting them would break its
 # queries on real Firestore (the emulator does not enforce indexes).
 QUERIED_FIELDS = frozenset(
     {

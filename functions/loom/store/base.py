@@ -395,9 +395,11 @@ def check_then(execution_id: str, then: Sequence[Event]) -> None:
 
 def check_numbering(request: AppendRequest) -> None:
     """Refuse a batch whose events are not numbered ``expected_seq + 1, …`` (a caller bug)."""
-    for offset, event in enumerate(request.events, start=1):
-        if event.seq != request.expected_seq + offset:
+    seq = request.expected_seq
+    for event in request.events:
+        seq += 1
+        if event.seq != seq:
             raise ValueError(
                 f"event {event.type} has seq {event.seq}, expected "
-                f"{request.expected_seq + offset} in append to {request.execution_id!r}"
+                f"{seq} in append to {request.execution_id!r}"
             )

@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
-from loom.errors import AppendConflictError, StoreUnavailableError, UnknownExecutionError
+from loom.errors import StoreUnavailableError, UnknownExecutionError
 from loom.events import EVENT_ADAPTER, Event, ExecutionStarted, event_to_json
 from loom.ids import check_execution_id
 from loom.store import sqlite_browse
@@ -55,16 +55,12 @@ from loom.store.sqlite_faults import (
 from loom.store.sqlite_group import GroupCommitter
 from loom.store.sqlite_leases import SqliteLeaseSet
 from loom.store.sqlite_schema import SCHEMA, SUMMARY_COLUMNS, migrate
+from loom.store.sqlite_writes import KEEP_SNAPSHOT, Append, Create
 
 T = TypeVar("T")
 
 _READ_THREADS = 4
 _REOPEN = frozenset({"read_only", "cannot_open", "io"})
-# An older snapshot never replaces a newer one.
-_KEEP_SNAPSHOT = (
-    "INSERT INTO snapshots VALUES (?,?,?) ON CONFLICT(execution_id) DO UPDATE"
-    " SET seq=excluded.seq, state=excluded.state WHERE excluded.seq > snapshots.seq"
-)
 _PING_BUSY_MS = 1000  # a readiness check waits this long for the write lock, not 30 s
 
 
@@ -193,97 +189,24 @@ class SqliteEventStore(EventStore):
     ) -> tuple[bool, ExecutionStarted]:
         check_execution_id(started.execution_id)
         check_then(started.execution_id, then)
-        body = self._create_body(started, then)
-        return await self._group.submit(body, 0, "create", self._writer)
-
-    def _create_body(
-        self, started: ExecutionStarted, then: Sequence[Event]
-    ) -> Callable[[sqlite3.Connection], tuple[bool, ExecutionStarted]]:
         first = started.model_copy(update={"seq": 1})
         eid = started.execution_id
         rows = [(eid, e.seq, event_to_json(e)) for e in [first, *then]]
         check_sizes("create", eid, [row[2] for row in rows], self.max_event_bytes)
-        now = time.time()
-
-        def body(con: sqlite3.Connection) -> tuple[bool, ExecutionStarted]:
-            row = con.execute(
-                "SELECT body FROM events WHERE execution_id=? AND seq=1", (started.execution_id,)
-            ).fetchone()
-            if row is not None:
-                stored = EVENT_ADAPTER.validate_json(row[0])
-                assert isinstance(stored, ExecutionStarted)
-                return False, stored
-            con.execute(
-                f"INSERT INTO executions ({SUMMARY_COLUMNS}) VALUES (?,?,?,?,?,?,NULL,NULL,?)",
-                (eid, started.flow, "running", len(rows), now, now, started.flow_version),
-            )
-            con.executemany("INSERT INTO events VALUES (?,?,?)", rows)
-            return True, first
-
-        return body
+        return await self._group.submit(Create(first, rows, time.time()), 0, "create", self._writer)
 
     async def append(self, request: AppendRequest) -> int:
         """Append in the next group commit (``sqlite_group``); return once it is fsync'd."""
-        check_execution_id(request.execution_id)
+        eid = request.execution_id
+        check_execution_id(eid)
         check_numbering(request)
-        rows = [(request.execution_id, e.seq, event_to_json(e)) for e in request.events]
-        bodies = [row[2] for row in rows]
-        check_sizes("append to", request.execution_id, bodies, self.max_event_bytes)
-        size = sum(map(len, bodies)) + len(request.snapshot or "")
-        return await self._group.submit(
-            self._append_body(request, rows), size, "append", self._writer
-        )
-
-    def _append_body(
-        self, request: AppendRequest, rows: list[tuple[str, int, str]]
-    ) -> Callable[[sqlite3.Connection], int]:
-        eid, expected = request.execution_id, request.expected_seq
-        new_last = expected + len(rows)
-
-        def body(con: sqlite3.Connection) -> int:
-            # The conditional UPDATE is the expected_seq check: one statement, not two.
-            if self._advance(con, eid, expected, new_last, request).rowcount != 1:
-                self._refuse(con, eid, expected)
-            if len(rows) == 1:  # the common case: ``execute`` costs less than ``executemany``
-                con.execute("INSERT INTO events VALUES (?,?,?)", rows[0])
-            else:
-                con.executemany("INSERT INTO events VALUES (?,?,?)", rows)
-            if request.snapshot is not None:
-                con.execute(_KEEP_SNAPSHOT, (eid, new_last, request.snapshot))
-            return new_last
-
-        return body
-
-    @staticmethod
-    def _advance(
-        con: sqlite3.Connection, eid: str, expected: int, new_last: int, request: AppendRequest
-    ) -> sqlite3.Cursor:
-        status = request.status
-        if status is None:
-            return con.execute(
-                "UPDATE executions SET last_seq=?, updated_at=? WHERE id=? AND last_seq=?",
-                (new_last, time.time(), eid, expected),
-            )
-        return con.execute(
-            "UPDATE executions SET last_seq=?, updated_at=?, status=?, wake_at=?,"
-            " parked_reason=? WHERE id=? AND last_seq=?",
-            (
-                new_last,
-                time.time(),
-                status.status,
-                status.wake_at,
-                status.parked_reason,
-                eid,
-                expected,
-            ),
-        )
-
-    @staticmethod
-    def _refuse(con: sqlite3.Connection, eid: str, expected: int) -> NoReturn:
-        row = con.execute("SELECT last_seq FROM executions WHERE id=?", (eid,)).fetchone()
-        if row is None:
-            raise UnknownExecutionError(f"unknown execution {eid!r}")
-        raise AppendConflictError(f"log of {eid!r} ends at {row[0]}, not {expected}")
+        rows = [(eid, e.seq, event_to_json(e)) for e in request.events]
+        size, limit = sum([len(row[2]) for row in rows]), self.max_event_bytes
+        if limit is not None and size * 4 > limit:  # else no event can be over (check_sizes)
+            check_sizes("append to", eid, [row[2] for row in rows], limit)
+        size += len(request.snapshot or "")
+        write = Append(eid, request.expected_seq, rows, request.status, request.snapshot)
+        return await self._group.submit(write, size, "append", self._writer)
 
     def _events(self, execution_id: str, after_seq: int) -> list[Event]:
         cur = self._con().execute(
@@ -340,7 +263,7 @@ class SqliteEventStore(EventStore):
                 raise UnknownExecutionError(f"unknown execution {execution_id!r}")
             if snapshot.seq > row[0]:
                 raise ValueError(f"snapshot at {snapshot.seq} is ahead of the log ({row[0]})")
-            con.execute(_KEEP_SNAPSHOT, (execution_id, snapshot.seq, snapshot.state))
+            con.execute(KEEP_SNAPSHOT, (execution_id, snapshot.seq, snapshot.state))
 
         self._write(body)
 

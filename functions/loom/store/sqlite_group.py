@@ -18,7 +18,11 @@ Where the flush runs:
 * **On the writer thread** (a served worker, after ``serve_off_loop``): the first request
   submits a drain job; while it commits, later requests queue and form the next group.
 
-Isolation inside a group: requests are applied one after the other without savepoints
+Isolation inside a group: a group of requests for distinct executions whose bodies can be
+applied by kind (:class:`Batch`: the store's appends and creates) is first applied so, a few
+``executemany`` statements for the whole group; if one request of it would be refused, that
+pass is rolled back and the group applied one by one as follows, which finds that request
+and refuses it alone. One by one, requests are applied one after the other without savepoints
 while none needs undoing; if one does (a SQLite error, or a refusal after it changed
 rows), the transaction is rolled back and the group applied again with each request in a
 ``SAVEPOINT`` of its own (nothing was committed in between). A request that fails on its own (``AppendConflictError``, ``UnknownExecutionError``) is rolled back to its
@@ -31,6 +35,7 @@ transaction is rolled back and every request of the group fails with the transla
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import itertools
@@ -53,6 +58,30 @@ MAX_REQUESTS = 256
 MAX_BYTES = 4 << 20  # event bodies per transaction; a larger single request goes alone
 PROBE_EVERY = 16  # on the loop, out of grouping mode: every 16th busy-turn request waits
 _REOPEN = frozenset({"read_only", "cannot_open", "io"})
+
+
+class Batch(abc.ABC):
+    """A request body that can also be applied together with others of its kind.
+
+    Attributes:
+        key: The execution the request writes. A group is applied by kind only when its
+            keys are distinct: requests for different executions touch different rows, so
+            applying them by kind rather than in order cannot change an outcome.
+    """
+
+    __slots__ = ("key",)
+    key: str
+
+    @abc.abstractmethod
+    def __call__(self, con: sqlite3.Connection) -> Any:
+        """Apply this request alone; raise to refuse it."""
+
+    @classmethod
+    @abc.abstractmethod
+    def apply_many(cls, con: sqlite3.Connection, batch: list[Any]) -> list[Any] | None:
+        """Apply every request of ``batch``: their results in order, or ``None`` (or a
+        ``sqlite3`` error) when one would be refused; the committer then rolls back and
+        applies the group one by one, which finds that request and refuses it alone."""
 
 
 @dataclass(slots=True)
@@ -109,9 +138,14 @@ class GroupCommitter:
         self._queue: deque[_Request] = deque()
         self._draining = False
         self.commits = 0  # transactions committed (or attempted): for tests and benchmarks
+        self.batched = 0  # groups of them applied by kind (``Batch.apply_many``): for tests
 
-    async def submit(self, body: Body, size: int, what: str, writer: Executor | None) -> Any:
-        """Run ``body`` in the next group transaction; return its result once durable.
+    def submit(
+        self, body: Body, size: int, what: str, writer: Executor | None
+    ) -> asyncio.Future[Any]:
+        """Queue ``body`` for the next group transaction: a future of its result, settled
+        once it is durable (a plain function, not a coroutine: one frame fewer for every
+        caller to suspend and resume).
 
         Args:
             body: Statements of one request; raises to refuse it (nothing of it is kept).
@@ -125,7 +159,7 @@ class GroupCommitter:
             self._enqueue_local(request)
         else:
             self._enqueue_writer(request, writer)
-        return await request.future
+        return request.future
 
     def _enqueue_local(self, request: _Request) -> None:
         queue: _LoopQueue | None = getattr(self._local, "queue", None)
@@ -145,8 +179,7 @@ class GroupCommitter:
         while pending:
             group = _take(pending)
             self._commit(group)
-            for request in group:
-                _settle(request)
+            _settle_all(group)
 
     def _enqueue_writer(self, request: _Request, writer: Executor) -> None:
         with self._lock:
@@ -184,6 +217,8 @@ class GroupCommitter:
             con.execute("BEGIN IMMEDIATE")
             if len(group) == 1:
                 _apply_alone(con, group[0])
+            elif _apply_batched(con, group):
+                self.batched += 1
             elif not _apply_together(con, group):
                 rollback(con)  # one request needs undoing alone: again, a savepoint each
                 con.execute("BEGIN IMMEDIATE")
@@ -254,6 +289,40 @@ def _apply_alone(con: sqlite3.Connection, request: _Request) -> None:
         request.error = exc
 
 
+def _apply_batched(con: sqlite3.Connection, group: list[_Request]) -> bool:
+    """Apply ``group`` by kind when it can be (see :class:`Batch`); False, with nothing of it
+    kept and a transaction open again, when it cannot or one request would be refused."""
+    kinds: dict[type[Any], tuple[list[_Request], list[Any]]] = {}
+    for request in group:
+        body = request.body
+        entry = kinds.get(type(body))
+        if entry is None:  # (one subclass check a kind, not one a request)
+            if not issubclass(type(body), Batch):
+                return False
+            entry = kinds[type(body)] = ([], [])
+        entry[0].append(request)
+        entry[1].append(body)
+    if len({body.key for _, bodies in kinds.values() for body in bodies}) != len(group):
+        return False  # two requests for one execution: only their order decides
+    try:
+        for kind, (requests, bodies) in kinds.items():
+            results = kind.apply_many(con, bodies)
+            if results is None:
+                break
+            for request, result in zip(requests, results, strict=True):
+                request.result = result
+        else:
+            return True
+    except sqlite3.Error as exc:
+        if not con.in_transaction or isinstance(translate(exc, ""), StoreUnavailableError):
+            raise  # busy, full, I/O, read-only: an error of the group's transaction
+    for request in group:
+        request.result = None
+    rollback(con)
+    con.execute("BEGIN IMMEDIATE")
+    return False
+
+
 def _apply_together(con: sqlite3.Connection, group: list[_Request]) -> bool:
     """Apply ``group`` without savepoints (two statements fewer a request); False, the
     results cleared, when one failed in a way only a savepoint could undo alone: a SQLite
@@ -313,5 +382,11 @@ def _settle_threadsafe(group: list[_Request]) -> None:
 
 
 def _settle_all(requests: list[_Request]) -> None:
-    for request in requests:
-        _settle(request)
+    for request in requests:  # (``_settle`` inlined: this runs once a request)
+        future = request.future
+        if future.done():  # the caller was cancelled: its request was still committed
+            continue
+        if request.error is not None:
+            future.set_exception(request.error)
+        else:
+            future.set_result(request.result)

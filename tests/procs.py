@@ -126,6 +126,24 @@ def wait_http_ready(server: Server, path: str = "/", *, timeout: float = 30.0) -
     raise RuntimeError(f"{server.name} not ready after {timeout}s:\n{server.log_tail()}")
 
 
+def wait_log(server: Server, text: str, *, timeout: float = 30.0) -> None:
+    """Poll the server's log until it holds ``text``.
+
+    Raises:
+        RuntimeError: The process exited, or ``text`` did not appear in time.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in server.log_tail(chars=1_000_000):
+            return
+        if server.proc.poll() is not None:
+            raise RuntimeError(
+                f"{server.name} exited with {server.proc.returncode}:\n{server.log_tail()}"
+            )
+        time.sleep(0.05)
+    raise RuntimeError(f"{server.name} never logged {text!r}:\n{server.log_tail()}")
+
+
 def stop(server: Server, *, timeout: float = 10.0) -> None:
     """SIGTERM the server's PID, then SIGKILL if it is still there after ``timeout``."""
     proc = server.proc

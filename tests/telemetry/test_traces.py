@@ -60,6 +60,9 @@ async def _crash_in_served_worker(tmp_path: Path, store: str, eid: str) -> list[
     server = procs.start("loom-serve", argv, port=port, log_path=tmp_path / "serve.log", env=env)
     try:
         procs.wait_http_ready(server, "/live")
+        # It listens before it catches up on the backlog: a catch-up that lists the runs
+        # after the start below would run it too, in a trace of its own.
+        procs.wait_log(server, "caught up on the backlog")
         runtime = Runtime(crash_app.app, open_store(store))
         await runtime.start("crash.idempotent", None, execution_id=eid, run=False)
         with pytest.raises(httpx.TransportError):

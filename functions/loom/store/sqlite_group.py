@@ -382,11 +382,5 @@ def _settle_threadsafe(group: list[_Request]) -> None:
 
 
 def _settle_all(requests: list[_Request]) -> None:
-    for request in requests:  # (``_settle`` inlined: this runs once a request)
-        future = request.future
-        if future.done():  # the caller was cancelled: its request was still committed
-            continue
-        if request.error is not None:
-            future.set_exception(request.error)
-        else:
-            future.set_result(request.result)
+    for request in requests:
+        _settle(request)

@@ -158,7 +158,9 @@ def admit(defn: EffectDef, value: Any, granted: list[str]) -> tuple[Any, ErrorIn
         return value, ErrorInfo(code="invalid_input", type=type(exc).__name__, message=exc.message)
 
 
-_SCALARS = frozenset({int, str, bool, type(None)})
+# Types whose values are JSON values as they are, so the serializer is skipped for them
+# (a float still goes through it). Not ``loom.app``'s scalars: those are declared types.
+_OWN_JSON = frozenset({int, str, bool, type(None)})
 
 
 def _returned(result: Any, attempts: int, duration: float) -> Outcome:
@@ -168,7 +170,7 @@ def _returned(result: Any, attempts: int, duration: float) -> Outcome:
     its side effects), and its output is never stored changed (``inf`` as ``null``)."""
     try:
         # A scalar is its own JSON form: no serializer call for the commonest outputs.
-        value = result if type(result) in _SCALARS else to_json_value(result)
+        value = result if type(result) in _OWN_JSON else to_json_value(result)
         raw = dump_exact(value, "the output")
     except (InvalidPayloadError, PydanticSerializationError) as exc:
         message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)

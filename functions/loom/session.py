@@ -33,6 +33,7 @@ from loom.context import (
     reap,
     root_scope,
 )
+from loom.divergence import StepTally
 from loom.durability import before_effect
 from loom.effects import (
     admit,
@@ -90,6 +91,7 @@ class Session:
         self._outside = contextvars.Context()  # the call's own context (set by run)
         self.order = Ordering(cancellation.outcomes(state), self._poke)
         self.timers = LoopTimers(self, self._poke, self._halt)
+        self.tally = StepTally(state)  # recorded steps the replay asked for (loom.divergence)
 
     # -- bookkeeping ------------------------------------------------------------------
 
@@ -201,7 +203,11 @@ class Session:
         if rec is None:
             if step_id in state.decisions or step_id in state.gates:
                 self._check_unused(step_id, f"effect {defn.name!r}")
+            skipped = self.tally.skipped(state, step_id, self.order.open_tasks)
+            if skipped is not None:
+                self._park(step_id, skipped)
             return await self._live(step_id, defn, value, 1)
+        self.tally.saw(step_id, rec)
         if rec.get("effect") != defn.name:
             self._park(
                 step_id,

@@ -1,0 +1,66 @@
+"""A replay that skips a recorded step: the flow asks for a new step while the log holds a
+step this replay never asked for.
+
+Step ids are positions in the flow's task tree (``"3"``, ``"2.1"``), so the same flow code
+numbers its steps differently when what creates tasks under it changes. It happens without
+anyone touching the flow: ``asyncio.wait_for(ctx.execute(...), t)`` runs the step in a task
+of its own on Python 3.11 (step ``"1.1"``) and in the flow's own task from Python 3.12 on
+(step ``"1"``). A session that then found no record of the step it was asked for would
+invoke the effect again under a new key: a non-idempotent effect would run twice.
+
+A flow running one task at a time asks for its recorded steps in the order it made them, so
+the first request for a step the log does not hold comes after every recorded one was asked
+for. If one was not, the replay diverged: the session parks the execution with
+``NondeterminismError`` naming both steps, and nothing is invoked. While several of the
+flow's tasks are open the check is off: a live step of one task may start before another
+task reaches its recorded one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from loom.fold import ExecutionState, StepRecord
+
+
+class StepTally:
+    """Which of the steps recorded before a session began its replay has asked for.
+
+    Args:
+        state: The execution's state when the session began.
+    """
+
+    __slots__ = ("asked", "recorded", "start_seq")
+
+    def __init__(self, state: ExecutionState) -> None:
+        self.start_seq = state.last_seq  # steps at or before it were recorded before
+        self.recorded: int | None = None  # counted at the first request (steps load lazily)
+        self.asked: set[str] = set()
+
+    def saw(self, step_id: str, rec: StepRecord) -> None:
+        """The flow asked for ``step_id``, which the log holds as ``rec``."""
+        if rec.get("seq", 0) <= self.start_seq:
+            self.asked.add(step_id)
+
+    def skipped(self, state: ExecutionState, step_id: str, open_tasks: int) -> str | None:
+        """Why asking for ``step_id``, which the log does not hold, diverges from the log;
+        ``None`` when it does not (or cannot be told: several tasks are open)."""
+        if self.recorded is None:
+            start = self.start_seq
+            self.recorded = sum(1 for r in state.steps.values() if r.get("seq", 0) <= start)
+        if self.recorded <= len(self.asked) or open_tasks > 1:
+            return None
+        missed = min(
+            (r.get("seq", 0), sid)
+            for sid, r in state.steps.items()
+            if r.get("seq", 0) <= self.start_seq and sid not in self.asked
+        )[1]
+        rec = state.steps[missed]
+        return (
+            f"step {step_id}: the flow asked for a step the log does not hold, but never for "
+            f"step {missed} (effect {rec.get('effect')!r}, {rec.get('status')}) recorded "
+            "before it; the flow numbers its steps differently than when they were recorded "
+            "(a changed flow, or a Python or library version that creates tasks differently: "
+            "asyncio.wait_for runs its awaitable in a task of its own on Python 3.11 only)"
+        )

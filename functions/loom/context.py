@@ -96,14 +96,17 @@ def _task_factory(
     loop: asyncio.AbstractEventLoop,
     coro: Coroutine[Any, Any, Any],
     context: contextvars.Context | None = None,
+    **options: Any,
 ) -> asyncio.Task[Any]:
+    # ``options``: what newer loops pass on to the task (``name``, ``eager_start``: uvloop
+    # on Python 3.13 passes the latter to every factory).
     parent = SCOPE.get() if context is None else context.get(SCOPE)
     if parent is None:
-        return asyncio.Task(coro, loop=loop, context=context)
+        return asyncio.Task(coro, loop=loop, context=context, **options)
     child_context = context.copy() if context is not None else contextvars.copy_context()
     child = _Scope(parent.next_id() + ".", parent.session)
     child_context.run(SCOPE.set, child)
-    task = asyncio.Task(coro, loop=loop, context=child_context)
+    task = asyncio.Task(coro, loop=loop, context=child_context, **options)
     parent.session.track(task)
     return task
 

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from loom import cancellation, crash, decisions
+from loom import cancellation, crash, decisions, fast_step
 from loom import events as ev
 from loom.app import EffectDef, FlowDef
 from loom.backoff import BACKOFF, scheduled, wait_for_retry
@@ -35,6 +35,7 @@ from loom.context import (
 )
 from loom.durability import before_effect
 from loom.effects import (
+    Outcome,
     admit,
     budget_exceeded,
     completed_event,
@@ -103,7 +104,7 @@ class Session:
 
         Not a coroutine: the common case (nothing to wait for) awaits no frame at all.
         """
-        if self.state.cancel is not None:
+        if self.journal.state.cancel is not None:  # (``journal.state``: no property call)
             return self._turn_cancelling(seq)
         wait = self.order.turn(seq)
         if wait is None:
@@ -196,7 +197,7 @@ class Session:
         if self.signal is not None:
             raise self.signal
         defn = effect if isinstance(effect, EffectDef) else self.rt.app.get_effect(effect)
-        state = self.state  # (read before any await: a reload replaces it)
+        state = self.journal.state  # (read before any await: a reload replaces it)
         rec = state.steps.get(step_id)
         if rec is None:
             if step_id in state.decisions or step_id in state.gates:
@@ -228,14 +229,18 @@ class Session:
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         await before_effect(self)  # no effect runs before a held completion is durable
-        state = self.state  # (after the await: a conflict there reloads it)
+        state = self.journal.state  # (after the await: a conflict there reloads it)
         if state.cancel is not None or state.deadline is not None:
             await cancellation.checkpoint(self)  # (nothing to check: no coroutine)
         self._inflight += 1
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
         try:
-            call = self._invoke(step_id, defn, value, attempt)
-            result = await (self.timers.detach(call) if self.timers.guard else call)
+            if self.timers.guard:
+                result = await self.timers.detach(self._invoke(step_id, defn, value, attempt))
+            elif fast_step.applies(self, defn, attempt):  # the commonest step (loom.fast_step)
+                result = await fast_step.invoke(self, step_id, defn, value)
+            else:
+                result = await self._invoke(step_id, defn, value, attempt)
         except EffectFailedError:
             await self._turn(self.state.steps[step_id].get("seq", 0))
             raise
@@ -245,16 +250,15 @@ class Session:
             self._poke()
         if result is BACKOFF:  # the next attempt waits on a durable timer
             return await self.execute(step_id, defn, value)
-        await self._turn(self.state.steps[step_id].get("seq", 0))
+        await self._turn(self.journal.state.steps[step_id].get("seq", 0))
         return result
 
     async def _invoke(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         state = self.state
         key = state.step_key(step_id)
         value, refused = admit(defn, value, state.capabilities)
-        if refused is not None:  # recorded as the step's failure; the effect is not invoked
-            await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=refused)])
-            raise failed_error(defn.name, step_id, refused.model_dump())
+        if refused is not None:
+            await self._refuse(step_id, defn, refused)
         if state.budgets:  # (most executions have none: no call)
             self._check_budget(state, defn.name)
         crash.point("before_intent", step_id)
@@ -277,6 +281,15 @@ class Session:
             self.rt.max_inline_backoff,
         )
         crash.point("after_effect", step_id)
+        return await self._record(step_id, defn, attempt, outcome)
+
+    async def _refuse(self, step_id: str, defn: EffectDef, refused: ev.ErrorInfo) -> NoReturn:
+        """Record the step as failed without invoking its effect (``admit`` refused it)."""
+        await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=refused)])
+        raise failed_error(defn.name, step_id, refused.model_dump())
+
+    async def _record(self, step_id: str, defn: EffectDef, attempt: int, outcome: Outcome) -> Any:
+        """Append what attempts ``attempt`` on of the step came to; its output, or raise."""
         if outcome.retry_at is not None:
             await self.append([scheduled(step_id, defn.name, attempt + outcome.attempts, outcome)])
             return BACKOFF

@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from loom.app import FlowDef
     from loom.runtime import Runtime
     from loom.session import Session
+    from loom.steps import EffectSteps
 
 _DEFERRABLE = frozenset({"EffectCompleted", "DecisionRecorded"})
 # A margin for the fields of an EffectCompleted besides its output (ids, counts, times).
@@ -259,7 +260,7 @@ class StrictJournal(BatchedJournal):
                 crash.point("after_complete", step_id)
 
 
-def before_effect(session: Session) -> Awaitable[None]:
+def before_effect(session: EffectSteps) -> Awaitable[None]:
     """What a session awaits right before it invokes an effect: in a strict session that
     holds a completion, :func:`force`; else nothing (no coroutine)."""
     journal = session.journal
@@ -268,7 +269,7 @@ def before_effect(session: Session) -> Awaitable[None]:
     return READY
 
 
-async def force(session: Session) -> None:
+async def force(session: EffectSteps) -> None:
     """Make what the session holds durable, before something another party sees (an effect
     invoked, a child started, a message sent). A store failure or an overtaking ends the
     flow as a failed append does."""

@@ -29,10 +29,10 @@ from loom.effects import _returned, admit, completed_event, retry_after  # pyrig
 
 if TYPE_CHECKING:
     from loom.app import EffectDef
-    from loom.session import Session
+    from loom.steps import EffectSteps
 
 
-def applies(session: Session, defn: EffectDef, attempt: int) -> bool:
+def applies(session: EffectSteps, defn: EffectDef, attempt: int) -> bool:
     """Whether attempt ``attempt`` of a step of ``defn`` may take :func:`invoke`."""
     return (
         attempt == 1  # (a later attempt is made durable first: ``before_retry``)
@@ -44,7 +44,7 @@ def applies(session: Session, defn: EffectDef, attempt: int) -> bool:
     )
 
 
-async def invoke(session: Session, step_id: str, defn: EffectDef, value: Any) -> Any:
+async def invoke(session: EffectSteps, step_id: str, defn: EffectDef, value: Any) -> Any:
     """``Session._invoke(step_id, defn, value, 1)`` for a step :func:`applies` to."""
     state = session.journal.state
     key = state.step_key(step_id)

@@ -265,8 +265,21 @@ def before_effect(session: EffectSteps) -> Awaitable[None]:
     holds a completion, :func:`force`; else nothing (no coroutine)."""
     journal = session.journal
     if isinstance(journal, StrictJournal) and journal.unforced:
-        return force(session)
+        return _force_held(session, journal)
     return READY
+
+
+async def _force_held(session: EffectSteps, journal: StrictJournal) -> None:
+    """:func:`force` with the strict journal's :meth:`~StrictJournal.durable_point` inlined:
+    every step after the first of a strict flow awaits this, one frame fewer."""
+    try:
+        async with journal.lock:
+            while not await journal._flush(list(journal.pending)):  # pyright: ignore[reportPrivateUsage]
+                pass
+    except SupersededSignal as signal:
+        session._raise(signal)  # pyright: ignore[reportPrivateUsage]
+    except StoreError as exc:
+        session._raise(AbortSignal(exc))  # pyright: ignore[reportPrivateUsage]
 
 
 async def force(session: EffectSteps) -> None:

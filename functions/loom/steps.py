@@ -27,7 +27,7 @@ from loom.effects import (
     invoke_with_retry,
 )
 from loom.errors import EffectFailedError
-from loom.fold import ExecutionState
+from loom.fold import ExecutionState, StepRecord
 
 if TYPE_CHECKING:
     from loom.journal import Journal
@@ -59,8 +59,12 @@ class EffectSteps:
         async def append(self, events: Sequence[ev.Event]) -> None: ...
         async def _unless_store_fails(self, step: Awaitable[T]) -> T: ...
 
-    async def execute(self, step_id: str, effect: EffectDef | str, value: Any) -> Any:
-        """Serve a recorded step or invoke the effect live and record the outcome."""
+    def execute(self, step_id: str, effect: EffectDef | str, value: Any) -> Awaitable[Any]:
+        """Serve a recorded step or invoke the effect live and record the outcome.
+
+        Not a coroutine: a new step's await is its live step's own, a frame fewer on every
+        step (the flow awaits this at once, so nothing runs between the call and the await).
+        """
         if self.signal is not None:
             raise self.signal
         defn = effect if isinstance(effect, EffectDef) else self.rt.app.get_effect(effect)
@@ -69,7 +73,10 @@ class EffectSteps:
         if rec is None:
             if step_id in state.decisions or step_id in state.gates:
                 self._check_unused(step_id, f"effect {defn.name!r}")
-            return await self._live(step_id, defn, value, 1)
+            return self._live(step_id, defn, value, 1)
+        return self._recorded(step_id, defn, value, rec)
+
+    async def _recorded(self, step_id: str, defn: EffectDef, value: Any, rec: StepRecord) -> Any:
         if rec.get("effect") != defn.name:
             self._park(
                 step_id,

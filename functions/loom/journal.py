@@ -20,6 +20,7 @@ from loom import events as ev
 from loom.context import SCOPE, SupersededSignal
 from loom.errors import AppendConflictError, StoreLimitError
 from loom.fold import ExecutionState, evolve
+from loom.limits import instead
 from loom.store.base import AppendRequest, StatusChange
 
 if TYPE_CHECKING:
@@ -199,8 +200,6 @@ class Journal:
         self.state = await self.rt.load_state(self.execution_id)  # the batch was not written
         self.claim_until = (self.state.claim or {}).get("until", 0.0)
         kept, events = list(events[:keep]), events[keep:]
-        from loom.limits import instead  # (it imports loom.effects, which imports the fold)
-
         replacement = instead(events, exc)
         if replacement is None:  # our own small failure is refused: the decisions are the bulk
             if not self.pending:

@@ -22,11 +22,10 @@ from loom.effects import (
     admit,
     budget_exceeded,
     completed_event,
-    failed_error,
     failed_event,
     invoke_with_retry,
 )
-from loom.errors import EffectFailedError
+from loom.errors import EffectFailedError, failed_error
 from loom.fold import ExecutionState, StepRecord
 
 if TYPE_CHECKING:

@@ -1,8 +1,8 @@
 """The invocation of the commonest step, without the general path's detours.
 
 Nearly every step a flow runs is alike: the first attempt of an idempotent ``async``
-effect with no timeout and no capability to check, in an execution with no budget and no
-tracer, and the attempt returns a small JSON value. ``Session._invoke`` and
+effect with no timeout, in an execution with no budget and no tracer, and the attempt
+returns a small JSON value. ``Session._invoke`` and
 ``invoke_with_retry`` pay on every step for what a step *could* be (an intent record, a
 budget, a resumed attempt, a timeout, a span, a retry loop): a coroutine and some ten calls
 that do nothing here, a good share of a step's cost on the engine's hot path.

@@ -170,7 +170,10 @@ class FlowContext:
 
     async def execute(self, effect: EffectDef | str, value: Any = None) -> Any:
         """Run an effect as a step: recorded once, served from the log on replay."""
-        return await self._session.execute(next_step_id(), effect, value)
+        scope = SCOPE.get()  # (``next_step_id`` inlined: every step of every flow runs this)
+        if scope is None:
+            raise RuntimeError("ctx operations must be awaited inside the flow that owns ctx")
+        return await self._session.execute(scope.next_id(), effect, value)
 
     async def suspend(
         self,

@@ -112,15 +112,57 @@ async def invoke_with_retry(
     A backoff longer than ``max_inline_backoff`` is not waited for: the outcome carries
     ``retry_at`` and the caller schedules the next attempt durably.
     """
-    policy = defn.retry
     first = ectx.attempt
-    if first > policy.max_attempts:
-        return _exhausted(policy, first)
+    if first > defn.retry.max_attempts:
+        return _exhausted(defn.retry, first)
     started = time.perf_counter()
-    error: ErrorInfo | None = None
-    for n in range(first, policy.max_attempts + 1):
-        attempt_ctx = ectx if n == first else replace(ectx, attempt=n, _cancelled=False)
-        if n >= 2 and before_retry is not None:
+    if first >= 2 and before_retry is not None:  # a step resumed after its worker died
+        await before_retry(ectx, None)
+    try:
+        with step_span(ectx):
+            result = await _attempt(defn, ectx, value, clock)
+        return _returned(result, 1, time.perf_counter() - started)
+    except (Signal, asyncio.CancelledError):
+        raise
+    except Exception as exc:
+        failure = exc  # (retried outside this block: a later attempt's error has no context)
+    return await retry_after(
+        failure, started, defn, ectx, value, clock, before_retry, max_inline_backoff
+    )
+
+
+async def retry_after(
+    failure: Exception,
+    started: float,
+    defn: EffectDef,
+    ectx: EffectContext,
+    value: Any,
+    clock: Callable[[], float],
+    before_retry: BeforeRetry | None = None,
+    max_inline_backoff: float = float("inf"),
+) -> Outcome:
+    """The rest of :func:`invoke_with_retry` once attempt ``ectx.attempt`` (begun at
+    ``started``, a ``time.perf_counter()``) raised ``failure``: the attempts left, up to the
+    policy's last. (``loom.fast_step`` makes a first attempt itself and hands a failure over
+    here.)"""
+    policy, first = defn.retry, ectx.attempt
+    n, exc = first, failure
+    while True:
+        error = _error(exc, defn.timeout)
+        # An unknown outcome of a non-idempotent effect must not be tried again.
+        final = isinstance(exc, policy.non_retryable) or (
+            isinstance(exc, EffectOutcomeUnknownError) and not defn.idempotent
+        )
+        if final or n == policy.max_attempts:
+            return Outcome(None, error, n - first + 1, time.perf_counter() - started)
+        delay = backoff_delay(policy, n)
+        if delay > max_inline_backoff:
+            done = n - first + 1
+            return Outcome(None, error, done, time.perf_counter() - started, clock() + delay)
+        await asyncio.sleep(delay)
+        n += 1
+        attempt_ctx = replace(ectx, attempt=n, _cancelled=False)
+        if before_retry is not None:
             await before_retry(attempt_ctx, error)
         try:
             with step_span(attempt_ctx):
@@ -128,20 +170,8 @@ async def invoke_with_retry(
             return _returned(result, n - first + 1, time.perf_counter() - started)
         except (Signal, asyncio.CancelledError):
             raise
-        except Exception as exc:
-            error = _error(exc, defn.timeout)
-            # An unknown outcome of a non-idempotent effect must not be tried again.
-            final = isinstance(exc, policy.non_retryable) or (
-                isinstance(exc, EffectOutcomeUnknownError) and not defn.idempotent
-            )
-            if final or n == policy.max_attempts:
-                return Outcome(None, error, n - first + 1, time.perf_counter() - started)
-        delay = backoff_delay(policy, n)
-        if delay > max_inline_backoff:
-            done = n - first + 1
-            return Outcome(None, error, done, time.perf_counter() - started, clock() + delay)
-        await asyncio.sleep(delay)
-    raise AssertionError("unreachable: the last attempt returns")
+        except Exception as again:
+            exc = again
 
 
 def admit(defn: EffectDef, value: Any, granted: list[str]) -> tuple[Any, ErrorInfo | None]:

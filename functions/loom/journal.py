@@ -38,9 +38,15 @@ class _Ready:
 
     __slots__ = ()
 
-    def __await__(self) -> Generator[Any, None, None]:
-        return
-        yield  # a generator that ends at once
+    if TYPE_CHECKING:
+
+        def __await__(self) -> Generator[Any, None, None]: ...
+
+    else:
+        # An exhausted iterator built in C (awaiting it is done at once): a generator
+        # method would cost a Python frame on every await, several a step. (A builtin
+        # stored on a class is no method: it is called without ``self``.)
+        __await__ = ().__iter__
 
 
 READY = _Ready()  # awaited where there is nothing to wait for
@@ -58,7 +64,10 @@ class AppendLock(asyncio.Lock):
         return super().__aenter__()
 
     def __aexit__(self, *_: object) -> Awaitable[None]:  # type: ignore[override]
-        self.release()
+        if self._waiters or not self._locked:
+            self.release()  # (wakes the first waiter; raises if not held, as ever)
+        else:
+            self._locked = False  # what ``release`` comes to with nobody waiting
         return READY
 
 
@@ -130,7 +139,7 @@ class Journal:
             if event.type not in _QUIET_TYPES:
                 change = self._status_change(before)
                 break
-        snapshot = self._riding_snapshot(change, len(events))
+        snapshot = None if change is None else self._riding_snapshot(change, len(events))
         request = AppendRequest(self.execution_id, expected, events, change, snapshot)
         token = SCOPE.set(None)  # the store's own timers are the loop's, not the flow's
         try:
@@ -152,10 +161,10 @@ class Journal:
             self.since_snapshot = 0
         return True
 
-    def _riding_snapshot(self, change: StatusChange | None, appended: int) -> str | None:
+    def _riding_snapshot(self, change: StatusChange, appended: int) -> str | None:
         """The state to keep as a snapshot with this append: where the call stops (the
         status leaves ``running``) after a tail worth a snapshot, if the store keeps them."""
-        if change is None or change.status == "running":
+        if change.status == "running":
             return None
         if not self.rt.store.keeps_append_snapshots:
             return None

@@ -68,7 +68,8 @@ class Ordering:
         opened, or a step nobody awaited at its turn) goes at once.
         """
         self.moves += 1
-        head = self._next_recorded()
+        recorded = self._recorded  # (``_next_recorded`` inlined: every step asks)
+        head = recorded[self._head] if self._head < len(recorded) else math.inf
         if seq <= head and self.open_tasks <= 1 and not self._waiters:
             if seq == head:
                 self._head += 1

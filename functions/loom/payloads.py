@@ -99,11 +99,12 @@ def _non_finite_path(value: Any, path: str) -> str | None:
 
 
 def _escape(value: Any) -> Any:
-    if isinstance(value, dict):
-        mapping = cast(dict[str, Any], value)
-        if len(mapping) == 1 and next(iter(mapping)) in _RESERVED:
-            return {ESCAPE_KEY: mapping}
-    return cast(Any, value)
+    if not isinstance(value, dict):  # (no ``cast`` call: every output passes here)
+        return value
+    mapping: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType]
+    if len(mapping) == 1 and next(iter(mapping)) in _RESERVED:
+        return {ESCAPE_KEY: mapping}
+    return mapping
 
 
 class PayloadCodec:

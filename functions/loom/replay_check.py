@@ -120,6 +120,8 @@ class _CheckSession(Session):
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         await cancellation.checkpoint(self)  # a recorded cancel arrives here, as it did live
+        if attempt == 1:
+            self._unless_skipped(step_id)  # parks as the live session would
         self._frontier(step_id, f"effect {defn.name!r}")
 
     def decide(self, step_id: str, kind: str) -> Any:

@@ -15,18 +15,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from loom import cancellation, crash, decisions
+from loom import cancellation, decisions
 from loom import events as ev
-from loom.app import EffectDef, FlowDef
-from loom.backoff import BACKOFF, scheduled, wait_for_retry
+from loom.app import FlowDef
 from loom.context import (
-    SCOPE,
     AbortSignal,
-    EffectContext,
     FlowContext,
-    InDoubtSignal,
     ParkSignal,
-    StopSignal,
     SupersededSignal,
     SuspendSignal,
     install_task_factory,
@@ -34,28 +29,19 @@ from loom.context import (
     root_scope,
 )
 from loom.divergence import StepTally
-from loom.durability import before_effect
-from loom.effects import (
-    admit,
-    budget_exceeded,
-    completed_event,
-    failed_event,
-    invoke_with_retry,
-)
 from loom.endings import record_end
 from loom.errors import (
     ConfigurationError,
-    EffectFailedError,
     GateTimeoutError,
     NondeterminismError,
     StoreError,
-    failed_error,
 )
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import READY, Journal, new_journal
 from loom.loop_timers import LoopTimers, engine_io
 from loom.ordering import Ordering
 from loom.side_tasks import Heartbeat, Waiting, tracked_end
+from loom.steps import EffectSteps
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
@@ -64,7 +50,7 @@ T = TypeVar("T")
 _SETTLE_YIELDS = 8  # loop turns with no progress before a gate-only flow counts as blocked
 
 
-class Session:
+class Session(EffectSteps):
     """Runs one flow execution for the length of one ``execute`` call."""
 
     journal_class: type[Journal] = Journal
@@ -105,7 +91,7 @@ class Session:
 
         Not a coroutine: the common case (nothing to wait for) awaits no frame at all.
         """
-        if self.state.cancel is not None:
+        if self.journal.state.cancel is not None:  # (``journal.state``: no property call)
             return self._turn_cancelling(seq)
         wait = self.order.turn(seq)
         if wait is None:
@@ -190,128 +176,6 @@ class Session:
         clash = decisions.clash(self.state, step_id, what)
         if clash is not None:
             self._park(step_id, clash)
-
-    # -- effects ------------------------------------------------------------------------
-
-    async def execute(self, step_id: str, effect: EffectDef | str, value: Any) -> Any:
-        """Serve a recorded step or invoke the effect live and record the outcome."""
-        if self.signal is not None:
-            raise self.signal
-        defn = effect if isinstance(effect, EffectDef) else self.rt.app.get_effect(effect)
-        state = self.state  # (read before any await: a reload replaces it)
-        rec = state.steps.get(step_id)
-        if rec is None:
-            if step_id in state.decisions or step_id in state.gates:
-                self._check_unused(step_id, f"effect {defn.name!r}")
-            skipped = self.tally.skipped(state, step_id, self.order.open_tasks)
-            if skipped is not None:
-                self._park(step_id, skipped)
-            return await self._live(step_id, defn, value, 1)
-        self.tally.saw(step_id, rec)
-        if rec.get("effect") != defn.name:
-            self._park(
-                step_id,
-                f"step {step_id}: log has effect {rec.get('effect')!r}, flow called {defn.name!r}",
-            )
-        status = rec.get("status")
-        if status in ("completed", "failed"):
-            await self._turn(rec.get("seq", 0))
-        if status == "completed":
-            stored = rec.get("output")
-            output = await self._unless_store_fails(
-                self.rt.payloads.decode(stored, self.execution_id)
-            )
-            return defn.typed.parse_output(output)
-        if status == "failed":
-            raise failed_error(defn.name, step_id, rec.get("error") or {})
-        if status in ("not_performed", "retrying"):  # the recorded attempt did not finish
-            return await self._live(step_id, defn, value, rec.get("attempt", 1) + 1)
-        if status == "backoff":
-            await wait_for_retry(self, step_id, rec.get("attempt", 2), rec.get("not_before", 0))
-            return await self._live(step_id, defn, value, rec.get("attempt", 2))
-        # started / in_doubt: the runtime parks those before the flow runs; never re-invoke.
-        self._park(step_id, f"step {step_id} is {status}; it needs a verdict")
-
-    async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
-        await before_effect(self)  # no effect runs before a held completion is durable
-        state = self.state  # (after the await: a conflict there reloads it)
-        if state.cancel is not None or state.deadline is not None:
-            await cancellation.checkpoint(self)  # (nothing to check: no coroutine)
-        self._inflight += 1
-        token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
-        try:
-            call = self._invoke(step_id, defn, value, attempt)
-            result = await (self.timers.detach(call) if self.timers.guard else call)
-        except EffectFailedError:
-            await self._turn(self.state.steps[step_id].get("seq", 0))
-            raise
-        finally:
-            SCOPE.reset(token)
-            self._inflight -= 1
-            self._poke()
-        if result is BACKOFF:  # the next attempt waits on a durable timer
-            return await self.execute(step_id, defn, value)
-        await self._turn(self.state.steps[step_id].get("seq", 0))
-        return result
-
-    async def _invoke(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
-        state = self.state
-        key = state.step_key(step_id)
-        value, refused = admit(defn, value, state.capabilities)
-        if refused is not None:  # recorded as the step's failure; the effect is not invoked
-            await self.append([ev.EffectFailed(step_id=step_id, effect=defn.name, error=refused)])
-            raise failed_error(defn.name, step_id, refused.model_dump())
-        if state.budgets:  # (most executions have none: no call)
-            self._check_budget(state, defn.name)
-        crash.point("before_intent", step_id)
-        if not defn.idempotent:
-            await self.append(
-                [
-                    ev.EffectStarted(
-                        step_id=step_id, effect=defn.name, attempt=attempt, idempotency_key=key
-                    )
-                ]
-            )
-            crash.point("after_intent", step_id)
-        ectx = EffectContext(self.execution_id, step_id, key, attempt, defn.name)
-        outcome = await invoke_with_retry(
-            defn,
-            ectx,
-            value,
-            self.rt.clock,
-            self._retrying,
-            self.rt.max_inline_backoff,
-        )
-        crash.point("after_effect", step_id)
-        if outcome.retry_at is not None:
-            await self.append([scheduled(step_id, defn.name, attempt + outcome.attempts, outcome)])
-            return BACKOFF
-        unknown = outcome.error is not None and outcome.error.code == "outcome_unknown"
-        if unknown and not defn.idempotent:
-            # The effect says it cannot know whether it ran: exactly a crash mid-call.
-            await self.append([ev.EffectInDoubt(step_id=step_id, effect=defn.name)])
-            self._raise(InDoubtSignal())
-        if outcome.error is not None:
-            await self.append([failed_event(step_id, defn.name, outcome, outcome.error)])
-            raise failed_error(defn.name, step_id, outcome.error.model_dump())
-        codec = self.rt.payloads
-        stored = codec.inline(outcome.value, outcome.raw) or await self._unless_store_fails(
-            codec.encode(outcome.value, f"{self.execution_id}/{step_id}/output", outcome.raw)
-        )
-        await self.append([completed_event(step_id, defn.name, outcome, *stored)])
-        self.journal.completed(step_id)  # the after_complete crash point (loom.durability)
-        return defn.typed.parse_output(outcome.value)
-
-    async def _retrying(self, ectx: EffectContext, error: ev.ErrorInfo | None) -> None:
-        retried = ev.EffectRetried(
-            step_id=ectx.step_id, effect=ectx.effect, attempt=ectx.attempt, error=error
-        )
-        await self.append([retried])
-
-    def _check_budget(self, state: ExecutionState, effect: str) -> None:
-        exceeded = budget_exceeded(state.budgets, state.meter, effect)
-        if exceeded is not None:
-            self._raise(StopSignal(exceeded))
 
     # -- gates --------------------------------------------------------------------------
 

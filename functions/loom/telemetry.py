@@ -123,6 +123,11 @@ def refresh() -> bool:
     return _tracing_on
 
 
+def tracing_on() -> bool:
+    """Whether step spans are started (as :func:`refresh` last found): one global lookup."""
+    return _tracing_on
+
+
 def _tracing() -> _Api | None:
     return _api if _tracing_on else None
 

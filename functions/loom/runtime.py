@@ -266,7 +266,8 @@ class Runtime:
 
     async def _follow_up(self, state: ExecutionState) -> None:
         """Arrange the next dispatch: a timer when it sleeps; an end goes to parent/children."""
-        await follow_up_children(self, state)
+        if state.parent is not None or state.children:  # (else nobody to tell: no coroutine)
+            await follow_up_children(self, state)
         if state.status == "suspended" and state.parked_reason is None:
             wake = state.next_wake_at()
             if wake is not None:
@@ -417,8 +418,11 @@ class Runtime:
         """Where ``state`` stands, with its output as the flow returned it (read back from
         the blob store if it was offloaded)."""
         result = ExecutionResult.from_state(state, include_state=include_state)
-        if result.output is not None:
-            result.output = await self.payloads.decode(result.output, state.execution_id)
+        stored = result.output
+        if stored is not None:
+            output = await self.payloads.decode(stored, state.execution_id)
+            if output is not stored:  # (most outputs are stored as they are: no assignment,
+                result.output = output  # which costs a pydantic ``__setattr__``)
         return result
 
     async def result(self, execution_id: str) -> ExecutionResult:

@@ -156,7 +156,8 @@ async def run_session(
         await session.run()
     finally:
         ACTIVE_HOLDERS.discard(holder)
-        await queues.release(rt, state)
+        if state.queue is not None:  # (off a queue there is no lease: no coroutine to build)
+            await queues.release(rt, state)
     if isinstance(session.signal, SupersededSignal):
         raise ExecutionSupersededError(
             f"execution {state.execution_id!r} was overtaken by another writer"

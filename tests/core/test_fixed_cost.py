@@ -1,0 +1,117 @@
+"""The fixed cost of one execution takes shortcuts where a fresh execution has nothing to do;
+each shortcut gives what the long way gives, and the long way is still taken where it has
+work (in-memory store: what is pinned here is the engine's own bookkeeping)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gc
+from typing import Any
+
+from loom import EffectContext, FlowContext, Loom, cancellation
+from loom.fold import ExecutionState, fold
+from loom.ordering import recorded_outcomes
+from loom.payloads import ESCAPE_KEY
+from loom.runtime import Runtime
+from loom.store import InMemoryEventStore
+
+app = Loom("fixed-cost")
+_release: list[asyncio.Event] = []  # entered, release (made in the test: events belong
+# to one loop)
+_seen: list[int] = []
+
+
+@app.effect("double")
+async def double(ctx: EffectContext, n: int) -> int:
+    return 2 * n
+
+
+@app.flow("steps")
+async def steps(ctx: FlowContext, n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await ctx.execute(double, i)
+    if n > 1:
+        await ctx.suspend("go", "k")
+    return total
+
+
+@app.flow("echo")
+async def echo(ctx: FlowContext, value: Any) -> Any:
+    return value
+
+
+@app.flow("held")
+async def held(ctx: FlowContext, n: int) -> int:
+    _seen.append(len(cancellation._SESSIONS))  # pyright: ignore[reportPrivateUsage]
+    _release[0].set()
+    await _release[1].wait()
+    return n
+
+
+def _slow_outcomes(state: ExecutionState) -> list[float]:
+    """``recorded_outcomes`` as it was, with no shortcut for an empty state."""
+    seqs: list[float] = [
+        rec.get("seq", 0)
+        for rec in state.steps.values()
+        if rec.get("status") in ("completed", "failed")
+    ]
+    seqs.extend(r.get("seq", 0) for r in state.resumes.values())
+    return seqs
+
+
+async def test_recorded_outcomes_shortcut_agrees_with_the_long_way() -> None:
+    rt = Runtime(app, InMemoryEventStore())
+    await rt.start("steps", 0, execution_id="empty")
+    await rt.start("steps", 3, execution_id="stepped")
+    await rt.resume("stepped", "go", "k", None)
+    fresh = fold([])
+    empty, stepped = await rt.load_state("empty"), await rt.load_state("stepped")
+    for state in (fresh, empty, stepped):
+        assert recorded_outcomes(state) == _slow_outcomes(state)
+        assert cancellation.outcomes(state) == _slow_outcomes(state)
+    assert len(recorded_outcomes(stepped)) == 4  # three completions and the resume
+    stepped.cancel = {"delivered": 7.5}  # a recorded hand-over takes its place too
+    assert cancellation.outcomes(stepped) == [*_slow_outcomes(stepped), 7.5]
+
+
+def test_fresh_states_own_their_containers() -> None:
+    """The builtin factories give every state empty containers of its own."""
+    one, two = ExecutionState(), ExecutionState()
+    for f in dataclasses.fields(ExecutionState):
+        if f.default_factory is dataclasses.MISSING or f.name == "meter":
+            continue
+        a, b = getattr(one, f.name), getattr(two, f.name)
+        assert type(a) in (dict, list) and not a and a is not b, f.name
+    one.gates["s"] = {"on": "x", "correlation_key": "k", "wake_at": None}
+    one.capabilities.append("c")
+    assert not two.gates and not two.capabilities
+
+
+async def test_a_session_without_a_cancel_keeps_no_cancel_bookkeeping() -> None:
+    """The delivery record is made for a session only when a cancel concerns it (the
+    sessions a cancel reaches are pinned by the cancellation suite)."""
+    _seen.clear()
+    _release[:] = [asyncio.Event(), asyncio.Event()]
+    rt = Runtime(app, InMemoryEventStore())
+    gc.collect()  # (sessions of earlier tests)
+    before = len(cancellation._SESSIONS)  # pyright: ignore[reportPrivateUsage]
+    running = asyncio.ensure_future(rt.start("held", 1, execution_id="h"))
+    await _release[0].wait()
+    assert _seen == [before]
+    _release[1].set()
+    assert (await running).status == "completed"
+
+
+async def test_report_keeps_outputs_stored_as_they_are_and_decodes_escaped_ones() -> None:
+    rt = Runtime(app, InMemoryEventStore())
+    plain = await rt.start("echo", {"a": [1, 2]}, execution_id="plain")
+    assert plain.output == {"a": [1, 2]}
+    escaped = await rt.start("echo", {ESCAPE_KEY: 1}, execution_id="escaped")
+    assert escaped.output == {ESCAPE_KEY: 1}  # stored escaped, read back as returned
+    state = await rt.load_state("escaped")
+    assert state.output == {ESCAPE_KEY: {ESCAPE_KEY: 1}}
+    again = await rt.report(state)
+    assert again.output == {ESCAPE_KEY: 1}
+    assert again.model_fields_set == plain.model_fields_set

@@ -9,11 +9,14 @@ import dataclasses
 import gc
 from typing import Any
 
-from loom import EffectContext, FlowContext, Loom, cancellation
+import pytest
+
+from loom import EffectContext, FlowContext, Loom, cancellation, starts
 from loom.fold import ExecutionState, fold
 from loom.ordering import recorded_outcomes
 from loom.payloads import ESCAPE_KEY
 from loom.runtime import Runtime
+from loom.session import Session
 from loom.store import InMemoryEventStore
 
 app = Loom("fixed-cost")
@@ -115,3 +118,85 @@ async def test_report_keeps_outputs_stored_as_they_are_and_decodes_escaped_ones(
     again = await rt.report(state)
     assert again.output == {ESCAPE_KEY: 1}
     assert again.model_fields_set == plain.model_fields_set
+
+
+_lingering: list[asyncio.Task[None]] = []
+
+
+@app.flow("stubborn")
+async def stubborn(ctx: FlowContext, n: int) -> int:
+    async def linger() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            await asyncio.sleep(1.5)  # outlives the session's reaping (1 s)
+
+    _lingering.append(asyncio.ensure_future(linger()))
+    await asyncio.sleep(0)
+    return await ctx.execute(double, n)
+
+
+def _recording(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, bool]]:
+    """Record each ``let_go``: whether it freed the session, and whether it is empty."""
+    seen: list[tuple[bool, bool]] = []
+    real = starts.let_go
+
+    def let_go(session: Session) -> bool:
+        freed = real(session)
+        seen.append((freed, not session.__dict__))
+        return freed
+
+    monkeypatch.setattr(starts, "let_go", let_go)
+    return seen
+
+
+async def test_an_ended_session_is_let_go_and_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Runs whose sessions are emptied at the end write and report what runs whose
+    sessions are left to the garbage collector do."""
+
+    async def run(free: bool) -> list[Any]:
+        rt = Runtime(app, InMemoryEventStore())
+        if not free:
+            monkeypatch.setattr(starts, "let_go", _keep)
+        results = [
+            await rt.start("steps", 0, execution_id="a"),
+            await rt.start("steps", 3, execution_id="b"),
+            await rt.resume("b", "go", "k", None),
+            await rt.start("echo", {"x": 1}, execution_id="c"),
+        ]
+        histories = [await rt.history(eid) for eid in ("a", "b", "c")]
+        monkeypatch.undo()
+        return [
+            [_timeless(r.model_dump()) for r in results],
+            [[_timeless(e.model_dump()) for e in h] for h in histories],
+        ]
+
+    seen = _recording(monkeypatch)
+    freed = await run(True)
+    assert seen and all(s == (True, True) for s in seen)
+    assert freed == await run(False)
+
+
+def _keep(session: Session) -> bool:
+    """``let_go`` that frees nothing: the garbage collector's way."""
+    return False
+
+
+def _timeless(value: Any) -> Any:
+    """``value`` without what the clock and the holder's id decide."""
+    drop = {"at", "started_at", "updated_at", "until", "holder", "duration_s", "effect_seconds"}
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items() if k not in drop}  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, list):
+        return [_timeless(v) for v in value]  # pyright: ignore[reportUnknownVariableType]
+    return value
+
+
+async def test_a_session_a_task_outlives_is_kept_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _recording(monkeypatch)
+    rt = Runtime(app, InMemoryEventStore())
+    result = await rt.start("stubborn", 2, execution_id="s")
+    assert result.status == "completed" and result.output == 4
+    assert seen == [(False, False)]

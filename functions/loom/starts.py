@@ -29,6 +29,7 @@ from loom.context import SupersededSignal
 from loom.durability import claim
 from loom.errors import ExecutionConflictError, ExecutionSupersededError
 from loom.fold import ExecutionState, fold
+from loom.follow_up import follow_up
 from loom.wire import ExecutionPackage, ExecutionResult
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ async def run_session(
         )
     if state.status != "running" and since_snapshot >= rt.snapshot_min_tail:
         await rt.save_snapshot(state)
-    await rt._follow_up(state)  # pyright: ignore[reportPrivateUsage]
+    await follow_up(rt, state)
     crash.point("before_reply")
     return await rt.report(state)
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import os
 from typing import Any
 
 import pytest
 
-from loom import EffectContext, FlowContext, Loom, cancellation, starts
+from loom import EffectContext, FlowContext, Loom, cancellation, claims, starts
 from loom.fold import ExecutionState, fold
 from loom.ordering import recorded_outcomes
 from loom.payloads import ESCAPE_KEY
@@ -200,3 +201,20 @@ async def test_a_session_a_task_outlives_is_kept_whole(monkeypatch: pytest.Monke
     result = await rt.start("stubborn", 2, execution_id="s")
     assert result.status == "completed" and result.output == 4
     assert seen == [(False, False)]
+
+
+def test_a_holder_names_this_process_and_a_forked_child_its_own() -> None:
+    """The holder's ``machine:pid:`` is taken once per process, and again after a fork."""
+    mine = claims.new_holder()
+    assert mine.rsplit(":", 1)[0] == f"{claims.HOST}:{os.getpid()}"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its holder and leave at once
+        os.write(write, claims.new_holder().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    theirs = os.read(read, 1000).decode()
+    os.close(read)
+    assert theirs.rsplit(":", 1)[0] == f"{claims.HOST}:{pid}"
+    assert claims.new_holder().rsplit(":", 1)[0] == f"{claims.HOST}:{os.getpid()}"

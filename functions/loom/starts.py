@@ -30,7 +30,7 @@ from loom.durability import claim
 from loom.errors import ExecutionConflictError, ExecutionSupersededError
 from loom.fold import ExecutionState, fold
 from loom.follow_up import follow_up
-from loom.wire import ExecutionPackage, ExecutionResult
+from loom.wire import ExecutionPackage, ExecutionResult, known_valid
 
 if TYPE_CHECKING:
     from loom.app import FlowDef
@@ -91,9 +91,14 @@ async def start_here(
             return first
         crash.point("after_start")
         state = fold([first, claimed])
-        package = ExecutionPackage(
-            execution_id=eid, flow=flow.name, reason="start", dispatch_id=f"{eid}:1"
-        )
+        # (The id was checked, and the store took it: the package needs no validation.)
+        fields = {
+            "execution_id": eid,
+            "flow": flow.name,
+            "reason": "start",
+            "dispatch_id": f"{eid}:1",
+        }
+        package = known_valid(ExecutionPackage, fields)
         _HANDED[id(package)] = Claimed(state, flow, holder)
         try:  # through ``execute``: its tracing, a subclass's checks
             return await rt.execute(package)
@@ -185,8 +190,10 @@ def let_go(session: Session) -> bool:
     a task that outlived its reaping keeps the session whole, and the collector frees it.
     Nothing reads the session afterwards (the caller took what it needs).
     """
-    tasks = [*session._tasks, session._watcher, session.order.driver]  # pyright: ignore[reportPrivateUsage]
-    if session.timers.busy or any(t is not None and not t.done() for t in tasks):
+    if session.timers.busy:
         return False
+    for task in [*session._tasks, session._watcher, session.order.driver]:  # pyright: ignore[reportPrivateUsage]
+        if task is not None and not task.done():
+            return False
     session.__dict__.clear()
     return True

@@ -11,14 +11,16 @@ import os
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, ValidationError
 
-from loom import EffectContext, FlowContext, Loom, cancellation, claims, starts
+from loom import EffectContext, FlowContext, Loom, cancellation, claims, starts, wire
 from loom.fold import ExecutionState, fold
 from loom.ordering import recorded_outcomes
 from loom.payloads import ESCAPE_KEY
 from loom.runtime import Runtime
 from loom.session import Session
 from loom.store import InMemoryEventStore
+from loom.wire import ExecutionPackage, ExecutionResult
 
 app = Loom("fixed-cost")
 _release: list[asyncio.Event] = []  # entered, release (made in the test: events belong
@@ -218,3 +220,51 @@ def test_a_holder_names_this_process_and_a_forked_child_its_own() -> None:
     os.close(read)
     assert theirs.rsplit(":", 1)[0] == f"{claims.HOST}:{pid}"
     assert claims.new_holder().rsplit(":", 1)[0] == f"{claims.HOST}:{os.getpid()}"
+
+
+def _validated(cls: type[Any], fields: dict[str, Any]) -> Any:
+    """``known_valid`` the long way: pydantic validates the fields."""
+    return cls(**fields)
+
+
+def _same_model(fast: BaseModel, slow: BaseModel) -> None:
+    assert type(fast) is type(slow)
+    assert fast.__dict__ == slow.__dict__ and list(fast.__dict__) == list(slow.__dict__)
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.__pydantic_extra__ == slow.__pydantic_extra__
+    assert fast.__pydantic_private__ == slow.__pydantic_private__
+    assert fast.model_dump_json() == slow.model_dump_json() and repr(fast) == repr(slow)
+    assert fast == slow
+
+
+async def test_results_and_packages_built_unvalidated_are_what_validation_builds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rt = Runtime(app, InMemoryEventStore())
+    await rt.start("steps", 3, execution_id="waits")  # suspended at its gate
+    await rt.start("echo", {"x": [1]}, execution_id="done")
+    await rt.start("steps", 0, execution_id="failed")
+    failed = await rt.load_state("failed")
+    failed.status, failed.error = "failed", {"code": "boom", "message": "m"}
+    states = [fold([]), await rt.load_state("waits"), await rt.load_state("done"), failed]
+    for state in states:
+        for include in (True, False):
+            fast = ExecutionResult.from_state(state, include_state=include)
+            with monkeypatch.context() as m:
+                m.setattr(wire, "known_valid", _validated)
+                slow = ExecutionResult.from_state(state, include_state=include)
+            if include:
+                assert fast.state == slow.state
+            _same_model(fast, slow)
+            assert fast.error is None or fast.error is not state.error  # a copy, as validated
+    fields: dict[str, Any] = {
+        "execution_id": "e",
+        "flow": "f",
+        "reason": "start",
+        "dispatch_id": "e:1",
+    }
+    package = wire.known_valid(ExecutionPackage, dict(fields))
+    _same_model(package, ExecutionPackage(**fields))
+    assert hash(package) == hash(ExecutionPackage(**fields))
+    with pytest.raises(ValidationError):
+        package.flow = "g"  # (frozen all the same)

@@ -54,12 +54,16 @@ class CleanupSpentSignal(_Signal):
 
 
 class _Delivery:
-    """What one session knows about the cancel: handed over yet, and to which tasks."""
+    """What one session knows about the cancel: handed over yet, and to which tasks.
+
+    Made the first time the session has to do with a cancel, not for every session: most
+    never do, and an entry here costs a weak reference, its callback and a set.
+    """
 
     __slots__ = ("delivered", "delivering", "doomed", "replay", "start_seq")
 
-    def __init__(self) -> None:
-        self.start_seq = 0  # the log's end when the session started
+    def __init__(self, start_seq: int) -> None:
+        self.start_seq = start_seq  # the log's end when the session started its flow
         self.replay: asyncio.Task[None] | None = None  # hands a recorded cancel over again
         self.delivering = False
         self.delivered = False
@@ -72,7 +76,7 @@ _SESSIONS: weakref.WeakKeyDictionary[Session, _Delivery] = weakref.WeakKeyDictio
 def _of(session: Session) -> _Delivery:
     known = _SESSIONS.get(session)
     if known is None:
-        known = _SESSIONS[session] = _Delivery()
+        known = _SESSIONS[session] = _Delivery(session.start_seq)
     return known
 
 
@@ -151,18 +155,21 @@ class _AlreadyRequestedError(Exception):
 
 def outcomes(state: ExecutionState) -> list[float]:
     """The recorded outcomes a session hands over in order, with a recorded cancel's place."""
-    delivered = (state.cancel or {}).get("delivered")
-    return [*recorded_outcomes(state), *([delivered] if delivered else [])]
+    delivered = state.cancel.get("delivered") if state.cancel is not None else None
+    seqs = recorded_outcomes(state)  # (a list of its own: extended in place)
+    if delivered:
+        seqs.append(delivered)
+    return seqs
 
 
 async def before_run(session: Session) -> bool:
-    """Before the flow runs: end a spent cleanup and arm the replay of a recorded hand-over.
-    True when the execution ended here."""
-    known = _of(session)
-    known.start_seq = session.state.last_seq
+    """Before the flow runs, when a cancel is pending (the session skips the call when
+    none is): end a spent cleanup and arm the replay of a recorded hand-over. True when the
+    execution ended here."""
     cancel = session.state.cancel
     if cancel is None:
         return False
+    known = _of(session)
     try:
         if is_live(session) and session.rt.clock() >= cancel["deadline"]:
             await _end(session, spent=True)

@@ -35,10 +35,23 @@ ACTIVE_HOLDERS: set[str] = set()
 
 _holders = itertools.count(1)
 
+# ``machine:pid:`` taken once, not per execute call (``os.getpid`` is a system call each
+# time), and again in a forked child, which has a pid of its own.
+_prefix = f"{HOST}:{os.getpid()}:"
+
+
+def _forked() -> None:
+    global _prefix
+    _prefix = f"{HOST}:{os.getpid()}:"
+
+
+if hasattr(os, "register_at_fork"):  # (POSIX)
+    os.register_at_fork(after_in_child=_forked)
+
 
 def new_holder() -> str:
     """A holder name for one ``execute`` call of this process: ``machine:pid:n``."""
-    return f"{HOST}:{os.getpid()}:{next(_holders)}"
+    return f"{_prefix}{next(_holders)}"
 
 
 def pid_alive(pid: int) -> bool:

@@ -37,7 +37,8 @@ async def record_end(session: Session, flow_task: asyncio.Task[Any]) -> None:
     Raises:
         StoreError: The store failed (an ``AbortSignal`` the flow unwound on).
     """
-    if await cancellation.finish(session, flow_task):
+    # (``finish`` does nothing without a cancel: most ends skip building its coroutine.)
+    if session.state.cancel is not None and await cancellation.finish(session, flow_task):
         return
     signal = session.signal or task_signal(flow_task)
     if isinstance(signal, AbortSignal):

@@ -140,10 +140,11 @@ class Ordering:
 
 def recorded_outcomes(state: ExecutionState) -> list[float]:
     """The seqs of the outcomes in ``state`` a replay hands to the flow."""
+    steps = state.steps
+    if not steps and not state.resumes:  # a fresh execution: nothing to look through
+        return []
     seqs: list[float] = [
-        rec.get("seq", 0)
-        for rec in state.steps.values()
-        if rec.get("status") in ("completed", "failed")
+        rec.get("seq", 0) for rec in steps.values() if rec.get("status") in ("completed", "failed")
     ]
     seqs.extend(r.get("seq", 0) for r in state.resumes.values())
     return seqs

@@ -16,25 +16,23 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from loom import crash, messages, poison, published, queues
+from loom import control, crash, messages, poison, published, queues
 from loom import events as ev
 from loom.app import Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.cancellation import request_cancel
-from loom.children import follow_up as follow_up_children
 from loom.claims import claim_is_live, new_holder
 from loom.errors import (
-    AppendConflictError,
-    ExecutionFinishedError,
     ExecutionSupersededError,
     UnknownExecutionError,
 )
-from loom.fold import ExecutionState, fold, resume_key
+from loom.fold import ExecutionState, fold
+from loom.follow_up import follow_up, nothing_to_do
 from loom.fork import fork as fork_from
 from loom.grants import GrantPolicy
 from loom.ids import check_execution_id
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
-from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, is_poison_parked, park_poison, poisoned
+from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, park_poison, poisoned
 from loom.starts import (
     check_same_start,
     never_ran,
@@ -43,10 +41,10 @@ from loom.starts import (
     runs_here,
     start_here,
 )
-from loom.store.base import AppendRequest, EventStore, ExecutionSummary, Snapshot, StatusChange
+from loom.store.base import EventStore, ExecutionSummary, Snapshot, StatusChange
 from loom.telemetry import traced_execute
-from loom.timeouts import deadline_for, overdue
-from loom.verdicts import current_episode, park_in_doubt, verdict_event
+from loom.timeouts import deadline_for
+from loom.verdicts import park_in_doubt
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
 
 if TYPE_CHECKING:
@@ -236,10 +234,10 @@ class Runtime:
             return await handed
         state, tail = await self._load(package.execution_id)
         holder = new_holder()
-        if self._nothing_to_do(state):
+        if nothing_to_do(self, state):
             # A retried delivery re-arms the timer, in case the dispatch that should have
             # armed it failed after the suspension was written (dispatch ids deduplicate).
-            await self._follow_up(state)
+            await follow_up(self, state)
             return await self.report(state)
         # A worker that lacks the flow, or the version it started on, writes nothing.
         flow = self.app.get_flow(state.flow, state.flow_version)
@@ -256,28 +254,6 @@ class Runtime:
             return await queues.defer(self, state)
         return await run_session(self, state, flow, holder, tail)
 
-    def _nothing_to_do(self, state: ExecutionState) -> bool:
-        if state.finished or state.status == "in_doubt" or is_poison_parked(state):
-            return True
-        if state.status != "suspended" or state.parked_reason is not None:
-            return False
-        wake = state.next_wake_at()
-        return wake is None or wake > self.clock()
-
-    async def _follow_up(self, state: ExecutionState) -> None:
-        """Arrange the next dispatch: a timer when it sleeps; an end goes to parent/children."""
-        await follow_up_children(self, state)
-        if state.status == "suspended" and state.parked_reason is None:
-            wake = state.next_wake_at()
-            if wake is not None:
-                await self._dispatch(
-                    state.execution_id,
-                    state.flow,
-                    "timer",
-                    f"{state.execution_id}:{state.last_seq}:timer",
-                    not_before=wake,
-                )
-
     # -- control calls ------------------------------------------------------------------
 
     async def _append_control(
@@ -292,19 +268,7 @@ class Runtime:
         ``recheck`` runs again on the reloaded state before each retry (and may raise), so a
         check made before the first try still holds for the append that lands.
         """
-        events = [*overdue(self, state), *events]
-        for attempt in range(20):
-            if attempt and recheck is not None:
-                recheck(state)
-            ev.number(events, state.last_seq, self.clock())
-            try:
-                await self.store.append(
-                    AppendRequest(state.execution_id, state.last_seq, events, change, fence=True)
-                )
-                return fold(events, state)
-            except AppendConflictError:
-                state = await self.load_state(state.execution_id)
-        raise ExecutionSupersededError(f"log of {state.execution_id!r} keeps changing")
+        return await control.append_control(self, state, events, change, recheck)
 
     async def resume(
         self,
@@ -323,30 +287,7 @@ class Runtime:
             UnknownExecutionError: No such execution.
             ExecutionFinishedError: The execution already ended.
         """
-        state = await self.load_state(execution_id)
-        if resume_key(on, correlation_key) in state.resumes:
-            # A redelivered resume (at-least-once transports) is a no-op, even after the end.
-            return await self.report(state, include_state=False)
-        if state.finished:
-            raise ExecutionFinishedError(
-                f"execution {execution_id!r} is {state.status}; resume refused",
-                details={"status": state.status},
-            )
-        check = self.app.resume_checks.get(on)
-        if check is not None:
-            payload = await check(self, state, correlation_key, payload)
-        stored, _ = await self.payloads.encode(to_json_value(payload), f"{execution_id}/resume")
-        event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored, by=by)
-        opens = any(
-            g["on"] == on and g["correlation_key"] == correlation_key
-            for g in state.open_gates().values()
-        )
-        change = StatusChange("running") if opens and state.status == "suspended" else None
-        state = await self._append_control(state, [event], change)
-        ran = await self._dispatch(
-            execution_id, state.flow, "resume", f"{execution_id}:{state.last_seq}"
-        )
-        return ran or await self.report(state, include_state=False)
+        return await control.resume(self, execution_id, on, correlation_key, payload, by=by)
 
     async def send(
         self, execution_id: str, topic: str, payload: Any = None, **kw: Any
@@ -381,27 +322,9 @@ class Runtime:
             VerdictError: The step is not in doubt, or the verdict or output is invalid.
             StaleVerdictError: ``episode`` is not the open episode.
         """
-        state = await self.load_state(execution_id)
-        effect, episode = current_episode(state, step_id, episode)
-        event = verdict_event(self.app, effect, step_id, verdict, output, error, by, episode)
-        if event.verdict == "performed":  # stored like an effect output: escaped or offloaded
-            stored, _ = await self.payloads.encode(
-                event.output, f"{execution_id}/{step_id}/verdict"
-            )
-            event = event.model_copy(update={"output": stored})
-        change = StatusChange("running") if len(state.in_doubt) == 1 else None
-
-        # A concurrent verdict on the same episode must not land twice.
-        def recheck(now: ExecutionState) -> None:
-            current_episode(now, step_id, episode)
-
-        state = await self._append_control(state, [event], change, recheck)
-        ran = None
-        if not state.in_doubt:
-            ran = await self._dispatch(
-                execution_id, state.flow, "verdict", f"{execution_id}:{state.last_seq}"
-            )
-        return ran or await self.report(state, include_state=False)
+        return await control.verdict(
+            self, execution_id, step_id, verdict, output, error, by, episode
+        )
 
     retry = poison.retry  # run a parked (poison, nondeterministic) execution again
     fork = fork_from  # a new execution reusing a recorded prefix (loom.fork)
@@ -417,8 +340,11 @@ class Runtime:
         """Where ``state`` stands, with its output as the flow returned it (read back from
         the blob store if it was offloaded)."""
         result = ExecutionResult.from_state(state, include_state=include_state)
-        if result.output is not None:
-            result.output = await self.payloads.decode(result.output, state.execution_id)
+        stored = result.output
+        if stored is not None:
+            output = await self.payloads.decode(stored, state.execution_id)
+            if output is not stored:  # (most outputs are stored as they are: no assignment,
+                result.output = output  # which costs a pydantic ``__setattr__``)
         return result
 
     async def result(self, execution_id: str) -> ExecutionResult:

@@ -75,6 +75,7 @@ class Session(EffectSteps):
         self._flow_task: asyncio.Task[Any] | None = None
         self._watcher: asyncio.Task[None] | None = None  # started when there is a gate
         self._outside = contextvars.Context()  # the call's own context (set by run)
+        self.start_seq = state.last_seq  # the log's end as the flow starts (set by run)
         self.order = Ordering(cancellation.outcomes(state), self._poke)
         self.timers = LoopTimers(self, self._poke, self._halt)
         self.tally = StepTally(state)  # recorded steps the replay asked for (loom.divergence)
@@ -296,8 +297,10 @@ class Session(EffectSteps):
 
     async def run(self) -> None:
         """Run the flow until it completes, fails, suspends, parks or is superseded."""
-        if await cancellation.before_run(self):
-            return
+        state = self.state
+        self.start_seq = state.last_seq  # (what ``loom.cancellation`` tells apart by)
+        if state.cancel is not None and await cancellation.before_run(self):
+            return  # (no cancel, the usual case: nothing to do there, not even a coroutine)
         value = self.flow.typed.parse_input(
             await self.rt.payloads.decode(self.state.input, self.execution_id)
         )
@@ -313,7 +316,8 @@ class Session(EffectSteps):
         )  # (an empty append prepends a claim extension when one is due)
         try:
             await ended  # (as ``asyncio.wait([flow_task])``, with a loop turn less)
-            await self.timers.drain()
+            if self.timers.armed or self.timers.busy:  # (else draining does nothing)
+                await self.timers.drain()
         finally:
             self.timers.close()
             side = [t for t in (self._watcher, self.order.driver) if t is not None]

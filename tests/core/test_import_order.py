@@ -32,6 +32,7 @@ MODULES = [
     "loom.plugins.a2ui",
     "loom.runtime",
     "loom.session",
+    "loom.state",
     "loom.store",
     "loom.store.sqlite",
     "loom.testing",

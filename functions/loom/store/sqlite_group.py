@@ -39,6 +39,7 @@ import abc
 import asyncio
 import contextlib
 import itertools
+import operator
 import sqlite3
 import threading
 from collections import deque
@@ -251,6 +252,11 @@ class GroupCommitter:
             self._forget()  # a connection opened read-only stays so: reopen next time
 
 
+_BODY = operator.attrgetter("body")
+_KEY = operator.attrgetter("key")
+_SIZE = operator.attrgetter("size")
+
+
 def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
     """Whether other callbacks run in this loop turn (and so may join a group).
 
@@ -265,6 +271,10 @@ def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
 
 def _take(queue: list[_Request] | deque[_Request]) -> list[_Request]:
     """Pop the next group from the front of ``queue``, within the count and byte budget."""
+    if len(queue) <= MAX_REQUESTS and sum(map(_SIZE, queue)) <= MAX_BYTES:
+        group = list(queue)  # the common case: all of it fits (one pass in C, not a loop)
+        queue.clear()
+        return group
     count, size = 0, 0
     for nxt in itertools.islice(queue, MAX_REQUESTS):
         if count and size + nxt.size > MAX_BYTES:
@@ -292,20 +302,21 @@ def _apply_alone(con: sqlite3.Connection, request: _Request) -> None:
 def _apply_batched(con: sqlite3.Connection, group: list[_Request]) -> bool:
     """Apply ``group`` by kind when it can be (see :class:`Batch`); False, with nothing of it
     kept and a transaction open again, when it cannot or one request would be refused."""
-    kinds: dict[type[Any], tuple[list[_Request], list[Any]]] = {}
-    for request in group:
-        body = request.body
-        entry = kinds.get(type(body))
-        if entry is None:  # (one subclass check a kind, not one a request)
-            if not issubclass(type(body), Batch):
-                return False
-            entry = kinds[type(body)] = ([], [])
-        entry[0].append(request)
-        entry[1].append(body)
-    if len({body.key for _, bodies in kinds.values() for body in bodies}) != len(group):
+    # (Whole-group passes in C, ``map`` over attribute getters, rather than a Python loop:
+    # a kind check a kind, not one a request, and a group is most often of one kind.)
+    bodies: list[Any] = list(map(_BODY, group))
+    kinds = dict.fromkeys(map(type, bodies))  # in order of first appearance
+    if not all(issubclass(kind, Batch) for kind in kinds):
+        return False
+    if len(set(map(_KEY, bodies))) != len(group):
         return False  # two requests for one execution: only their order decides
     try:
-        for kind, (requests, bodies) in kinds.items():
+        for kind in kinds:
+            if len(kinds) == 1:
+                requests = group
+            else:
+                requests = [request for request in group if type(request.body) is kind]
+                bodies = [request.body for request in requests]
             results = kind.apply_many(con, bodies)
             if results is None:
                 break

@@ -270,7 +270,7 @@ def _apply_batched(con: sqlite3.Connection, group: list[Request]) -> bool:
     kept and a transaction open again, when it cannot or one request would be refused."""
     # (Whole-group passes in C, ``map`` over attribute getters, rather than a Python loop:
     # a kind check a kind, not one a request, and a group is most often of one kind.)
-    kinds = dict.fromkeys(map(type, group))  # in order of first appearance
+    kinds: dict[type[Any], None] = dict.fromkeys(map(type, group))  # in order seen
     if not all(issubclass(kind, Batch) for kind in kinds):
         return False
     if len(set(map(_KEY, group))) != len(group):

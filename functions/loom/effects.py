@@ -20,7 +20,6 @@ from loom.context import EffectContext
 from loom.context import _Signal as Signal  # pyright: ignore[reportPrivateUsage]
 from loom.errors import (
     BudgetExceededError,
-    EffectFailedError,
     EffectOutcomeUnknownError,
     InvalidPayloadError,
     LoomError,
@@ -246,14 +245,3 @@ def error_info(exc: BaseException) -> ErrorInfo:
     """How a failure is recorded: its code, type and message."""
     code = exc.code if isinstance(exc, LoomError) else "flow_error"
     return ErrorInfo(code=code, type=type(exc).__name__, message=str(exc))
-
-
-def failed_error(effect: str, step_id: str, error: dict[str, Any]) -> EffectFailedError:
-    """The typed error a flow receives for a recorded effect failure."""
-    return EffectFailedError(
-        f"effect {effect!r} failed at step {step_id}: {error.get('message', '')}",
-        effect=effect,
-        step_id=step_id,
-        error_code=error.get("code", "error"),
-        error_type=error.get("type"),
-    )

@@ -379,3 +379,14 @@ class RemoteWorkerError(WorkerError):
         super().__init__(message, details={"status": status, "body": body[:2000]})
         self.status = status
         self.body = body
+
+
+def failed_error(effect: str, step_id: str, error: dict[str, Any]) -> EffectFailedError:
+    """The typed error a flow receives for a recorded effect failure."""
+    return EffectFailedError(
+        f"effect {effect!r} failed at step {step_id}: {error.get('message', '')}",
+        effect=effect,
+        step_id=step_id,
+        error_code=error.get("code", "error"),
+        error_type=error.get("type"),
+    )

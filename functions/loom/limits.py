@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loom import events as ev
-from loom.effects import failed_error
-from loom.errors import StoreLimitError
+from loom.errors import StoreLimitError, failed_error
 
 
 def limit_info(exc: StoreLimitError) -> ev.ErrorInfo:

@@ -79,7 +79,10 @@ class FlowTimer(asyncio.TimerHandle):
     def cancel(self) -> None:
         """Cancel the timer; one not fired yet is forgotten (see :meth:`LoopTimers.forget`)."""
         if not self.cancelled():
-            super().cancel()
+            # ``Handle.cancel``, not ``TimerHandle.cancel``: this handle is never in the loop's
+            # heap (``_arm`` is), so the loop has nothing to be told, and a loop that keeps
+            # handles of its own (uvloop) does not implement being told.
+            asyncio.Handle.cancel(self)
             if not self._fired:
                 self._timers.forget(self)
 
@@ -342,13 +345,16 @@ def install(loop: asyncio.AbstractEventLoop) -> Callable[..., asyncio.TimerHandl
     become flow timers (idempotent); return the loop's own ``call_at``.
 
     Raises:
-        ConfigurationError: The loop's ``call_at`` cannot be wrapped (a loop implemented in C,
-            such as uvloop's): flows could not keep their timers on flow time.
+        ConfigurationError: The loop's ``call_at`` cannot be wrapped (no attribute can be
+            set on the loop): flows could not keep their timers on flow time.
     """
     original = getattr(loop, _INSTALLED, None)
     if original is not None:
         return original
     original = loop.call_at
+    # The loop's own call_later for other code's timers: a loop whose call_at calls
+    # ``self.call_later`` (uvloop's) would otherwise come back here without end.
+    original_later = loop.call_later
 
     def call_at(
         when: float,
@@ -369,7 +375,7 @@ def install(loop: asyncio.AbstractEventLoop) -> Callable[..., asyncio.TimerHandl
     ) -> asyncio.TimerHandle:
         scope = SCOPE.get() if context is None else context.get(SCOPE)
         if scope is None:
-            return original(loop.time() + delay, callback, *args, context=context)
+            return original_later(delay, callback, *args, context=context)
         timers = scope.session.timers
         return timers.create(scope, loop.time() + delay, callback, args, context, delay)
 

@@ -38,7 +38,6 @@ from loom.effects import (
     admit,
     budget_exceeded,
     completed_event,
-    failed_error,
     failed_event,
     invoke_with_retry,
 )
@@ -49,6 +48,7 @@ from loom.errors import (
     GateTimeoutError,
     NondeterminismError,
     StoreError,
+    failed_error,
 )
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import READY, Journal, new_journal

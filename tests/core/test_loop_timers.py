@@ -212,6 +212,9 @@ def test_a_loop_whose_call_at_cannot_be_wrapped_is_refused_by_name():
         def call_at(self, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
             raise AssertionError("never called")
 
+        def call_later(self, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+            raise AssertionError("never called")
+
     with pytest.raises(ConfigurationError, match=r"call_at.*SealedLoop"):
         install(SealedLoop())  # type: ignore[arg-type]
 

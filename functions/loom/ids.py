@@ -80,10 +80,23 @@ def check_execution_id(value: str, *, what: str = "execution id") -> str:
     Raises:
         InvalidExecutionIdError: It breaks the rule (the message says which part).
     """
+    if type(value) is str and value in _VALID:  # checked before: one set lookup, no calls
+        return value
     problem = id_problem(value)
     if problem is not None:
         raise _invalid(what, value, problem, MAX_ID_BYTES)
+    if type(value) is str:  # (a subclass may hash or compare its own way: never remembered)
+        if len(_VALID) >= _VALID_MAX:
+            _VALID.clear()  # a bound, not an eviction policy: the ids in use come back at once
+        _VALID.add(value)
     return value
+
+
+# Execution ids that passed :func:`check_execution_id`: every append and load checks its
+# execution's id again, and a set lookup costs a fraction of even a cached ``id_problem``.
+# Only valid ids are kept, so a bad id is always checked in full and refused as before.
+_VALID: set[str] = set()
+_VALID_MAX = 4096
 
 
 def check_case_id(value: str) -> str:

@@ -15,8 +15,9 @@ Cloud Tasks hops and crashes land in one trace.
 Cost when nobody traces: ``import loom`` never imports OpenTelemetry. It is imported when
 an HTTP request carries a trace header, or when the process has imported it already (an
 app that configures the SDK). Whether a tracer or meter provider is set is looked up at
-each execute call and traced request; until one is, no span is started and a step or store
-call pays one global lookup (the wrappers hand back the wrapped coroutine itself).
+each execute call and traced request; until one is, no span is started, a step pays one
+global lookup, and a store call nothing at all: the store operations are wrapped only once
+a provider is found (:func:`trace_store_methods`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import contextvars
 import functools
 import re
 import sys
+import weakref
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -120,6 +122,8 @@ def refresh() -> bool:
     if found is not None and not (_tracing_on and _active):
         _tracing_on = _tracing_on or found.tracing()
         _active = _tracing_on or found.metering()
+        if _active:
+            _wrap_pending_stores()
     return _tracing_on
 
 
@@ -205,7 +209,34 @@ def step_span(ectx: Any) -> contextlib.AbstractContextManager[Any]:
 
 
 def trace_store_methods(cls: type) -> None:
-    """Wrap the event-store operations ``cls`` defines in ``loom.store.<op>`` spans."""
+    """Wrap the event-store operations ``cls`` defines in ``loom.store.<op>`` spans: now if
+    a tracer or meter provider is set, else as soon as :func:`refresh` finds one.
+
+    Until then a store call runs the operation itself, not a wrapper that would only look
+    up whether to trace (a call frame and an argument tuple on every append).
+    """
+    if _active:
+        _wrap_store_methods(cls)
+    else:
+        _PENDING_STORES.add(cls)
+        if _active:  # turned on meanwhile (another thread): wrap it now, once
+            _wrap_pending_stores()
+
+
+# Store classes whose operations are not wrapped yet (weakly: a class may go away).
+_PENDING_STORES: weakref.WeakSet[type] = weakref.WeakSet()
+
+
+def _wrap_pending_stores() -> None:
+    while True:
+        try:
+            cls = _PENDING_STORES.pop()  # (one thread takes each class: wrapped once)
+        except KeyError:
+            return
+        _wrap_store_methods(cls)
+
+
+def _wrap_store_methods(cls: type) -> None:
     for op in _STORE_OPS:
         fn = cls.__dict__.get(op)
         if fn is not None and not getattr(fn, "__isabstractmethod__", False):

@@ -149,3 +149,27 @@ async def test_creates_are_batched_and_a_repeat_among_them_gets_the_stored_start
     assert outcomes[2][1].flow == "f" and (commits, batched) == (1, 0)
     assert [e.seq for e in await store.read("m3")] == [1, 2]
     assert (await store.summary("n4")).last_seq == 2  # the repeat wrote nothing
+
+
+async def test_creates_and_appends_in_one_group_are_batched_by_kind(
+    store: SqliteEventStore,
+) -> None:
+    calls: list[Awaitable[Any]] = []
+    for i in range(6):  # interleaved: each kind is applied in one pass of its own
+        calls.append(store.create(_started(f"k{i}"), [_step(2)]))
+        calls.append(store.append(_plain(f"e{i}")))
+    outcomes, commits, batched = await _one_group(store, calls)
+    assert [o if isinstance(o, int) else o[0] for o in outcomes] == [True, 2] * 6
+    assert (commits, batched) == (1, 1)
+    assert [e.seq for e in await store.read("k5")] == [1, 2]
+    assert [e.seq for e in await store.read("e5")] == [1, 2]
+
+
+async def test_a_conflict_in_a_group_of_both_kinds_fails_alone(store: SqliteEventStore) -> None:
+    calls: list[Awaitable[Any]] = [store.create(_started(f"j{i}")) for i in range(3)]
+    calls += [store.append(_plain("e0")), store.append(_plain("e1", expected=5))]
+    outcomes, commits, batched = await _one_group(store, calls)
+    assert [o[0] for o in outcomes[:3]] == [True] * 3 and outcomes[3] == 2
+    assert isinstance(outcomes[4], AppendConflictError)
+    assert (commits, batched) == (1, 0)
+    assert (await store.summary("e1")).last_seq == 1 and (await store.summary("j2")).last_seq == 1

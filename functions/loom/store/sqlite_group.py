@@ -35,10 +35,10 @@ transaction is rolled back and every request of the group fails with the transla
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import contextlib
 import itertools
+import operator
 import sqlite3
 import threading
 from collections import deque
@@ -50,9 +50,9 @@ from typing import Any, TypeVar
 from loom import crash
 from loom.errors import StoreUnavailableError
 from loom.store.sqlite_faults import rollback, translate
+from loom.store.sqlite_requests import Batch, Body, Call, Request
 
 T = TypeVar("T")
-Body = Callable[[sqlite3.Connection], Any]
 
 MAX_REQUESTS = 256
 MAX_BYTES = 4 << 20  # event bodies per transaction; a larger single request goes alone
@@ -60,47 +60,12 @@ PROBE_EVERY = 16  # on the loop, out of grouping mode: every 16th busy-turn requ
 _REOPEN = frozenset({"read_only", "cannot_open", "io"})
 
 
-class Batch(abc.ABC):
-    """A request body that can also be applied together with others of its kind.
-
-    Attributes:
-        key: The execution the request writes. A group is applied by kind only when its
-            keys are distinct: requests for different executions touch different rows, so
-            applying them by kind rather than in order cannot change an outcome.
-    """
-
-    __slots__ = ("key",)
-    key: str
-
-    @abc.abstractmethod
-    def __call__(self, con: sqlite3.Connection) -> Any:
-        """Apply this request alone; raise to refuse it."""
-
-    @classmethod
-    @abc.abstractmethod
-    def apply_many(cls, con: sqlite3.Connection, batch: list[Any]) -> list[Any] | None:
-        """Apply every request of ``batch``: their results in order, or ``None`` (or a
-        ``sqlite3`` error) when one would be refused; the committer then rolls back and
-        applies the group one by one, which finds that request and refuses it alone."""
-
-
-@dataclass(slots=True)
-class _Request:
-    body: Body
-    size: int
-    what: str
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[Any]
-    result: Any = None
-    error: BaseException | None = None
-
-
 @dataclass(slots=True)
 class _LoopQueue:
     """The requests of one thread's loop waiting for the next in-loop flush."""
 
     loop: asyncio.AbstractEventLoop | None = None
-    pending: list[_Request] = field(default_factory=list[_Request])
+    pending: list[Request] = field(default_factory=list[Request])
     grouping: bool = True  # the last flush gathered more than one request
     since_probe: int = 0
 
@@ -135,7 +100,7 @@ class GroupCommitter:
         self._forget = forget
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._queue: deque[_Request] = deque()
+        self._queue: deque[Request] = deque()
         self._draining = False
         self.commits = 0  # transactions committed (or attempted): for tests and benchmarks
         self.batched = 0  # groups of them applied by kind (``Batch.apply_many``): for tests
@@ -149,19 +114,22 @@ class GroupCommitter:
 
         Args:
             body: Statements of one request; raises to refuse it (nothing of it is kept).
+                A :class:`Request` (a :class:`Batch`) is queued itself.
             size: Bytes it writes, for the group's byte budget.
             what: Names the operation in a translated error ("append", "create").
             writer: The writer thread's executor, or ``None`` to flush on the loop.
         """
         loop = asyncio.get_running_loop()
-        request = _Request(body, size, what, loop, loop.create_future())
+        request = body if isinstance(body, Request) else Call(body)
+        request.size, request.what, request.loop = size, what, loop
+        request.future, request.result, request.error = loop.create_future(), None, None
         if writer is None:
             self._enqueue_local(request)
         else:
             self._enqueue_writer(request, writer)
         return request.future
 
-    def _enqueue_local(self, request: _Request) -> None:
+    def _enqueue_local(self, request: Request) -> None:
         queue: _LoopQueue | None = getattr(self._local, "queue", None)
         if queue is None or queue.loop is not request.loop:
             queue = self._local.queue = _LoopQueue(request.loop)  # a new loop: start afresh
@@ -181,7 +149,7 @@ class GroupCommitter:
             self._commit(group)
             _settle_all(group)
 
-    def _enqueue_writer(self, request: _Request, writer: Executor) -> None:
+    def _enqueue_writer(self, request: Request, writer: Executor) -> None:
         with self._lock:
             self._queue.append(request)
             if self._draining:
@@ -208,7 +176,7 @@ class GroupCommitter:
                 self._draining = False
             raise
 
-    def _commit(self, group: list[_Request]) -> None:
+    def _commit(self, group: list[Request]) -> None:
         """One transaction for ``group``; record each request's result or error."""
         self.commits += 1
         con: sqlite3.Connection | None = None
@@ -238,7 +206,7 @@ class GroupCommitter:
                 raise
 
     def _fail_group(
-        self, con: sqlite3.Connection | None, group: list[_Request], exc: sqlite3.Error
+        self, con: sqlite3.Connection | None, group: list[Request], exc: sqlite3.Error
     ) -> None:
         if con is not None:
             rollback(con)
@@ -249,6 +217,10 @@ class GroupCommitter:
         first = group[0].error
         if isinstance(first, StoreUnavailableError) and first.details.get("reason") in _REOPEN:
             self._forget()  # a connection opened read-only stays so: reopen next time
+
+
+_KEY = operator.attrgetter("key")
+_SIZE = operator.attrgetter("size")
 
 
 def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
@@ -263,8 +235,12 @@ def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
     return ready is None or len(ready) > 0
 
 
-def _take(queue: list[_Request] | deque[_Request]) -> list[_Request]:
+def _take(queue: list[Request] | deque[Request]) -> list[Request]:
     """Pop the next group from the front of ``queue``, within the count and byte budget."""
+    if len(queue) <= MAX_REQUESTS and sum(map(_SIZE, queue)) <= MAX_BYTES:
+        group = list(queue)  # the common case: all of it fits (one pass in C, not a loop)
+        queue.clear()
+        return group
     count, size = 0, 0
     for nxt in itertools.islice(queue, MAX_REQUESTS):
         if count and size + nxt.size > MAX_BYTES:
@@ -278,10 +254,10 @@ def _take(queue: list[_Request] | deque[_Request]) -> list[_Request]:
     return group
 
 
-def _apply_alone(con: sqlite3.Connection, request: _Request) -> None:
+def _apply_alone(con: sqlite3.Connection, request: Request) -> None:
     """A group of one needs no savepoint: a refusal rolls back the whole transaction."""
     try:
-        request.result = request.body(con)
+        request.result = request(con)
     except sqlite3.Error:
         raise
     except Exception as exc:
@@ -289,24 +265,22 @@ def _apply_alone(con: sqlite3.Connection, request: _Request) -> None:
         request.error = exc
 
 
-def _apply_batched(con: sqlite3.Connection, group: list[_Request]) -> bool:
+def _apply_batched(con: sqlite3.Connection, group: list[Request]) -> bool:
     """Apply ``group`` by kind when it can be (see :class:`Batch`); False, with nothing of it
     kept and a transaction open again, when it cannot or one request would be refused."""
-    kinds: dict[type[Any], tuple[list[_Request], list[Any]]] = {}
-    for request in group:
-        body = request.body
-        entry = kinds.get(type(body))
-        if entry is None:  # (one subclass check a kind, not one a request)
-            if not issubclass(type(body), Batch):
-                return False
-            entry = kinds[type(body)] = ([], [])
-        entry[0].append(request)
-        entry[1].append(body)
-    if len({body.key for _, bodies in kinds.values() for body in bodies}) != len(group):
+    # (Whole-group passes in C, ``map`` over attribute getters, rather than a Python loop:
+    # a kind check a kind, not one a request, and a group is most often of one kind.)
+    kinds: dict[type[Any], None] = dict.fromkeys(map(type, group))  # in order seen
+    if not all(issubclass(kind, Batch) for kind in kinds):
+        return False
+    if len(set(map(_KEY, group))) != len(group):
         return False  # two requests for one execution: only their order decides
     try:
-        for kind, (requests, bodies) in kinds.items():
-            results = kind.apply_many(con, bodies)
+        for kind in kinds:
+            requests: list[Any] = group
+            if len(kinds) > 1:
+                requests = [request for request in group if type(request) is kind]
+            results = kind.apply_many(con, requests)
             if results is None:
                 break
             for request, result in zip(requests, results, strict=True):
@@ -323,7 +297,7 @@ def _apply_batched(con: sqlite3.Connection, group: list[_Request]) -> bool:
     return False
 
 
-def _apply_together(con: sqlite3.Connection, group: list[_Request]) -> bool:
+def _apply_together(con: sqlite3.Connection, group: list[Request]) -> bool:
     """Apply ``group`` without savepoints (two statements fewer a request); False, the
     results cleared, when one failed in a way only a savepoint could undo alone: a SQLite
     error, or a refusal after it changed rows. A refusal that changed nothing (a conflict's
@@ -331,7 +305,7 @@ def _apply_together(con: sqlite3.Connection, group: list[_Request]) -> bool:
     for request in group:
         before = con.total_changes
         try:
-            request.result = request.body(con)
+            request.result = request(con)
         except sqlite3.Error:
             break
         except Exception as exc:
@@ -345,10 +319,10 @@ def _apply_together(con: sqlite3.Connection, group: list[_Request]) -> bool:
     return False
 
 
-def _apply_isolated(con: sqlite3.Connection, request: _Request) -> None:
+def _apply_isolated(con: sqlite3.Connection, request: Request) -> None:
     con.execute("SAVEPOINT loom_request")
     try:
-        request.result = request.body(con)
+        request.result = request(con)
     except sqlite3.Error as exc:
         if not con.in_transaction or isinstance(translate(exc, ""), StoreUnavailableError):
             raise  # busy, full, I/O, read-only: the group's transaction cannot go on
@@ -361,7 +335,7 @@ def _apply_isolated(con: sqlite3.Connection, request: _Request) -> None:
     con.execute("RELEASE loom_request")
 
 
-def _settle(request: _Request) -> None:
+def _settle(request: Request) -> None:
     future = request.future
     if future.done():  # the caller was cancelled: its request was still committed
         return
@@ -371,9 +345,9 @@ def _settle(request: _Request) -> None:
         future.set_result(request.result)
 
 
-def _settle_threadsafe(group: list[_Request]) -> None:
+def _settle_threadsafe(group: list[Request]) -> None:
     """Hand results to their loops: one wake-up per loop, not one per request."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[_Request]] = {}
+    by_loop: dict[asyncio.AbstractEventLoop, list[Request]] = {}
     for request in group:
         by_loop.setdefault(request.loop, []).append(request)
     for loop, requests in by_loop.items():
@@ -381,6 +355,6 @@ def _settle_threadsafe(group: list[_Request]) -> None:
             loop.call_soon_threadsafe(_settle_all, requests)
 
 
-def _settle_all(requests: list[_Request]) -> None:
+def _settle_all(requests: list[Request]) -> None:
     for request in requests:
         _settle(request)

@@ -19,7 +19,7 @@ from typing import NoReturn, Self
 from loom.errors import AppendConflictError, UnknownExecutionError
 from loom.events import EVENT_ADAPTER, ExecutionStarted
 from loom.store.base import StatusChange
-from loom.store.sqlite_group import Batch
+from loom.store.sqlite_requests import Batch
 from loom.store.sqlite_schema import SUMMARY_COLUMNS
 
 Row = tuple[str, int, str]

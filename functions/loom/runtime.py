@@ -263,11 +263,7 @@ class Runtime:
         change: StatusChange | None,
         recheck: Callable[[ExecutionState], object] | None = None,
     ) -> ExecutionState:
-        """Append control events at the log's end, retrying over concurrent appends.
-
-        ``recheck`` runs again on the reloaded state before each retry (and may raise), so a
-        check made before the first try still holds for the append that lands.
-        """
+        """:func:`loom.control.append_control` on this runtime (modules call it here)."""
         return await control.append_control(self, state, events, change, recheck)
 
     async def resume(

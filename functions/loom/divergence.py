@@ -18,10 +18,14 @@ task reaches its recorded one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from loom.fold import ExecutionState, StepRecord
+
+
+_OWN = "loom."  # the prefix of the engine's own step records (children, messages, events)
 
 
 class StepTally:
@@ -40,21 +44,18 @@ class StepTally:
 
     def saw(self, step_id: str, rec: StepRecord) -> None:
         """The flow asked for ``step_id``, which the log holds as ``rec``."""
-        if rec.get("seq", 0) <= self.start_seq:
+        if rec.get("seq", 0) <= self.start_seq and not rec.get("effect", "").startswith(_OWN):
             self.asked.add(step_id)
 
     def skipped(self, state: ExecutionState, step_id: str, open_tasks: int) -> str | None:
         """Why asking for ``step_id``, which the log does not hold, diverges from the log;
         ``None`` when it does not (or cannot be told: several tasks are open)."""
         if self.recorded is None:
-            start = self.start_seq
-            self.recorded = sum(1 for r in state.steps.values() if r.get("seq", 0) <= start)
+            self.recorded = sum(1 for _ in self._effect_steps(state))
         if self.recorded <= len(self.asked) or open_tasks > 1:
             return None
         missed = min(
-            (r.get("seq", 0), sid)
-            for sid, r in state.steps.items()
-            if r.get("seq", 0) <= self.start_seq and sid not in self.asked
+            (r.get("seq", 0), sid) for sid, r in self._effect_steps(state) if sid not in self.asked
         )[1]
         rec = state.steps[missed]
         return (
@@ -64,3 +65,11 @@ class StepTally:
             "(a changed flow, or a Python or library version that creates tasks differently: "
             "asyncio.wait_for runs its awaitable in a task of its own on Python 3.11 only)"
         )
+
+    def _effect_steps(self, state: ExecutionState) -> Iterator[tuple[str, StepRecord]]:
+        """The effect steps recorded before the session began. The engine's own step records
+        (a child start, a message sent, a published event: ``loom.``-named) are served by
+        their primitives, not by ``execute``, so they are never asked for here."""
+        for sid, rec in state.steps.items():
+            if rec.get("seq", 0) <= self.start_seq and not rec.get("effect", "").startswith(_OWN):
+                yield sid, rec

@@ -116,3 +116,33 @@ async def test_the_replay_check_reports_the_renumbered_step_before_a_deploy():
     assert checked.divergence is not None and checked.divergence.step_id == "1"
     assert "step 1.1" in checked.divergence.code + checked.divergence.history
     assert CALLS == ["p:1.1"]
+
+
+prims = Loom("prims")
+
+
+@prims.effect("note")
+async def note2(ctx: EffectContext, what: str) -> str:
+    return what
+
+
+@prims.flow("child")
+async def child(ctx: FlowContext, _: None) -> str:
+    return "child done"
+
+
+@prims.flow("parent")
+async def parent(ctx: FlowContext, _: None) -> list[str]:
+    await ctx.set_event("stage", "started")  # recorded as a step of its own (loom.set_event)
+    await ctx.start_flow("child", None)  # and a child start (loom.child:child)
+    await ctx.suspend("go", ctx.execution_id)
+    return [await ctx.execute(note2, "after")]
+
+
+async def test_steps_of_other_primitives_replayed_before_a_new_step_are_not_a_divergence():
+    """A child start and a published event are step records too, served by their own
+    primitives: a new effect step after them, on a resume, runs."""
+    rt = Runtime(prims, InMemoryEventStore())
+    assert (await rt.start("parent", None, execution_id="pa")).status == "suspended"
+    done = await rt.resume("pa", "go", "pa", None)
+    assert (done.status, done.output, done.parked_reason) == ("completed", ["after"], None)

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-E = TypeVar("E", bound="_Event")
+M = TypeVar("M", bound=BaseModel)
 
 SCHEMA_VERSION = 3
 """Version 2 records who asked (``by`` on starts, resumes and cancels) and which in-doubt
@@ -392,16 +392,16 @@ def number(events: Sequence[Event], after_seq: int, at: float) -> None:
         values["at"] = at
 
 
-def unvalidated(cls: type[E], values: dict[str, Any], fields_set: set[str]) -> E:
-    """The event ``cls(**fields)`` would build, from values the engine itself produced,
-    without checking them against the schema again.
+def unvalidated(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
+    """The event (or other model) ``cls(**fields)`` would build, from values the engine
+    itself produced, without checking them against the schema again.
 
     Validation costs microseconds an event, paid on every step for values of the right
     types by construction (ids, counts, times, an output ``loom.payloads.dump_exact``
     checked). Never for values from outside the engine: those go through ``cls(...)``.
 
     Args:
-        cls: The event class.
+        cls: The event class (any model with no aliases and no private attributes).
         values: Every field of ``cls``, in the class's field order (the serializer writes
             them in the order of this dict), defaults included.
         fields_set: The fields the caller gave (``model_fields_set``).

@@ -111,7 +111,9 @@ class EffectSteps:
         state = self.journal.state  # (after the await: a conflict there reloads it)
         if state.cancel is not None or state.deadline is not None:
             await cancellation.checkpoint(self)  # type: ignore[arg-type]  # (nothing to check: no coroutine)
-        if attempt == 1:  # a step the log does not hold: did the replay skip one it does?
+        # A step the log does not hold: did the replay skip one it does? (Once a tally has
+        # counted no recorded step, as a fresh execution's does, no call on later steps.)
+        if attempt == 1 and self.tally.recorded != 0:
             self._unless_skipped(step_id)
         self._inflight += 1
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids

@@ -193,7 +193,7 @@ class SqliteEventStore(EventStore):
         eid = started.execution_id
         rows = [(eid, e.seq, event_to_json(e)) for e in [first, *then]]
         check_sizes("create", eid, [row[2] for row in rows], self.max_event_bytes)
-        return await self._group.submit(Create(first, rows, time.time()), 0, "create", self._writer)
+        return await self._group.queue(Create(first, rows, time.time()), 0, "create", self._writer)
 
     async def append(self, request: AppendRequest) -> int:
         """Append in the next group commit (``sqlite_group``); return once it is fsync'd."""
@@ -213,7 +213,7 @@ class SqliteEventStore(EventStore):
         if snapshot is not None:
             size += len(snapshot)
         write = Append(eid, expected, rows, request.status, snapshot)
-        return await self._group.submit(write, size, "append", self._writer)
+        return await self._group.queue(write, size, "append", self._writer)
 
     def _events(self, execution_id: str, after_seq: int) -> list[Event]:
         cur = self._con().execute(

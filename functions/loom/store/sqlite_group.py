@@ -119,15 +119,23 @@ class GroupCommitter:
             what: Names the operation in a translated error ("append", "create").
             writer: The writer thread's executor, or ``None`` to flush on the loop.
         """
-        loop = asyncio.get_running_loop()
         request = body if isinstance(body, Request) else Call(body)
+        return self.queue(request, size, what, writer)
+
+    def queue(
+        self, request: Request, size: int, what: str, writer: Executor | None
+    ) -> asyncio.Future[Any]:
+        """:meth:`submit` for a body that is a :class:`Request` already (the store's appends
+        and creates): no check of its type, which on an ABC is a Python-level call."""
+        loop = asyncio.get_running_loop()
         request.size, request.what, request.loop = size, what, loop
-        request.future, request.result, request.error = loop.create_future(), None, None
+        request.future = future = loop.create_future()
+        request.result = request.error = None
         if writer is None:
             self._enqueue_local(request)
         else:
             self._enqueue_writer(request, writer)
-        return request.future
+        return future
 
     def _enqueue_local(self, request: Request) -> None:
         queue: _LoopQueue | None = getattr(self._local, "queue", None)
@@ -345,6 +353,19 @@ def _settle(request: Request) -> None:
         future.set_result(request.result)
 
 
+def _settle_all(requests: list[Request]) -> None:
+    # (``_settle`` inlined: one Python call fewer for every request of every group.)
+    for request in requests:
+        future = request.future
+        if future.done():  # the caller was cancelled: its request was still committed
+            continue
+        error = request.error
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(request.result)
+
+
 def _settle_threadsafe(group: list[Request]) -> None:
     """Hand results to their loops: one wake-up per loop, not one per request."""
     by_loop: dict[asyncio.AbstractEventLoop, list[Request]] = {}
@@ -353,8 +374,3 @@ def _settle_threadsafe(group: list[Request]) -> None:
     for loop, requests in by_loop.items():
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
             loop.call_soon_threadsafe(_settle_all, requests)
-
-
-def _settle_all(requests: list[Request]) -> None:
-    for request in requests:
-        _settle(request)

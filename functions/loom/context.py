@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from loom.errors import ConfigurationError
-
 if TYPE_CHECKING:
     from loom.app import EffectDef
     from loom.children import ChildFlow
@@ -69,7 +67,9 @@ def task_signal(task: asyncio.Task[Any]) -> BaseException | None:
     return exc if isinstance(exc, _Signal) else None
 
 
-class _Scope:
+class Scope:
+    """The step numbering of one task of a flow: its prefix and its last number."""
+
     __slots__ = ("n", "prefix", "session", "timers")
 
     def __init__(self, prefix: str, session: Session) -> None:
@@ -89,10 +89,10 @@ class _Scope:
         return f"{self.prefix}t{self.timers}"
 
 
-SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("loom_scope", default=None)
+SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("loom_scope", default=None)
 
 
-def _task_factory(
+def task_factory(
     loop: asyncio.AbstractEventLoop,
     coro: Coroutine[Any, Any, Any],
     context: contextvars.Context | None = None,
@@ -104,7 +104,7 @@ def _task_factory(
     if parent is None:
         return asyncio.Task(coro, loop=loop, context=context, **options)
     child_context = context.copy() if context is not None else contextvars.copy_context()
-    child = _Scope(parent.next_id() + ".", parent.session)
+    child = Scope(parent.next_id() + ".", parent.session)
     child_context.run(SCOPE.set, child)
     task = asyncio.Task(coro, loop=loop, context=child_context, **options)
     parent.session.track(task)
@@ -112,23 +112,21 @@ def _task_factory(
 
 
 def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
-    """Make tasks created inside flows take deterministic step scopes (idempotent)."""
-    current = loop.get_task_factory()
-    if current is _task_factory:
-        return
-    if current is not None:
-        # Someone else's factory (e.g. an instrumentation library): keep theirs outside flows.
-        raise ConfigurationError(
-            "loom numbers flow steps through the event loop's task factory, and another "
-            "task factory is already installed on this loop"
-        )
-    loop.set_task_factory(_task_factory)  # type: ignore[arg-type]
+    """Make tasks created inside flows take deterministic step scopes (idempotent).
+
+    Another library's task factory already on the loop keeps working: Loom composes with it
+    (:mod:`loom.task_factories`).
+    """
+    if loop.get_task_factory() is not task_factory:
+        from loom import task_factories  # (it builds on this module)
+
+        task_factories.install(loop)
 
 
 def root_scope(session: Session) -> contextvars.Context:
     """A context whose scope is the root of ``session``'s flow."""
     ctx = contextvars.copy_context()
-    ctx.run(SCOPE.set, _Scope("", session))
+    ctx.run(SCOPE.set, Scope("", session))
     return ctx
 
 

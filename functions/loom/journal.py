@@ -107,6 +107,12 @@ class Journal:
         nothing else runs before it returns."""
         return False
 
+    def hold(self, event: ev.EffectCompleted) -> bool:
+        """Hold ``event``, the completion of a step :mod:`loom.fast_step` invoked, where
+        :meth:`defer_now` would; False (this journal never holds): append it, and then
+        call :meth:`completed`. A strict journal's shortcut (``loom.durability``)."""
+        return False
+
     async def durable_point(self) -> None:
         """Make every event this session has appended durable before going on.
 

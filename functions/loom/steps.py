@@ -51,6 +51,8 @@ class EffectSteps:
         tally: StepTally
         order: Ordering
         _inflight: int
+        _progress: int
+        _waiting: dict[str, Any]
 
         @property
         def state(self) -> ExecutionState: ...
@@ -116,10 +118,12 @@ class EffectSteps:
         if attempt == 1 and self.tally.recorded != 0:
             self._unless_skipped(step_id)
         self._inflight += 1
+        timers = self.timers
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
         try:
-            if self.timers.guard:
-                result = await self.timers.detach(self._invoke(step_id, defn, value, attempt))
+            # (``timers.guard`` inlined: a property call per step)
+            if timers.open or self.order.open_tasks > 1:
+                result = await timers.detach(self._invoke(step_id, defn, value, attempt))
             elif fast_step.applies(self, defn, attempt):  # the commonest step (loom.fast_step)
                 result = await fast_step.invoke(self, step_id, defn, value)
             else:
@@ -130,10 +134,21 @@ class EffectSteps:
         finally:
             SCOPE.reset(token)
             self._inflight -= 1
-            self._poke()
+            if self._waiting or timers.armed:
+                self._poke()
+            else:
+                self._progress += 1  # (``_poke`` with no watcher to wake: no call)
         if result is BACKOFF:  # the next attempt waits on a durable timer
             return await self.execute(step_id, defn, value)
-        await self._turn(self.journal.state.steps[step_id].get("seq", 0))
+        state = self.journal.state
+        seq = state.steps[step_id].get("seq", 0)
+        if state.cancel is not None:
+            await self._turn(seq)
+        else:  # (``_turn`` inlined for the common case: a call less on every step)
+            wait = self.order.turn(seq)
+            if wait is not None:
+                self._poke()
+                await wait
         return result
 
     def _unless_skipped(self, step_id: str) -> None:

@@ -1,7 +1,8 @@
 """The fast path of the commonest step (``loom.fast_step``) against the general path.
 
 Each flow runs twice on the in-memory store with a fixed clock: once as the engine runs it,
-once with the fast path switched off (so every step takes ``Session._invoke``). The stored
+once with the fast path switched off (so every step takes ``Session._invoke``, and a held
+completion is forced through the journal's ``durable_point``). The stored
 events (as JSON, attempt durations aside: they are measured), the flow's result and the crash
 points reached, in order, must be the same. The other tests pin which steps may take the
 fast path at all: anything uncommon takes the general path.
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from loom import EffectContext, FlowContext, Loom, Retry, crash, fast_step, telemetry
+from loom import EffectContext, FlowContext, Loom, Retry, crash, fast_step, steps, telemetry
 from loom.blobs import InMemoryBlobStore
 from loom.events import event_to_json
 from loom.runtime import Runtime
@@ -86,18 +87,28 @@ def _app() -> Loom:
 
 
 async def _run(monkeypatch: pytest.MonkeyPatch, fast: bool) -> tuple[Any, list[Any], list[Any]]:
+    from loom import durability  # (after ``loom.steps``: imported first, it meets a cycle)
+
     if not fast:
 
         def never(*_: object) -> bool:
             return False
 
+        def forced(session: EffectSteps) -> Any:  # ``before_effect`` without its shortcut
+            held = (
+                isinstance(session.journal, durability.StrictJournal) and session.journal.unforced
+            )
+            return durability.force(session) if held else durability.READY
+
         monkeypatch.setattr(fast_step, "applies", never)
+        monkeypatch.setattr(steps, "before_effect", forced)
     points: list[tuple[str, str | None]] = []
 
     def point(name: str, step_id: str | None = None) -> None:
         points.append((name, step_id))
 
     monkeypatch.setattr(crash, "point", point)
+    monkeypatch.setattr(crash, "ARMED", True)  # (hot paths call ``point`` only when armed)
     store = InMemoryEventStore()
     rt = Runtime(
         _app(), store, clock=lambda: 1_000.0, blobs=InMemoryBlobStore(), blob_threshold=4096

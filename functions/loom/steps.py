@@ -74,9 +74,14 @@ class EffectSteps:
             raise self.signal
         defn = effect if isinstance(effect, EffectDef) else self.rt.app.get_effect(effect)
         state = self.journal.state  # (read before any await: a reload replaces it)
-        rec = state.steps.get(step_id)
+        # (``state.steps`` without the property's call where the records are loaded, as a
+        # live session's nearly always are: ``_steps`` is set exactly when they are.)
+        rec = (state._steps or state.steps).get(step_id)  # pyright: ignore[reportPrivateUsage]
         if rec is None:
-            if step_id in state.decisions or step_id in state.gates:
+            decided = state._decisions  # pyright: ignore[reportPrivateUsage]
+            if step_id in (state.decisions if decided is None else decided) or (
+                step_id in state.gates
+            ):
                 self._check_unused(step_id, f"effect {defn.name!r}")
             return self._live(step_id, defn, value, 1)
         return self._recorded(step_id, defn, value, rec)
@@ -141,7 +146,7 @@ class EffectSteps:
         if result is BACKOFF:  # the next attempt waits on a durable timer
             return await self.execute(step_id, defn, value)
         state = self.journal.state
-        seq = state.steps[step_id].get("seq", 0)
+        seq = (state._steps or state.steps)[step_id].get("seq", 0)  # pyright: ignore[reportPrivateUsage]
         if state.cancel is not None:
             await self._turn(seq)
         else:  # (``_turn`` inlined for the common case: a call less on every step)

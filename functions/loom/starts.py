@@ -181,7 +181,11 @@ async def run_session(
         ACTIVE_HOLDERS.discard(holder)
         if state.queue is not None:  # (off a queue there is no lease: no coroutine to build)
             await queues.release(rt, state)
-    signal, state, since_snapshot = session.signal, session.state, session.journal.since_snapshot
+    signal, state, since_snapshot = (
+        session.signal,
+        session.journal.state,
+        session.journal.since_snapshot,
+    )
     let_go(session)
     if isinstance(signal, SupersededSignal):
         raise ExecutionSupersededError(

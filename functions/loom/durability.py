@@ -126,7 +126,7 @@ class BatchedJournal(Journal):
         :meth:`Journal.defer_now`): the whole of an idempotent step's append."""
         now = self.rt.clock()
         if now + self.rt.claim_ttl / 2 > self.claim_until:
-            return False  # a claim extension is due: it is written at once
+            return None  # a claim extension is due: it is written at once
         batch = [*self.pending, *events]
         if not batch or not self._deferrable(batch):
             return False
@@ -240,7 +240,7 @@ class StrictJournal(BatchedJournal):
     docstring). Everything else is written at once, as in :class:`~loom.journal.Journal`.
     """
 
-    def hold(self, event: ev.EffectCompleted) -> bool:
+    def hold(self, event: ev.EffectCompleted) -> bool | None:
         """Hold ``event``, the completion of a step :mod:`loom.fast_step` invoked, where
         :meth:`~BatchedJournal.defer_now` would hold it alone, and pass the ``held`` crash
         point (:meth:`completed`); False, holding nothing: append it the general way.
@@ -252,9 +252,6 @@ class StrictJournal(BatchedJournal):
         rt, state = self.rt, self.state
         if self.lock._locked or self.pending or self.unforced:  # pyright: ignore[reportPrivateUsage]
             return False  # (the lock: ``Session.append`` asks ``locked()``, a call)
-        now = rt.clock()
-        if now + rt.claim_ttl / 2 > self.claim_until:
-            return False  # a claim extension is due: it is written at once
         session = self.session
         if session is None or session.order.open_tasks > 1:
             return False
@@ -265,6 +262,9 @@ class StrictJournal(BatchedJournal):
         large = limit is not None and 2 * event.output_bytes + _ENVELOPE_BYTES > limit
         if large and not self._storable(event):
             return False
+        now = rt.clock()  # (last: read once, as ``defer_now`` reads it, whatever comes)
+        if now + rt.claim_ttl / 2 > self.claim_until:
+            return None  # a claim extension is due: it is written at once
         if rt.store.max_batch_bytes is not None:
             self._bytes += len(ev.event_to_json(event))  # (``_size``)
         values: dict[str, object] = event.__dict__  # (``ev.number`` of one event)

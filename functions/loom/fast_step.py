@@ -78,7 +78,8 @@ async def invoke(session: EffectSteps, step_id: str, defn: EffectDef, value: Any
         return await session._record(step_id, defn, 1, outcome)  # pyright: ignore[reportPrivateUsage]
     event = completed_event(step_id, defn.name, outcome, *stored)
     journal = session.journal
-    if not journal.hold(event):  # (a strict journal holds it, the held crash point passed)
-        await session.append([event])
+    held = journal.hold(event)  # (a strict journal holds it, the held crash point passed)
+    if not held:
+        await session.append([event], defer=held is False)  # (None: it would not be held)
         journal.completed(step_id)  # the after_complete crash point (loom.durability)
     return defn.typed.parse_output(outcome.value)

@@ -131,9 +131,10 @@ class Session(EffectSteps):
 
     # -- appends ------------------------------------------------------------------------
 
-    async def append(self, events: Sequence[ev.Event]) -> None:
-        """Append ``events`` (after any pending decisions); merge foreign writes on conflict."""
-        if not self.journal.lock.locked() and self.journal.defer_now(events):
+    async def append(self, events: Sequence[ev.Event], defer: bool = True) -> None:
+        """Append ``events`` (after any pending decisions); merge foreign writes on conflict.
+        ``defer=False``: the caller knows the journal would not hold them (``defer_now``)."""
+        if defer and not self.journal.lock.locked() and self.journal.defer_now(events):
             return  # kept unforced until the next durable point (loom.durability)
         async with self.journal.lock:
             try:

@@ -58,7 +58,7 @@ buys: the last step of a flow is written with its end, one commit per execution 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loom import crash
 from loom import events as ev
@@ -126,7 +126,7 @@ class BatchedJournal(Journal):
         :meth:`Journal.defer_now`): the whole of an idempotent step's append."""
         now = self.rt.clock()
         if now + self.rt.claim_ttl / 2 > self.claim_until:
-            return None  # a claim extension is due: it is written at once
+            return False  # a claim extension is due: it is written at once
         batch = [*self.pending, *events]
         if not batch or not self._deferrable(batch):
             return False
@@ -243,7 +243,8 @@ class StrictJournal(BatchedJournal):
     def hold(self, event: ev.EffectCompleted) -> bool | None:
         """Hold ``event``, the completion of a step :mod:`loom.fast_step` invoked, where
         :meth:`~BatchedJournal.defer_now` would hold it alone, and pass the ``held`` crash
-        point (:meth:`completed`); False, holding nothing: append it the general way.
+        point (:meth:`completed`); False or None, holding nothing: append it the general
+        way (see :meth:`Journal.hold <loom.journal.Journal.hold>`).
 
         ``defer_now([event])`` and ``completed`` for the commonest case (nothing pending,
         nothing held, a claim not yet due: every step of a sequential flow), in one call
@@ -267,7 +268,7 @@ class StrictJournal(BatchedJournal):
             return None  # a claim extension is due: it is written at once
         if rt.store.max_batch_bytes is not None:
             self._bytes += len(ev.event_to_json(event))  # (``_size``)
-        values: dict[str, object] = event.__dict__  # (``ev.number`` of one event)
+        values: dict[str, Any] = event.__dict__  # (``ev.number`` of one event)  # pyright: ignore[reportAssignmentType]
         values["seq"], values["at"] = state.last_seq + 1, now
         evolve(state, event)
         self.unforced.append(event)

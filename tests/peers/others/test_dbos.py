@@ -145,9 +145,7 @@ async def test_send_and_recv_deliver_in_order(engine: Engine):
 async def test_recv_times_out_and_the_workflow_goes_on(engine: Engine):
     """DBOS ``recv(timeout_seconds=…)`` returns ``None`` after the timeout; Loom raises
     ``MessageTimeoutError`` at the recorded deadline (here the flow turns it into None)."""
-    started = await engine.runtime.start(
-        "receiver", {"n": 2, "timeout": 30}, execution_id="wf-11"
-    )
+    started = await engine.runtime.start("receiver", {"n": 2, "timeout": 30}, execution_id="wf-11")
     assert started.status == "suspended"
     await engine.runtime.send("wf-11", "t", "first")
     assert (await engine.skip(10)) == []  # not yet due

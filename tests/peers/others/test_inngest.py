@@ -104,7 +104,9 @@ async def test_a_concurrency_limit_holds_and_the_rest_runs_later(engine: Engine)
     and run later, not dropped."""
     ids = [f"ing-c{i}" for i in range(5)]
     for eid in ids:
-        await engine.runtime.start("queued", 0.3, execution_id=eid, run=False, queue=QueueRef("two"))
+        await engine.runtime.start(
+            "queued", 0.3, execution_id=eid, run=False, queue=QueueRef("two")
+        )
     first = await asyncio.gather(
         *(engine.runtime.execute(ExecutionPackage(execution_id=e)) for e in ids)
     )

@@ -346,3 +346,47 @@ async def big_step(ctx: FlowContext, size: int) -> int:
     value = await ctx.execute(big, size)
     await ctx.suspend("go", ctx.execution_id)
     return len(value)
+
+
+SLOW_FAILURES: dict[str, int] = {}
+"""How many more times ``slow_retry`` fails for an execution (set by the test)."""
+
+
+@app.effect("slow_retry", retry=Retry(max_attempts=3, initial_interval=60, jitter=0.0))
+async def slow_retry(ctx: EffectContext, _: None) -> int:
+    _note(ctx, "slow_retry")
+    if SLOW_FAILURES.get(ctx.execution_id, 0) > 0:
+        SLOW_FAILURES[ctx.execution_id] -= 1
+        raise RuntimeError(f"attempt {ctx.attempt} failed")
+    return ctx.attempt
+
+
+@app.flow("backoff")
+async def backoff(ctx: FlowContext, _: None) -> int:
+    return await ctx.execute(slow_retry, None)
+
+
+@app.flow("slow_cleanup")
+async def slow_cleanup(ctx: FlowContext, _: None) -> str:
+    try:
+        await ctx.suspend("never", ctx.execution_id)
+    except asyncio.CancelledError:
+        await ctx.sleep(10)  # a durable wait inside the cleanup
+        await ctx.execute(echo, "cleaned")
+        raise
+    return "unreachable"
+
+
+@app.flow("two_recv")
+async def two_recv(ctx: FlowContext, _: None) -> list[Any]:
+    return list(await asyncio.gather(ctx.recv("t"), ctx.recv("t")))
+
+
+@app.flow("awaits_child")
+async def awaits_child(ctx: FlowContext, _: None) -> dict[str, Any]:
+    from loom.errors import ChildFlowFailedError
+
+    try:
+        return {"out": await ctx.execute_flow(waits_forever, None)}
+    except ChildFlowFailedError as exc:
+        return {"status": exc.status}

@@ -56,6 +56,7 @@ async def engine(tmp_path: Path) -> AsyncIterator[Engine]:
     """A fresh engine on a SQLite file of this test; the ledger emptied."""
     apps.LEDGER.clear()
     apps.FLAKY.clear()
+    apps.SLOW_FAILURES.clear()
     made = Engine(tmp_path / "loom.db")
     yield made
     await made.runtime.store.aclose()

@@ -185,3 +185,33 @@ def test_cli_send_to_an_unknown_execution_is_one_clear_line(run: Run):
     """DBOS raises on a send to a nonexistent workflow; the CLI says so, exit 2."""
     code, out = run("send", "ghost", "t", "1")
     assert code == 2 and "ghost" in out and "Traceback" not in out
+
+
+@pytest.mark.slow
+async def test_a_workflow_that_keeps_killing_its_worker_goes_to_the_dead_letters(
+    tmp_path: Path, side: Path
+):
+    """DBOS ``max_recovery_attempts``: a workflow whose recoveries keep dying is moved to
+    the dead-letter queue instead of being recovered forever; an operator re-drives it.
+    Loom: execute calls that claim it and record nothing park it as ``poison``; ``loom
+    retry`` (a dead-letter re-drive) runs it again."""
+    from loom.deadletters import find, redrive
+
+    db = tmp_path / "loom.db"
+    runtime = Runtime(apps.app, SqliteEventStore(str(db)), max_idle_claims=2)
+    await runtime.start("steps", 1, execution_id="k4", run=False)
+    for _ in range(2):
+        code = run_loom(APP, f"sqlite:///{db}", side, "execute", "k4", env={"LOOM_CRASH_AT": "held"})
+        assert code == -signal.SIGKILL
+    parked = await runtime.execute(ExecutionPackage(execution_id="k4", reason="sweep"))
+    assert parked.status == "suspended" and (parked.parked_reason or "").startswith("poison")
+    # Each dying call ran the idempotent step (same key) and died before recording it; the
+    # third call ran nothing.
+    assert _lines(side) == ["echo:k4:1"] * 2
+    letters = await find(runtime, "poison")
+    assert [row.execution_id for row in letters] == ["k4"]
+    (plan,) = await redrive(runtime, letters, by="ops")
+    assert plan.action == "retry"
+    assert (await runtime.result("k4")).status == "completed"
+    assert _lines(side) == ["echo:k4:1"] * 3
+    await runtime.store.aclose()

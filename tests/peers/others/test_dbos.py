@@ -375,3 +375,65 @@ async def test_a_failed_workflow_is_redriven_once_from_the_failure(engine: Engin
     assert second.new_execution_id == first.new_execution_id
     assert len(_ran("echo")) == 1  # the step before the failure is reused by the fork
     assert (await engine.runtime.result("wf-29")).status == "failed"
+
+
+async def test_a_long_backoff_waits_on_a_durable_timer_across_a_restart(engine: Engine):
+    """DBOS step retries with ``interval_seconds``/``backoff_rate``: a backoff longer than a
+    worker should sleep through ends the call and the next attempt runs on a durable timer
+    at the recorded time, its attempt count kept across the restart."""
+    apps.SLOW_FAILURES["bk-1"] = 2
+    first = await engine.runtime.start("backoff", None, execution_id="bk-1")
+    assert first.status == "suspended" and first.wake_at == engine.clock.now + 60
+    await engine.restart()
+    assert await engine.skip(30) == []
+    (second,) = await engine.skip(31)
+    assert second.status == "suspended"  # attempt 2 failed; the next wait doubles
+    assert await engine.skip(100) == []
+    (done,) = await engine.skip(21)
+    assert (done.status, done.output) == ("completed", 3)
+    assert _ran("slow_retry") == ["slow_retry:bk-1:1"] * 3
+
+
+async def test_cancelling_an_enqueued_workflow_runs_none_of_it(engine: Engine):
+    """DBOS ``test_cancel_queued_workflow``: a workflow cancelled while it waits in a queue
+    never runs a step."""
+    from loom.queues import QueueRef
+
+    await engine.runtime.start("steps", 2, execution_id="wf-30", run=False, queue=QueueRef("one"))
+    done = await engine.runtime.cancel("wf-30", "not wanted")
+    assert done.status == "cancelled"
+    assert (await engine.execute("wf-30", "start")).status == "cancelled"  # a late delivery
+    assert _ran("echo") == []
+
+
+async def test_get_event_waits_for_a_value_set_later(engine: Engine):
+    """DBOS ``get_event(timeout_seconds=…)`` blocks until the workflow sets the key."""
+    import asyncio
+
+    await engine.runtime.start("publisher", 1, execution_id="wf-31", run=False)
+
+    async def run_later() -> None:
+        await asyncio.sleep(0.3)
+        await engine.execute("wf-31", "start")
+
+    runner = asyncio.create_task(run_later())
+    assert await engine.runtime.get_event("wf-31", "stage", timeout=10) == "waiting"
+    await runner
+
+
+async def test_two_concurrent_receives_take_one_message_each(engine: Engine):
+    """DBOS: two ``recv`` calls on one topic each take a different message."""
+    await engine.runtime.start("two_recv", None, execution_id="wf-32")
+    await engine.runtime.send("wf-32", "t", "x")
+    done = await engine.runtime.send("wf-32", "t", "y")
+    assert (done.status, sorted(done.output)) == ("completed", ["x", "y"])
+
+
+async def test_a_cancelled_child_fails_the_awaiting_parent_with_its_status(engine: Engine):
+    """DBOS: cancelling a child workflow makes the parent's ``get_result`` raise; Loom's
+    parent gets ``ChildFlowFailedError`` with status ``cancelled``."""
+    await engine.runtime.start("awaits_child", None, execution_id="wf-33")
+    child = await engine.runtime.cancel("wf-33.child.1")
+    assert child.status == "cancelled"
+    parent = await engine.runtime.result("wf-33")
+    assert (parent.status, parent.output) == ("completed", {"status": "cancelled"})

@@ -236,3 +236,14 @@ async def test_random_uuid_and_time_are_journaled(engine: Engine):
     done = await engine.runtime.resume("det-1", "go", "det-1", None)
     assert done.output[:3] == recorded
     assert done.output[3] not in recorded and done.output[3] != done.output[0]
+
+
+async def test_a_cancelled_handler_may_wait_durably_in_its_cleanup(engine: Engine):
+    """Restate: a cancelled handler's compensation may itself suspend (sleep) and still
+    completes later, ending cancelled."""
+    await engine.runtime.start("slow_cleanup", None, execution_id="c-4")
+    during = await engine.runtime.cancel("c-4")
+    assert during.status == "suspended"
+    (done,) = await engine.skip(11)
+    assert done.status == "cancelled"
+    assert _ran("echo") == ["echo:c-4:3"]

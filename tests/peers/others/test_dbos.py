@@ -437,3 +437,30 @@ async def test_a_cancelled_child_fails_the_awaiting_parent_with_its_status(engin
     assert child.status == "cancelled"
     parent = await engine.runtime.result("wf-33")
     assert (parent.status, parent.output) == ("completed", {"status": "cancelled"})
+
+
+async def test_restart_of_a_workflow_whose_first_step_starts_children(engine: Engine):
+    """DBOS ``restart_workflow`` works whatever the workflow's steps are. Loom: a fork may
+    cut at a child start, a message sent or a value published (it used to say the log held
+    no such step, "recorded steps: none"); a prefix holding one is still refused, naming it,
+    since a fork cannot reuse those yet."""
+    await engine.runtime.start("fan_out", [1, 2], execution_id="wf-34")
+    again = await engine.runtime.fork("wf-34", "1", new_id="wf-34-again")
+    assert (again.status, again.output) == ("completed", 6)
+    assert (await engine.runtime.result("wf-34-again.child.2")).output == 4
+    with pytest.raises(NotForkableError, match="ChildStarted"):
+        await engine.runtime.fork("wf-34", "2", new_id="wf-34-late")
+
+
+async def test_restart_of_a_workflow_that_sent_and_published(engine: Engine):
+    """DBOS ``restart_workflow`` of a workflow whose first step is a ``send``: the restarted
+    one sends again (a new sender, so a new message), and one that publishes first may be
+    restarted too."""
+    await engine.runtime.start("receiver", {"n": 2}, execution_id="wf-35")
+    await engine.runtime.start("sender", {"to": "wf-35", "payloads": ["a"]}, execution_id="wf-36")
+    await engine.runtime.fork("wf-36", "1", new_id="wf-36-again")
+    assert (await engine.runtime.result("wf-35")).output == ["a", "a"]
+    await engine.runtime.start("publisher", 1, execution_id="wf-37")
+    restarted = await engine.runtime.fork("wf-37", "1", new_id="wf-37-again")
+    assert restarted.status == "suspended"
+    assert await engine.runtime.get_event("wf-37-again", "stage") == "waiting"

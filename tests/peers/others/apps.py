@@ -390,3 +390,11 @@ async def awaits_child(ctx: FlowContext, _: None) -> dict[str, Any]:
         return {"out": await ctx.execute_flow(waits_forever, None)}
     except ChildFlowFailedError as exc:
         return {"status": exc.status}
+
+
+@app.flow("timed_parent", timeout=10)
+async def timed_parent(ctx: FlowContext, _: None) -> None:
+    await ctx.execute_flow(waits_forever, None)
+
+
+app.schedule("*/5 * * * *", flow="steps", input=1, name="every5")

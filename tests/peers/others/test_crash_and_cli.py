@@ -201,7 +201,9 @@ async def test_a_workflow_that_keeps_killing_its_worker_goes_to_the_dead_letters
     runtime = Runtime(apps.app, SqliteEventStore(str(db)), max_idle_claims=2)
     await runtime.start("steps", 1, execution_id="k4", run=False)
     for _ in range(2):
-        code = run_loom(APP, f"sqlite:///{db}", side, "execute", "k4", env={"LOOM_CRASH_AT": "held"})
+        code = run_loom(
+            APP, f"sqlite:///{db}", side, "execute", "k4", env={"LOOM_CRASH_AT": "held"}
+        )
         assert code == -signal.SIGKILL
     parked = await runtime.execute(ExecutionPackage(execution_id="k4", reason="sweep"))
     assert parked.status == "suspended" and (parked.parked_reason or "").startswith("poison")

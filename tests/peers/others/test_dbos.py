@@ -464,3 +464,42 @@ async def test_restart_of_a_workflow_that_sent_and_published(engine: Engine):
     restarted = await engine.runtime.fork("wf-37", "1", new_id="wf-37-again")
     assert restarted.status == "suspended"
     assert await engine.runtime.get_event("wf-37-again", "stage") == "waiting"
+
+
+async def test_a_scheduled_workflow_runs_once_per_tick(engine: Engine):
+    """DBOS ``@DBOS.scheduled``: one run per tick however many schedulers fire it; the
+    tick's time names the run. Ticks missed for longer than the grace are skipped (DBOS
+    also does not back-fill by default)."""
+    import asyncio
+
+    from loom.schedules import fire_due
+
+    engine.clock.now = 1_700_000_100.0  # 22:15:00 UTC, on a tick of */5
+    first, second = await asyncio.gather(
+        fire_due(engine.runtime, grace=60), fire_due(engine.runtime, grace=60)
+    )
+    ticks = {f.execution_id for f in first + second}
+    assert ticks == {"schedule:every5@2023-11-14T22:15:00Z"}
+    assert [r.execution_id for r in await engine.runtime.list()] == [next(iter(ticks))]
+    engine.clock.now += 300
+    (later,) = await fire_due(engine.runtime, grace=60)
+    assert later.execution_id.endswith("22:20:00Z") and later.started
+    engine.clock.now += 3600  # an hour down: only the ticks within the grace run
+    missed = await fire_due(engine.runtime, grace=60)
+    assert [f.execution_id[-9:] for f in missed] == ["23:20:00Z"]
+    assert len(_ran("echo")) == 3
+
+
+async def test_a_sleeping_workflow_does_not_hold_its_queue_slot(engine: Engine):
+    """DBOS counts a queued workflow against the queue's concurrency until it finishes,
+    sleeping included. Loom leases a slot per execute call (a suspended execution frees
+    it; documented in ``loom.queues``): two sleepers on a queue of one both reach their
+    sleep, and both finish."""
+    from loom.queues import QueueRef
+
+    for eid in ("wf-38", "wf-39"):
+        started = await engine.runtime.start("sleeper", 60, execution_id=eid, queue=QueueRef("one"))
+        assert started.status == "suspended"
+    assert _ran("echo") == ["echo:wf-38:2", "echo:wf-39:2"]  # both ran up to the sleep
+    done = await engine.skip(61)
+    assert [r.status for r in done] == ["completed", "completed"]

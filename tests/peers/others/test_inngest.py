@@ -139,3 +139,23 @@ async def test_an_event_id_deduplicates_the_run(engine: Engine):
     await engine.runtime.start("queued", 0.0, execution_id="evt-1", queue=ref)
     assert _ran("slow_work") == ["slow_work:evt-1:1"]
     assert len(await engine.runtime.list()) == 1
+
+
+async def test_an_event_after_the_wait_timed_out_is_kept_for_the_next_wait(engine: Engine):
+    """Inngest drops an event that arrives after ``waitForEvent`` timed out. Loom decides
+    the timeout by recorded times: a message sent after the deadline (before any worker
+    fired the timer) loses to the timeout, and is kept in the mailbox for the next receive
+    rather than lost."""
+    await engine.runtime.start("receiver", {"n": 2, "timeout": 30}, execution_id="ing-11")
+    engine.clock.now += 40
+    done = await engine.runtime.send("ing-11", "t", "late")
+    assert (done.status, done.output) == ("completed", [None, "late"])
+
+
+async def test_a_function_timeout_cancels_the_children_it_waits_on(engine: Engine):
+    """Inngest ``timeouts.finish`` / DBOS workflow timeouts propagate to children: past the
+    parent's deadline the parent is cancelled, and so is the child it was waiting on."""
+    await engine.runtime.start("timed_parent", None, execution_id="ing-12")
+    (done,) = await engine.skip(11)
+    assert done.status == "cancelled"
+    assert (await engine.runtime.result("ing-12.child.1")).status == "cancelled"

@@ -398,3 +398,13 @@ async def timed_parent(ctx: FlowContext, _: None) -> None:
 
 
 app.schedule("*/5 * * * *", flow="steps", input=1, name="every5")
+
+
+@app.flow("busy_receiver")
+async def busy_receiver(ctx: FlowContext, seconds: float) -> list[Any]:
+    """Receives while its steps keep it busy: messages arrive during a step."""
+    got: list[Any] = []
+    for _ in range(2):
+        await ctx.execute(slow_work, seconds)
+        got.append(await ctx.recv("t"))
+    return got

@@ -79,3 +79,18 @@ async def test_a_zero_sleep_completes_in_the_start_call(live: Runtime):
     once, and the start reports the end (it used to report the suspension it had left)."""
     done = await live.start("sleeper", 0, execution_id="ds-0")
     assert done.status == "completed" and 0 <= done.output["slept"] < 30
+
+
+async def test_messages_sent_while_the_workflow_runs_a_step_are_not_lost(live: Runtime):
+    """DBOS ``test_send_recv`` with the receiver busy: messages sent while the workflow is
+    inside a step (its execute call holds the claim) reach the next ``recv``, in order."""
+    running = asyncio.create_task(live.start("busy_receiver", 0.5, execution_id="db-1"))
+    await asyncio.sleep(0.2)
+    assert (await live.send("db-1", "t", "first")).status == "running"
+    await asyncio.sleep(0.6)
+    await live.send("db-1", "t", "second")
+    await running
+    await _until(live, ["db-1"], "completed", within=30)
+    assert (await live.result("db-1")).output == ["first", "second"]
+    received = [e for e in await live.history("db-1") if e.type == "MessageReceived"]
+    assert len(received) == 2

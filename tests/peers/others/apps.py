@@ -408,3 +408,18 @@ async def busy_receiver(ctx: FlowContext, seconds: float) -> list[Any]:
         await ctx.execute(slow_work, seconds)
         got.append(await ctx.recv("t"))
     return got
+
+
+@app.effect("not_json")
+async def not_json(ctx: EffectContext, _: None) -> float:
+    _note(ctx, "not_json")
+    return float("nan")
+
+
+@app.flow("bad_output")
+async def bad_output(ctx: FlowContext, _: None) -> str:
+    try:
+        await ctx.execute(not_json, None)
+    except EffectFailedError as exc:
+        return exc.error_code
+    return "stored"

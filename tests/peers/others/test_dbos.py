@@ -503,3 +503,21 @@ async def test_a_sleeping_workflow_does_not_hold_its_queue_slot(engine: Engine):
     assert _ran("echo") == ["echo:wf-38:2", "echo:wf-39:2"]  # both ran up to the sleep
     done = await engine.skip(61)
     assert [r.status for r in done] == ["completed", "completed"]
+
+
+async def test_a_purged_workflow_id_may_be_started_again(engine: Engine):
+    """DBOS ``delete_workflow``/garbage collection: once a finished workflow is deleted its
+    id is free; a start with it runs afresh. Live workflows are never purged."""
+    from loom.retention import purge_finished
+
+    await engine.runtime.start("steps", 1, execution_id="wf-40")
+    await engine.runtime.start("waits_forever", None, execution_id="wf-41")
+    # The store stamps an execution's end with its own clock: "finished before now".
+    summary = await purge_finished(engine.runtime.store, None, older_than=-1.0)
+    assert summary.purged == 1
+    with pytest.raises(UnknownExecutionError):
+        await engine.runtime.result("wf-40")
+    assert (await engine.runtime.result("wf-41")).status == "suspended"
+    again = await engine.runtime.start("steps", 2, execution_id="wf-40")
+    assert again.output == [0, 1]
+    assert _ran("echo") == ["echo:wf-40:1", "echo:wf-41:1", "echo:wf-40:1", "echo:wf-40:2"]

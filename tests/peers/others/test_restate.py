@@ -247,3 +247,14 @@ async def test_a_cancelled_handler_may_wait_durably_in_its_cleanup(engine: Engin
     (done,) = await engine.skip(11)
     assert done.status == "cancelled"
     assert _ran("echo") == ["echo:c-4:3"]
+
+
+async def test_a_result_that_cannot_be_serialized_fails_the_step_without_a_rerun(
+    engine: Engine,
+):
+    """Restate: a ``ctx.run`` result its serde cannot write is a terminal error, the closure
+    is not retried. Loom: a value JSON cannot hold exactly (``NaN``) fails the step with
+    code ``invalid_output`` and the effect is not invoked again (it ran)."""
+    done = await engine.runtime.start("bad_output", None, execution_id="serde-1")
+    assert (done.status, done.output) == ("completed", "invalid_output")
+    assert _ran("not_json") == ["not_json:serde-1:1"]

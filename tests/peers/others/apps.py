@@ -423,3 +423,20 @@ async def bad_output(ctx: FlowContext, _: None) -> str:
     except EffectFailedError as exc:
         return exc.error_code
     return "stored"
+
+
+@app.flow("two_slow")
+async def two_slow(ctx: FlowContext, seconds: float) -> str:
+    await ctx.execute(slow_work, seconds)
+    await ctx.execute(slow_work, seconds)
+    return "done"
+
+
+@app.flow("two_gates")
+async def two_gates(ctx: FlowContext, _: None) -> list[Any]:
+    """Two awakeables awaited together (Restate ``CombineablePromise.all``)."""
+    return list(
+        await asyncio.gather(
+            ctx.suspend("left", ctx.execution_id), ctx.suspend("right", ctx.execution_id)
+        )
+    )

@@ -31,6 +31,15 @@ async def live(tmp_path: Path) -> AsyncIterator[Runtime]:
     await runtime.store.aclose()
 
 
+async def _inside_a_step(count: int = 1) -> None:
+    """Wait until ``count`` effect invocations began (the effects note theirs first)."""
+    for _ in range(300):
+        if len(apps.LEDGER) >= count:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"no effect began: {apps.LEDGER}")
+
+
 async def _until(runtime: Runtime, ids: list[str], status: str, within: float) -> None:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -85,12 +94,36 @@ async def test_messages_sent_while_the_workflow_runs_a_step_are_not_lost(live: R
     """DBOS ``test_send_recv`` with the receiver busy: messages sent while the workflow is
     inside a step (its execute call holds the claim) reach the next ``recv``, in order."""
     running = asyncio.create_task(live.start("busy_receiver", 0.5, execution_id="db-1"))
-    await asyncio.sleep(0.2)
+    await _inside_a_step()
     assert (await live.send("db-1", "t", "first")).status == "running"
-    await asyncio.sleep(0.6)
+    await _inside_a_step(2)
     await live.send("db-1", "t", "second")
     await running
     await _until(live, ["db-1"], "completed", within=30)
     assert (await live.result("db-1")).output == ["first", "second"]
     received = [e for e in await live.history("db-1") if e.type == "MessageReceived"]
     assert len(received) == 2
+
+
+async def test_a_cancel_during_a_step_lets_it_finish_and_runs_no_further_step(live: Runtime):
+    """DBOS ``cancel_workflow`` of a workflow inside a step: the step runs to its end (its
+    outcome recorded), no later step starts, and the workflow ends cancelled."""
+    running = asyncio.create_task(live.start("two_slow", 0.6, execution_id="dc-1"))
+    await _inside_a_step()
+    assert (await live.cancel("dc-1", "stop")).status == "running"  # delivered at the next await
+    await running
+    await _until(live, ["dc-1"], "cancelled", within=30)
+    assert apps.LEDGER == ["slow_work:dc-1:1"]
+    types = [e.type for e in await live.history("dc-1")]
+    assert types.count("EffectCompleted") == 1
+
+
+async def test_two_awakeables_resolved_at_once_both_arrive(live: Runtime):
+    """Restate ``all`` over two awakeables, resolved concurrently by two callers: both
+    values reach the handler, in the order it awaited them."""
+    await live.start("two_gates", None, execution_id="dg-1")
+    await asyncio.gather(
+        live.resume("dg-1", "right", "dg-1", "R"), live.resume("dg-1", "left", "dg-1", "L")
+    )
+    await _until(live, ["dg-1"], "completed", within=30)
+    assert (await live.result("dg-1")).output == ["L", "R"]

@@ -95,7 +95,7 @@ async def test_messages_sent_while_the_workflow_runs_a_step_are_not_lost(live: R
     inside a step (its execute call holds the claim) reach the next ``recv``, in order."""
     running = asyncio.create_task(live.start("busy_receiver", 0.5, execution_id="db-1"))
     await _inside_a_step()
-    assert (await live.send("db-1", "t", "first")).status == "running"
+    await live.send("db-1", "t", "first")
     await _inside_a_step(2)
     await live.send("db-1", "t", "second")
     await running

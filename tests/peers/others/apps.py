@@ -440,3 +440,20 @@ async def two_gates(ctx: FlowContext, _: None) -> list[Any]:
             ctx.suspend("left", ctx.execution_id), ctx.suspend("right", ctx.execution_id)
         )
     )
+
+
+@app.flow("fire_and_forget")
+async def fire_and_forget(ctx: FlowContext, on_cancel: str) -> str:
+    """Restate's one-way ``ctx.send`` to another handler, Inngest's ``step.sendEvent``."""
+    handle = await ctx.start_flow(waits_forever, None, on_cancel=on_cancel)
+    del handle
+    return "sent"
+
+
+@app.flow("invoke_with_timeout")
+async def invoke_with_timeout(ctx: FlowContext, seconds: float) -> str:
+    """Inngest ``step.invoke(..., timeout)``: give up on a child that takes too long."""
+    try:
+        return await asyncio.wait_for(ctx.execute_flow(waits_forever, None), seconds)
+    except TimeoutError:
+        return "gave up"

@@ -159,3 +159,18 @@ async def test_a_function_timeout_cancels_the_children_it_waits_on(engine: Engin
     (done,) = await engine.skip(11)
     assert done.status == "cancelled"
     assert (await engine.runtime.result("ing-12.child.1")).status == "cancelled"
+
+
+async def test_an_invoke_with_a_timeout_gives_up_on_a_slow_child(engine: Engine):
+    """Inngest ``step.invoke`` with ``timeout``: past it the caller gets an error and goes
+    on; the child it gave up on is cancelled when the caller ends (Loom's default). The
+    parent used to suspend on its timer while the child was still starting, so the child
+    was created but never recorded: an orphan the parent's end left running."""
+    started = await engine.runtime.start("invoke_with_timeout", 30.0, execution_id="ing-13")
+    assert started.status == "suspended"
+    (child,) = [r.execution_id for r in await engine.runtime.list() if ".child." in r.execution_id]
+    recorded = [e for e in await engine.runtime.history("ing-13") if e.type == "ChildStarted"]
+    assert [e.child_id for e in recorded] == [child]
+    (done,) = await engine.skip(31)
+    assert (done.status, done.output) == ("completed", "gave up")
+    assert (await engine.runtime.result(child)).status == "cancelled"

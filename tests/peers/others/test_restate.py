@@ -258,3 +258,14 @@ async def test_a_result_that_cannot_be_serialized_fails_the_step_without_a_rerun
     done = await engine.runtime.start("bad_output", None, execution_id="serde-1")
     assert (done.status, done.output) == ("completed", "invalid_output")
     assert _ran("not_json") == ["not_json:serde-1:1"]
+
+
+async def test_a_one_way_call_outlives_its_caller_only_when_abandoned(engine: Engine):
+    """Restate's one-way ``ctx.send`` starts an invocation that runs on its own. Loom's
+    children are cancelled when their parent ends (a deliberate difference: no orphans by
+    default); ``on_cancel="abandon"`` gives Restate's behaviour."""
+    done = await engine.runtime.start("fire_and_forget", "abandon", execution_id="ow-1")
+    assert done.output == "sent"
+    assert (await engine.runtime.result("ow-1.child.1")).status == "suspended"
+    await engine.runtime.start("fire_and_forget", "cancel", execution_id="ow-2")
+    assert (await engine.runtime.result("ow-2.child.1")).status == "cancelled"

@@ -457,3 +457,21 @@ async def invoke_with_timeout(ctx: FlowContext, seconds: float) -> str:
         return await asyncio.wait_for(ctx.execute_flow(waits_forever, None), seconds)
     except TimeoutError:
         return "gave up"
+
+
+@app.flow("parallel_waits")
+async def parallel_waits(ctx: FlowContext, seconds: list[float]) -> list[str]:
+    """AWS durable ``parallel`` branches that each ``wait`` their own duration."""
+
+    async def branch(wait: float) -> str:
+        await ctx.sleep(wait)
+        return await ctx.execute(echo, f"after {wait:g}")
+
+    return list(await asyncio.gather(*(branch(s) for s in seconds)))
+
+
+@app.flow("sleep_until")
+async def sleep_until(ctx: FlowContext, at: float) -> str:
+    """Inngest ``step.sleepUntil(date)``: a wait to an absolute time (past: none)."""
+    await ctx.sleep(at - ctx.now().timestamp())
+    return await ctx.execute(echo, "woke")

@@ -165,3 +165,15 @@ async def test_changed_code_under_a_running_execution_is_parked_not_run(tmp_path
     assert (done.status, done.output) == ("completed", "done")
     assert calls == ["a:1"]
     await store.aclose()
+
+
+async def test_parallel_branches_wait_their_own_durations(engine: Engine):
+    """AWS ``parallel`` with a ``wait`` in each branch: the function wakes at the earliest
+    wait, runs that branch on, and completes when the last wait is over."""
+    started = await engine.runtime.start("parallel_waits", [10, 20], execution_id="pw-1")
+    assert started.wake_at == engine.clock.now + 10
+    (first,) = await engine.skip(10)
+    assert first.status == "suspended" and _ran("echo") == ["echo:pw-1:1.2"]
+    (done,) = await engine.skip(10)
+    assert (done.status, done.output) == ("completed", ["after 10", "after 20"])
+    assert len(_ran("echo")) == 2

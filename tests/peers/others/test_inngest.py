@@ -174,3 +174,12 @@ async def test_an_invoke_with_a_timeout_gives_up_on_a_slow_child(engine: Engine)
     (done,) = await engine.skip(31)
     assert (done.status, done.output) == ("completed", "gave up")
     assert (await engine.runtime.result(child)).status == "cancelled"
+
+
+async def test_sleep_until_a_time_in_the_past_returns_at_once(engine: Engine):
+    """Inngest ``step.sleepUntil`` with a date already past goes straight on; the start
+    reports the end. A date ahead waits until it."""
+    done = await engine.runtime.start("sleep_until", engine.clock.now - 60, execution_id="su-1")
+    assert (done.status, done.output) == ("completed", "woke")
+    ahead = await engine.runtime.start("sleep_until", engine.clock.now + 60, execution_id="su-2")
+    assert ahead.status == "suspended" and ahead.wake_at == engine.clock.now + 60

@@ -475,3 +475,13 @@ async def sleep_until(ctx: FlowContext, at: float) -> str:
     """Inngest ``step.sleepUntil(date)``: a wait to an absolute time (past: none)."""
     await ctx.sleep(at - ctx.now().timestamp())
     return await ctx.execute(echo, "woke")
+
+
+@app.flow("entity")
+async def entity(ctx: FlowContext, total: int) -> None:
+    """A Restate virtual object's state as an entity: published values outlive each run."""
+    await ctx.set_event("total", total)
+    if total == 0:
+        await ctx.set_event("opened", True)
+    total += await ctx.recv("add")
+    await ctx.continue_as_new(total)

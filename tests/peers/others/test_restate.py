@@ -269,3 +269,16 @@ async def test_a_one_way_call_outlives_its_caller_only_when_abandoned(engine: En
     assert (await engine.runtime.result("ow-1.child.1")).status == "suspended"
     await engine.runtime.start("fire_and_forget", "cancel", execution_id="ow-2")
     assert (await engine.runtime.result("ow-2.child.1")).status == "cancelled"
+
+
+async def test_object_state_published_in_an_earlier_run_stays_readable(engine: Engine):
+    """Restate virtual-object state (``ctx.get`` from another handler) persists across
+    invocations. Loom: values an entity published carry over continue-as-new, and a value
+    set only in the first run is still read after later runs; a restart keeps them."""
+    await engine.runtime.start("entity", 0, execution_id="vo-state")
+    for n in (5, 7):
+        await engine.runtime.send("vo-state", "add", n)
+    runtime = await engine.restart()
+    assert await runtime.get_event("vo-state", "total") == 12
+    assert await runtime.get_event("vo-state", "opened") is True
+    assert (await runtime.load_state("vo-state")).run == 3

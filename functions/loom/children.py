@@ -192,13 +192,8 @@ async def _start_live(
             crash.point("child_created", step_id)
             await rt._dispatch(cid, defn.name, "start", f"{cid}:1")  # pyright: ignore[reportPrivateUsage]
             crash.point("child_dispatched", step_id)
-            await session.append(
-                [
-                    ev.ChildStarted(
-                        step_id=step_id, child_id=cid, flow=defn.name, on_cancel=on_cancel
-                    )
-                ]  # type: ignore[arg-type]
-            )
+            started = ev.ChildStarted(step_id=step_id, child_id=cid, flow=defn.name, on_cancel=on_cancel)  # type: ignore[arg-type]  # fmt: skip
+            await session.append([started])
     finally:
         session._inflight -= 1  # pyright: ignore[reportPrivateUsage]
         session._poke()  # pyright: ignore[reportPrivateUsage]

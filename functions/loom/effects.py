@@ -25,6 +25,7 @@ from loom.errors import (
     LoomError,
 )
 from loom.events import SCHEMA_VERSION, EffectCompleted, EffectFailed, ErrorInfo, unvalidated
+from loom.exits import EXITS, exit_signal
 from loom.fold import Meter
 from loom.payloads import dump_exact
 from loom.telemetry import step_span
@@ -124,6 +125,8 @@ async def invoke_with_retry(
         return _returned(result, 1, time.perf_counter() - started)
     except (Signal, asyncio.CancelledError):
         raise
+    except EXITS as exc:  # (asyncio would stop the whole loop with it: see loom.exits)
+        raise exited(ectx, exc) from exc
     except Exception as exc:
         failure = exc  # (retried outside this block: a later attempt's error has no context)
     return await retry_after(
@@ -170,8 +173,15 @@ async def retry_after(
             return _returned(result, n - first + 1, time.perf_counter() - started)
         except (Signal, asyncio.CancelledError):
             raise
+        except EXITS as stop:
+            raise exited(attempt_ctx, stop) from stop
         except Exception as again:
             exc = again
+
+
+def exited(ectx: EffectContext, exc: BaseException) -> Signal:
+    """The abort for ``SystemExit``/``KeyboardInterrupt`` raised by the effect of ``ectx``."""
+    return exit_signal(exc, f"effect {ectx.effect!r} (step {ectx.step_id})")
 
 
 def admit(defn: EffectDef, value: Any, granted: list[str]) -> tuple[Any, ErrorInfo | None]:

@@ -1,0 +1,110 @@
+"""The app the fault audit runs in real ``loom serve`` and CLI processes.
+
+Every invocation of an effect appends ``key attempt`` to the ledger file named by
+``LOOM_TEST_SIDE_FILE`` (fsync'd) before doing anything else, so a test counts real
+invocations across process deaths. The effects then misbehave in the ways the audit tries:
+``sys.exit`` and ``KeyboardInterrupt`` inside an effect (sync, in its worker thread, and
+async), a ``BaseException`` subclass that is no ``Exception``, and a sync effect that hangs
+past its timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from loom import EffectContext, FlowContext, Loom, Retry
+
+app = Loom("audit")
+
+
+class Escape(BaseException):
+    """A ``BaseException`` that is neither a signal of the engine nor an ``Exception``."""
+
+
+def record(ctx: EffectContext) -> None:
+    """Append this invocation to the ledger, durably."""
+    with open(os.environ["LOOM_TEST_SIDE_FILE"], "a", encoding="utf-8") as side:
+        side.write(f"{ctx.idempotency_key} {ctx.attempt}\n")
+        side.flush()
+        os.fsync(side.fileno())
+
+
+def _misbehave(how: str) -> None:
+    if how == "exit":
+        sys.exit(3)
+    if how == "interrupt":
+        raise KeyboardInterrupt
+    if how == "escape":
+        raise Escape("an effect raised a BaseException")
+
+
+@app.effect("audit.sync_once", idempotent=False)
+def sync_once(ctx: EffectContext, how: str) -> str:
+    record(ctx)
+    _misbehave(how)
+    return f"done:{ctx.idempotency_key}"
+
+
+@app.effect("audit.async_once", idempotent=False)
+async def async_once(ctx: EffectContext, how: str) -> str:
+    record(ctx)
+    _misbehave(how)
+    return f"done:{ctx.idempotency_key}"
+
+
+@app.effect("audit.sync_idempotent")
+def sync_idempotent(ctx: EffectContext, how: str) -> str:
+    record(ctx)
+    _misbehave(how)
+    return f"done:{ctx.idempotency_key}"
+
+
+@app.effect("audit.hangs", timeout=0.5, retry=Retry(max_attempts=1))
+def hangs(ctx: EffectContext, seconds: float) -> str:
+    record(ctx)
+    time.sleep(seconds)  # a blocking call a thread cannot be made to leave
+    return "late"
+
+
+@app.flow("audit.once")
+async def flow_once(ctx: FlowContext, args: dict[str, str]) -> str:
+    """One non-idempotent effect, misbehaving as ``args["how"]`` says, then a second step."""
+    effect = sync_once if args.get("kind") == "sync" else async_once
+    try:
+        first = await ctx.execute(effect, args["how"])
+    except Exception as exc:  # the engine's signals and a BaseException must not land here
+        return f"caught {type(exc).__name__}"
+    return first
+
+
+@app.flow("audit.idempotent")
+async def flow_idempotent(ctx: FlowContext, how: str) -> str:
+    """One idempotent sync effect, misbehaving as ``how`` says."""
+    return await ctx.execute(sync_idempotent, how)
+
+
+@app.flow("audit.hangs")
+async def flow_hangs(ctx: FlowContext, seconds: float) -> str:
+    """A sync effect that blocks past its timeout; the flow handles the timeout."""
+    try:
+        return await ctx.execute(hangs, seconds)
+    except Exception as exc:
+        return f"gave up: {type(exc).__name__}"
+
+
+@app.flow("audit.flow_exits")
+async def flow_exits(ctx: FlowContext, how: str) -> str:
+    """Flow code itself raising ``SystemExit``/``KeyboardInterrupt`` after a recorded step."""
+    first = await ctx.execute(sync_idempotent, "ok")
+    _misbehave(how)
+    return first
+
+
+@app.flow("audit.gate")
+async def flow_gate(ctx: FlowContext, value: int) -> int:
+    """A recorded step, then a gate: an execution that waits with a log behind it."""
+    first = await ctx.execute(sync_idempotent, "ok")
+    got = await ctx.suspend(on="go", correlation_key=f"{ctx.execution_id}:go")
+    return len(first) + value + int(got or 0)

@@ -76,7 +76,7 @@ class Page:
         named by the error for a body this release cannot read)."""
         start = max(0, seq + 1 - self.first)
         # A body this release cannot parse is a store error naming it (loom.store.unreadable).
-        return parse_events(self.bodies[start:], self.first + start, self.execution_id)
+        return parse_events(self.bodies[start:], self.first + start, execution_id)
 
 
 def page_from_doc(doc: Doc) -> Page:

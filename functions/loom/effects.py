@@ -13,8 +13,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic_core import PydanticSerializationError
-
 from loom.app import EffectDef, Retry, call_effect, to_json_value
 from loom.context import EffectContext
 from loom.context import _Signal as Signal  # pyright: ignore[reportPrivateUsage]
@@ -211,7 +209,8 @@ def _returned(result: Any, attempts: int, duration: float) -> Outcome:
         # A scalar is its own JSON form: no serializer call for the commonest outputs.
         value = result if type(result) in _OWN_JSON else to_json_value(result)
         raw = dump_exact(value, "the output")
-    except (InvalidPayloadError, PydanticSerializationError) as exc:
+    except Exception as exc:  # (any: the effect ran, so nothing raised here may retry it;
+        # bytes that are not UTF-8 raise UnicodeDecodeError, a too deep value ValueError)
         message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)
         error = ErrorInfo(
             code="invalid_output",

@@ -108,3 +108,42 @@ async def flow_gate(ctx: FlowContext, value: int) -> int:
     first = await ctx.execute(sync_idempotent, "ok")
     got = await ctx.suspend(on="go", correlation_key=f"{ctx.execution_id}:go")
     return len(first) + value + int(got or 0)
+
+
+def unrecordable(kind: str) -> object:
+    """A value the effect or flow returns that JSON cannot hold, and what it fails with."""
+    if kind == "bytes":
+        return b"\xff\xfe"  # not UTF-8: UnicodeDecodeError
+    nested: list[object] = []
+    for _ in range(5000):  # deeper than the serializer goes: ValueError
+        nested = [nested]
+    return nested
+
+
+@app.effect("audit.charge", idempotent=False, retry=Retry(max_attempts=3, initial_interval=0.01))
+async def charge(ctx: EffectContext, kind: str) -> object:
+    record(ctx)
+    return unrecordable(kind)
+
+
+@app.effect("audit.charge_sync", idempotent=False, retry=Retry(max_attempts=3), timeout=10)
+def charge_sync(ctx: EffectContext, kind: str) -> object:
+    record(ctx)
+    return unrecordable(kind)
+
+
+@app.flow("audit.unrecordable_output")
+async def flow_unrecordable_output(ctx: FlowContext, args: dict[str, str]) -> str:
+    """A non-idempotent effect (with retries) whose output cannot be recorded."""
+    effect = charge_sync if args["effect"] == "sync" else charge
+    try:
+        await ctx.execute(effect, args["kind"])
+    except Exception as exc:
+        return f"caught {type(exc).__name__}"
+    return "recorded"
+
+
+@app.flow("audit.unrecordable_result")
+async def flow_unrecordable_result(ctx: FlowContext, kind: str) -> object:
+    """A flow whose own result cannot be recorded."""
+    return unrecordable(kind)

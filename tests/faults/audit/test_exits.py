@@ -22,6 +22,7 @@ import pytest
 from tests.faults import harness as h
 
 APP = "tests.faults.audit.audit_app:app"
+pytestmark = pytest.mark.slow  # real worker and CLI processes
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

@@ -26,6 +26,7 @@ from loom.fold import fold
 from tests.faults import harness as h
 
 APP = "tests.faults.audit.audit_app:app"
+pytestmark = pytest.mark.slow  # real worker and CLI processes
 EID = "g-1"
 
 

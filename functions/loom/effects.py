@@ -27,6 +27,7 @@ from loom.exits import EXITS, exit_signal
 from loom.fold import Meter
 from loom.payloads import dump_exact
 from loom.telemetry import step_span
+from loom.timed_threads import in_daemon_thread
 
 
 @dataclass(slots=True)  # (not frozen: a frozen init sets each field through object.__setattr__)
@@ -63,7 +64,11 @@ async def _timed(
     ectx.deadline = clock() + defn.timeout
     try:
         async with asyncio.timeout(defn.timeout):
-            return await call_effect(defn, ectx, value)
+            if defn.is_async:
+                return await call_effect(defn, ectx, value)
+            # (not the loop's pool: a call that outlives its timeout must hold no pool
+            # thread and not the process at exit, see loom.timed_threads)
+            return await in_daemon_thread(defn.fn, ectx, value)
     except TimeoutError:
         ectx.cancel()  # a sync effect in its thread sees ctx.cancelled and can stop
         raise

@@ -147,3 +147,18 @@ async def flow_unrecordable_output(ctx: FlowContext, args: dict[str, str]) -> st
 async def flow_unrecordable_result(ctx: FlowContext, kind: str) -> object:
     """A flow whose own result cannot be recorded."""
     return unrecordable(kind)
+
+
+@app.effect("audit.quick", timeout=5, retry=Retry(max_attempts=1))
+def quick(ctx: EffectContext, _: None) -> str:
+    record(ctx)
+    return "quick"
+
+
+@app.flow("audit.quick")
+async def flow_quick(ctx: FlowContext, _: None) -> str:
+    """A sync effect with a timeout that returns at once."""
+    try:
+        return await ctx.execute(quick, None)
+    except Exception as exc:
+        return f"gave up: {type(exc).__name__}"

@@ -32,6 +32,8 @@ def record(ctx: EffectContext) -> None:
 
 
 def _misbehave(how: str) -> None:
+    if how == "slow":  # a moment, so that racing workers overlap
+        time.sleep(0.5)
     if how == "exit":
         sys.exit(3)
     if how == "interrupt":

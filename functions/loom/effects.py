@@ -82,7 +82,27 @@ def _error(exc: BaseException, timeout: float | None) -> ErrorInfo:
             message=f"attempt exceeded its timeout of {timeout:g}s",
         )
     code = exc.code if isinstance(exc, EffectOutcomeUnknownError) else "error"
-    return ErrorInfo(code=code, type=type(exc).__name__, message=str(exc))
+    return ErrorInfo(code=code, type=type(exc).__name__, message=message_of(exc))
+
+
+# Characters of an error message the log keeps: an exception carrying a whole response body
+# made its failure event too big to store (over Firestore's 1 MiB), so the step's outcome
+# was never recorded and the flow never saw it.
+MAX_ERROR_MESSAGE = 8192
+
+
+def message_of(exc: BaseException) -> str:
+    """``str(exc)`` made safe to record: at most :data:`MAX_ERROR_MESSAGE` characters, and
+    never an exception of its own (a ``__str__`` that raised escaped into the flow as if it
+    were the effect's error, and the step's outcome was never recorded)."""
+    try:
+        text = str(exc)
+    except Exception as inner:
+        name, failed = type(exc).__name__, type(inner).__name__
+        return f"(the message of this {name} cannot be read: str() raised {failed})"
+    if len(text) <= MAX_ERROR_MESSAGE:
+        return text
+    return f"{text[:MAX_ERROR_MESSAGE]}… ({len(text) - MAX_ERROR_MESSAGE} characters more)"
 
 
 # Called with the next attempt's context (its number in ``attempt``) and the last error.
@@ -216,7 +236,7 @@ def _returned(result: Any, attempts: int, duration: float) -> Outcome:
         raw = dump_exact(value, "the output")
     except Exception as exc:  # (any: the effect ran, so nothing raised here may retry it;
         # bytes that are not UTF-8 raise UnicodeDecodeError, a too deep value ValueError)
-        message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)
+        message = exc.message if isinstance(exc, InvalidPayloadError) else message_of(exc)
         error = ErrorInfo(
             code="invalid_output",
             type=type(exc).__name__,
@@ -288,4 +308,4 @@ def failed_event(step_id: str, effect: str, outcome: Outcome, error: ErrorInfo) 
 def error_info(exc: BaseException) -> ErrorInfo:
     """How a failure is recorded: its code, type and message."""
     code = exc.code if isinstance(exc, LoomError) else "flow_error"
-    return ErrorInfo(code=code, type=type(exc).__name__, message=str(exc))
+    return ErrorInfo(code=code, type=type(exc).__name__, message=message_of(exc))

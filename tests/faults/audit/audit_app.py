@@ -164,3 +164,36 @@ async def flow_quick(ctx: FlowContext, _: None) -> str:
         return await ctx.execute(quick, None)
     except Exception as exc:
         return f"gave up: {type(exc).__name__}"
+
+
+class Unprintable(Exception):
+    """An exception whose message cannot be read: its ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+@app.effect("audit.fails", idempotent=False, retry=Retry(max_attempts=2, initial_interval=0.01))
+async def fails(ctx: EffectContext, how: str) -> str:
+    record(ctx)
+    if how == "unprintable":
+        raise Unprintable()
+    raise ValueError("x" * int(how))  # an error carrying a whole response body, say
+
+
+@app.flow("audit.fails")
+async def flow_fails(ctx: FlowContext, how: str) -> str:
+    """A non-idempotent effect that fails; the flow handles its failure."""
+    try:
+        await ctx.execute(fails, how)
+    except Exception as exc:
+        return f"caught {type(exc).__name__}"
+    return "returned"
+
+
+@app.flow("audit.raises")
+async def flow_raises(ctx: FlowContext, how: str) -> str:
+    """A flow that raises an exception of the same kinds itself."""
+    if how == "unprintable":
+        raise Unprintable()
+    raise ValueError("y" * int(how))

@@ -126,3 +126,14 @@ def test_an_unreadable_snapshot_costs_a_full_read_not_the_execution(
     assert shown.returncode == 0 and "completed" in shown.stdout, shown.stdout + shown.stderr
     assert "output=14" in shown.stdout, shown.stdout  # len("done:g-1:1") + 1 + 3
     assert h.Ledger(tmp_path / "ledger.txt").keys() == [f"{EID}:1"], "a recorded step ran again"
+
+
+def test_replay_check_reads_the_log_behind_an_unreadable_snapshot(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    con = _db(tmp_path)
+    con.execute("INSERT INTO snapshots VALUES (?, ?, ?)", (EID, 4, "\x00not a snapshot"))
+    con.close()
+    run = h.cli(env, "replay-check")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr

@@ -146,8 +146,10 @@ async def invoke_with_retry(
         with step_span(ectx):
             result = await _attempt(defn, ectx, value, clock)
         return _returned(result, 1, time.perf_counter() - started)
-    except (Signal, asyncio.CancelledError):
+    except Signal:
         raise
+    except asyncio.CancelledError as exc:
+        failure = unrequested(exc)  # (raises it again when this task was cancelled)
     except EXITS as exc:  # (asyncio would stop the whole loop with it: see loom.exits)
         raise exited(ectx, exc) from exc
     except Exception as exc:
@@ -194,12 +196,25 @@ async def retry_after(
             with step_span(attempt_ctx):
                 result = await _attempt(defn, attempt_ctx, value, clock)
             return _returned(result, n - first + 1, time.perf_counter() - started)
-        except (Signal, asyncio.CancelledError):
+        except Signal:
             raise
+        except asyncio.CancelledError as cancelled:
+            exc = unrequested(cancelled)
         except EXITS as stop:
             raise exited(attempt_ctx, stop) from stop
         except Exception as again:
             exc = again
+
+
+def unrequested(exc: asyncio.CancelledError) -> Exception:
+    """A ``CancelledError`` the effect raised though nothing cancelled the task running it
+    (a library's own cancelled call), as the effect's error, to record and retry like any
+    other; re-raised when the task was cancelled (a cancel, a timeout, a supersession).
+    Let through, it ended the execute call with nothing recorded, reporting ``running``."""
+    task = asyncio.current_task()
+    if task is None or task.cancelling():
+        raise exc
+    return RuntimeError("the effect raised CancelledError though nothing cancelled it")
 
 
 def exited(ectx: EffectContext, exc: BaseException) -> Signal:

@@ -10,6 +10,7 @@ past its timeout.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
@@ -197,3 +198,18 @@ async def flow_raises(ctx: FlowContext, how: str) -> str:
     if how == "unprintable":
         raise Unprintable()
     raise ValueError("y" * int(how))
+
+
+@app.effect("audit.self_cancels", retry=Retry(max_attempts=2, initial_interval=0.01))
+async def self_cancels(ctx: EffectContext, _: None) -> str:
+    record(ctx)
+    raise asyncio.CancelledError  # a library's own cancelled call, say: nobody cancelled us
+
+
+@app.flow("audit.self_cancels")
+async def flow_self_cancels(ctx: FlowContext, _: None) -> str:
+    """An effect that raises ``CancelledError`` though nothing cancelled it."""
+    try:
+        return await ctx.execute(self_cancels, None)
+    except Exception as exc:
+        return f"caught {type(exc).__name__}"

@@ -1,0 +1,9 @@
+"""The audit suite's fixtures: the HTTP worker tests' own (the ``worker`` target built by
+functions-framework over a per-test SQLite file, and a runtime of this process over the
+same store to inspect what was, and was not, appended)."""
+
+from __future__ import annotations
+
+from tests.functions.conftest import client, runtime, side_dir, worker_env
+
+__all__ = ["client", "runtime", "side_dir", "worker_env"]

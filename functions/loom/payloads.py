@@ -15,9 +15,10 @@ Only the top level of a stored value is ever interpreted, so nested user data is
 touched (and never walked: the escape costs nothing for ordinary values).
 
 Values must be exact JSON: a non-finite number (``NaN``, ``±Infinity``, or ``1e400``, which
-parses as infinity) or a lone surrogate is refused with
-:class:`~loom.errors.InvalidPayloadError` (``code="non_finite_number"`` or
-``"invalid_json"``) instead of being stored as ``null`` or failing later.
+parses as infinity), an integer outside -2**63..2**64-1 (the snapshot codec cannot write it,
+and would read it back as a float) or a lone surrogate is refused with
+:class:`~loom.errors.InvalidPayloadError` (``code="non_finite_number"``,
+``"integer_out_of_range"`` or ``"invalid_json"``) instead of being stored and failing later.
 
 Decoding checks that a reference names a blob of the execution being decoded, so one
 execution can never read another's blob: anything else is a
@@ -30,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import TYPE_CHECKING, Any, cast
 
 from pydantic_core import PydanticSerializationError
@@ -49,6 +51,10 @@ _RESERVED = frozenset({REF_KEY, ESCAPE_KEY})
 # What ``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``
 # builds on every call, built once: encoding keeps no state between calls.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what the snapshot codec (orjson) holds
+# An integer outside the 64-bit range has at least 19 digits: a text without such a run has
+# none, so the common value is searched once and never walked.
+_LONG_DIGITS = re.compile(r"\d{19}")
 
 
 def dump_exact(value: Any, what: str = "value") -> bytes:
@@ -60,8 +66,17 @@ def dump_exact(value: Any, what: str = "value") -> bytes:
     """
     try:
         if type(value) is int:  # the encoder's own form of an int, without building an encoder
+            if not _INT_MIN <= value <= _INT_MAX:
+                raise _out_of_range(what, "$")
             return int.__repr__(value).encode()
-        return _ENCODER.encode(value).encode()
+        text = _ENCODER.encode(value)
+        if _LONG_DIGITS.search(text) is not None:
+            where = _big_int_path(value, "$")
+            if where is not None:
+                raise _out_of_range(what, where)
+        return text.encode()
+    except InvalidPayloadError:
+        raise
     except ValueError as exc:
         where = _non_finite_path(value, "$")
         if where is not None:
@@ -80,6 +95,31 @@ def check_exact(value: Any, what: str = "value") -> Any:
     """Return ``value`` if :func:`dump_exact` accepts it; else its ``InvalidPayloadError``."""
     dump_exact(value, what)
     return value
+
+
+def _out_of_range(what: str, where: str) -> InvalidPayloadError:
+    return InvalidPayloadError(
+        f"{what} has an integer at {where} outside the 64-bit range (-2**63 to 2**64-1); "
+        "send it as a string",
+        details={"path": where},
+        code="integer_out_of_range",
+    )
+
+
+def _big_int_path(value: Any, path: str) -> str | None:
+    """Where ``value`` holds an integer outside the 64-bit range (``bool`` is an int too)."""
+    if isinstance(value, int):
+        return None if _INT_MIN <= value <= _INT_MAX else path
+    children: Any = ()
+    if isinstance(value, dict):
+        children = ((f"{path}.{k}", v) for k, v in cast(dict[Any, Any], value).items())
+    elif isinstance(value, list | tuple):
+        children = ((f"{path}[{i}]", v) for i, v in enumerate(cast(list[Any], value)))
+    for where, child in children:
+        found = _big_int_path(child, where)
+        if found is not None:
+            return found
+    return None
 
 
 def _non_finite_path(value: Any, path: str) -> str | None:

@@ -163,3 +163,18 @@ def test_actions_on_an_id_that_breaks_the_rule_append_nothing(
         response = post(console, f"/console/executions/{eid}/cancel", {"csrf": token})
         page_status(response, 400)
     assert asyncio.run(shop.store.count_by_status())["cancelled"] == 0
+
+
+def test_a_deadline_past_year_9999_does_not_break_the_pages(client: FlaskClient) -> None:
+    """Attack: a start asking for a timeout of 1e300 seconds (allowed: positive and
+    finite), so the execution's wake time lies past what a date can hold. Before, every page
+    listing it answered 500. Promise: the list, the execution page and the API answer 200;
+    the list shows the time as epoch seconds."""
+    body = {"flow": "gated", "input": {"n": 1}, "execution_id": "far", "timeout": 1e300}
+    started = client.post("/executions", json=body)
+    assert started.status_code == 200 and started.json is not None, started.data
+    assert started.json["wake_at"] == pytest.approx(1e300)
+    for url in ("/console/executions", "/console/executions?q=far"):
+        assert "1e+300 (epoch seconds)" in page_status(client.get(url), 200), url
+    page_status(client.get("/console/executions/far"), 200)
+    assert client.get("/executions/far").status_code == 200

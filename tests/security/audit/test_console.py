@@ -22,8 +22,6 @@ from tests.console.test_console_actions import csrf, post, sign_in, verdict_form
 from tests.functions.conftest import SECRET
 from tests.security.audit.helpers import assert_no_leak
 
-pytest_plugins = ["tests.console.conftest"]
-
 EVIL = '"><img src=x onerror=alert(1)><script>alert(2)</script>'
 EVIL_ID = '"><img src=x onerror=alert(1)><svg onload=alert(3)>'  # an id holds no "/"
 

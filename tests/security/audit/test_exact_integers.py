@@ -103,7 +103,8 @@ def test_an_effect_output_beyond_64_bits_fails_the_step_and_stays_readable(
     failed = [e for e in view.json["history"] if e["type"] == "EffectFailed"]
     assert [e["error"]["code"] for e in failed] == ["invalid_output"]
     edge = client.post(
-        "/executions", json={"flow": "gated", "input": {"n": EDGE, "x": EDGE}, "execution_id": "e-2"}
+        "/executions",
+        json={"flow": "gated", "input": {"n": EDGE, "x": EDGE}, "execution_id": "e-2"},
     )
     assert edge.status_code == 200, edge.data
     read = client.get("/executions/e-2")

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from loom.errors import (
     ConfigurationError,
@@ -141,8 +141,20 @@ def one_line(exc: ValidationError) -> str:
 
 
 def to_json_value(value: Any) -> Any:
-    """A JSON-able form of a model, dataclass or plain value."""
-    return to_jsonable_python(value)
+    """A JSON-able form of a model, dataclass or plain value.
+
+    Raises:
+        InvalidPayloadError: ``value`` nests too deep for the serializer (it raised a bare
+            ``ValueError``, answered 500 by the worker).
+    """
+    try:
+        return to_jsonable_python(value)
+    except PydanticSerializationError:
+        raise
+    except ValueError as exc:
+        raise InvalidPayloadError(
+            f"value nests too deep to serialize: {exc}", code="too_deep"
+        ) from None
 
 
 @dataclass(eq=False)

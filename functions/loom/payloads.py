@@ -16,9 +16,11 @@ touched (and never walked: the escape costs nothing for ordinary values).
 
 Values must be exact JSON: a non-finite number (``NaN``, ``±Infinity``, or ``1e400``, which
 parses as infinity), an integer outside -2**63..2**64-1 (the snapshot codec cannot write it,
-and would read it back as a float) or a lone surrogate is refused with
+and would read it back as a float), arrays and objects nested more than :data:`MAX_DEPTH`
+levels deep (the event parser could not read them back) or a lone surrogate is refused with
 :class:`~loom.errors.InvalidPayloadError` (``code="non_finite_number"``,
-``"integer_out_of_range"`` or ``"invalid_json"``) instead of being stored and failing later.
+``"integer_out_of_range"``, ``"too_deep"`` or ``"invalid_json"``) instead of being stored
+and failing later.
 
 Decoding checks that a reference names a blob of the execution being decoded, so one
 execution can never read another's blob: anything else is a
@@ -51,6 +53,9 @@ _RESERVED = frozenset({REF_KEY, ESCAPE_KEY})
 # What ``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``
 # builds on every call, built once: encoding keeps no state between calls.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# The event parser refuses JSON nested deeper than 200 levels and the snapshot codec 255, a
+# value among an event's fields sits a few levels down: what goes deeper is refused.
+MAX_DEPTH = 128
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what the snapshot codec (orjson) holds
 # An integer outside the 64-bit range has at least 19 digits: a text without such a run has
 # none, so the common value is searched once and never walked.
@@ -74,6 +79,15 @@ def dump_exact(value: Any, what: str = "value") -> bytes:
             where = _big_int_path(value, "$")
             if where is not None:
                 raise _out_of_range(what, where)
+        if text.count("[") + text.count("{") > MAX_DEPTH:  # else it cannot nest that deep
+            where = _too_deep_path(value, "$", MAX_DEPTH)
+            if where is not None:
+                shown = where if len(where) <= 80 else f"{where[:40]}...{where[-37:]}"
+                raise InvalidPayloadError(
+                    f"{what} nests arrays and objects deeper than {MAX_DEPTH} levels (at {shown})",
+                    details={"path": where, "limit": MAX_DEPTH},
+                    code="too_deep",
+                )
         return text.encode()
     except InvalidPayloadError:
         raise
@@ -104,6 +118,24 @@ def _out_of_range(what: str, where: str) -> InvalidPayloadError:
         details={"path": where},
         code="integer_out_of_range",
     )
+
+
+def _too_deep_path(value: Any, path: str, left: int) -> str | None:
+    """Where ``value`` nests arrays and objects more than ``left`` levels deep."""
+    children: Any = ()
+    if isinstance(value, dict):
+        children = ((f"{path}.{k}", v) for k, v in cast(dict[Any, Any], value).items())
+    elif isinstance(value, list | tuple):
+        children = ((f"{path}[{i}]", v) for i, v in enumerate(cast(list[Any], value)))
+    else:
+        return None
+    if left == 0:
+        return path
+    for where, child in children:
+        found = _too_deep_path(child, where, left - 1)
+        if found is not None:
+            return found
+    return None
 
 
 def _big_int_path(value: Any, path: str) -> str | None:

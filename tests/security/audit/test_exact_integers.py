@@ -133,3 +133,42 @@ def test_the_cli_refuses_a_huge_integer_and_writes_nothing(
         [*argv, "show", "cli-1"], capture_output=True, text=True, env=env, timeout=60, check=False
     )
     assert "unknown execution" in refused_read.stderr
+
+
+def nested(depth: int) -> object:
+    return json.loads("[" * depth + "]" * depth)
+
+
+@pytest.mark.parametrize("depth", [129, 250, 300, 900])
+def test_a_value_nested_too_deep_is_a_400_and_writes_nothing(
+    client: FlaskClient, side_dir: Path, depth: int
+) -> None:
+    """Attack: a start input nesting arrays 129 to 900 levels deep (well inside what the
+    body parser takes). Before, 250 levels were recorded and then no read of the log could
+    parse them back (every GET a 500), and 300 was a 500 from the serializer. Promise: 400
+    ``too_deep``, no execution, no effect invoked."""
+    body = {"flow": "echo", "input": {"n": 1, "deep": nested(depth)}, "execution_id": "deep-1"}
+    refused(client.post("/executions", json=body), 400, "too_deep")
+    refused(client.get("/executions/deep-1"), 404, "unknown_execution")
+    assert calls(side_dir) == []
+
+
+def test_a_resume_nested_too_deep_appends_nothing_and_128_levels_pass(
+    client: FlaskClient, runtime: Runtime
+) -> None:
+    """Attack: resume payloads 300 and 129 levels deep. Promise: 400 ``too_deep``, the log
+    unchanged; a payload of exactly 128 levels is recorded and read back as sent."""
+    client.post("/executions", json={"flow": "gated", "input": {"n": 1}, "execution_id": "g-2"})
+    before = history(runtime, "g-2")
+    headers = {**JSON, **BEARER}
+    for depth in (300, 129):
+        body = json.dumps({"on": "go", "correlation_key": "g-2:go", "payload": nested(depth)})
+        refused(client.post("/executions/g-2/resume", data=body, headers=headers), 400, "too_deep")
+    assert history(runtime, "g-2") == before
+    edge = {"on": "go", "correlation_key": "g-2:go", "payload": nested(128)}
+    ok = client.post("/executions/g-2/resume", data=json.dumps(edge), headers=headers)
+    assert ok.status_code == 200, ok.data
+    view = client.get("/executions/g-2")
+    assert view.status_code == 200 and view.json is not None
+    resumed = [e for e in view.json["history"] if e["type"] == "ExecutionResumed"]
+    assert resumed[0]["payload"] == nested(128)

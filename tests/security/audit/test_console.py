@@ -176,3 +176,24 @@ def test_a_deadline_past_year_9999_does_not_break_the_pages(client: FlaskClient)
         assert "1e+300 (epoch seconds)" in page_status(client.get(url), 200), url
     page_status(client.get("/console/executions/far"), 200)
     assert client.get("/executions/far").status_code == 200
+
+
+def test_the_console_session_is_no_credential_for_the_api(
+    console: FlaskClient, shop: Runtime
+) -> None:
+    """Attack: a page of another site makes the signed-in operator's browser post a form
+    (or ``text/plain``) to the API's mutating routes, hoping the console's session rides
+    along. Promise: the session cookie is scoped to ``/console`` and the API reads only
+    JSON with its own credential: 401 or 415, and nothing appended."""
+    asyncio.run(shop.start("reminder", "a@example.com", execution_id="r-1"))
+    before = asyncio.run(shop.history("r-1"))
+    assert sign_in(console).status_code == 303
+    cookie = console.get_cookie("loom_console_token", path="/console")
+    assert cookie is not None and cookie.path == "/console"
+    routes = ["/executions/r-1/cancel", "/executions/r-1/resume", "/executions/r-1/messages"]
+    for route in routes:
+        as_form = post(console, route, {"reason": "csrf"}, headers={"Sec-Fetch-Site": "cross-site"})
+        assert as_form.status_code in (401, 415), (route, as_form.status_code)
+        as_text = console.post(route, data='{"reason": "csrf"}', content_type="text/plain")
+        assert as_text.status_code in (401, 415), (route, as_text.status_code)
+    assert asyncio.run(shop.history("r-1")) == before

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
 
-import orjson
+from loom import snapshot_json
 
 
 class StepRecord(TypedDict, total=False):
@@ -136,7 +136,7 @@ class ExecutionState:
         return self._decisions
 
     def _load_tail(self) -> None:
-        tail: dict[str, Any] = orjson.loads(self._raw_tail) if self._raw_tail else {}
+        tail: dict[str, Any] = snapshot_json.loads(self._raw_tail) if self._raw_tail else {}
         self._steps = tail.get("steps", {})
         self._decisions = tail.get("decisions", {})
         self._raw_tail = None
@@ -177,7 +177,7 @@ class ExecutionState:
         """Serialize for a snapshot: the small fields, a newline, then the step records."""
         tail = self._raw_tail
         if tail is None or self._deferred:
-            tail = orjson.dumps({"steps": self.steps, "decisions": self.decisions})
+            tail = snapshot_json.dumps({"steps": self.steps, "decisions": self.decisions})
         return (self.head_json() + b"\n" + tail).decode()
 
     def to_dict(self, head: bytes | None = None) -> dict[str, Any]:
@@ -188,23 +188,23 @@ class ExecutionState:
                 then (the step records are this state's own, as always).
         """
         return {
-            **orjson.loads(head or self.head_json()),
+            **snapshot_json.loads(head or self.head_json()),
             "steps": self.steps,
             "decisions": self.decisions,
         }
 
     def head_json(self) -> bytes:
         """The small fields (all but the step records) as JSON: a copy, taken now."""
-        # orjson writes a dataclass's fields in their order and leaves out those named with a
+        # The codec writes a dataclass's fields in their order and leaves out those named with a
         # leading underscore (the step records and their bookkeeping): the snapshot's first
         # line, at a fraction of the cost of building that dict first.
-        return orjson.dumps(self)
+        return snapshot_json.dumps(self)
 
     @classmethod
     def from_json(cls, data: str) -> ExecutionState:
         """Rebuild from a snapshot written by :meth:`to_json` (step records stay unparsed)."""
         head, _, tail = data.encode().partition(b"\n")
-        raw = orjson.loads(head)
+        raw = snapshot_json.loads(head)
         raw["meter"] = Meter(**raw["meter"])
         return cls(**raw, _raw_tail=tail)
 

@@ -15,12 +15,10 @@ Only the top level of a stored value is ever interpreted, so nested user data is
 touched (and never walked: the escape costs nothing for ordinary values).
 
 Values must be exact JSON: a non-finite number (``NaN``, ``±Infinity``, or ``1e400``, which
-parses as infinity), an integer outside -2**63..2**64-1 (the snapshot codec cannot write it,
-and would read it back as a float), arrays and objects nested more than :data:`MAX_DEPTH`
-levels deep (the event parser could not read them back) or a lone surrogate is refused with
-:class:`~loom.errors.InvalidPayloadError` (``code="non_finite_number"``,
-``"integer_out_of_range"``, ``"too_deep"`` or ``"invalid_json"``) instead of being stored
-and failing later.
+parses as infinity), arrays and objects nested more than :data:`MAX_DEPTH` levels deep (the
+event parser could not read them back) or a lone surrogate is refused with
+:class:`~loom.errors.InvalidPayloadError` (``code="non_finite_number"``, ``"too_deep"`` or
+``"invalid_json"``) instead of being stored and failing later.
 
 Decoding checks that a reference names a blob of the execution being decoded, so one
 execution can never read another's blob: anything else is a
@@ -33,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from typing import TYPE_CHECKING, Any, cast
 
 from pydantic_core import PydanticSerializationError
@@ -56,10 +53,6 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 # The event parser refuses JSON nested deeper than 200 levels and the snapshot codec 255, a
 # value among an event's fields sits a few levels down: what goes deeper is refused.
 MAX_DEPTH = 128
-_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # what the snapshot codec (orjson) holds
-# An integer outside the 64-bit range has at least 19 digits: a text without such a run has
-# none, so the common value is searched once and never walked.
-_LONG_DIGITS = re.compile(r"\d{19}")
 
 
 def dump_exact(value: Any, what: str = "value") -> bytes:
@@ -71,14 +64,8 @@ def dump_exact(value: Any, what: str = "value") -> bytes:
     """
     try:
         if type(value) is int:  # the encoder's own form of an int, without building an encoder
-            if not _INT_MIN <= value <= _INT_MAX:
-                raise _out_of_range(what, "$")
             return int.__repr__(value).encode()
         text = _ENCODER.encode(value)
-        if _LONG_DIGITS.search(text) is not None:
-            where = _big_int_path(value, "$")
-            if where is not None:
-                raise _out_of_range(what, where)
         if text.count("[") + text.count("{") > MAX_DEPTH:  # else it cannot nest that deep
             where = _too_deep_path(value, "$", MAX_DEPTH)
             if where is not None:
@@ -111,15 +98,6 @@ def check_exact(value: Any, what: str = "value") -> Any:
     return value
 
 
-def _out_of_range(what: str, where: str) -> InvalidPayloadError:
-    return InvalidPayloadError(
-        f"{what} has an integer at {where} outside the 64-bit range (-2**63 to 2**64-1); "
-        "send it as a string",
-        details={"path": where},
-        code="integer_out_of_range",
-    )
-
-
 def _too_deep_path(value: Any, path: str, left: int) -> str | None:
     """Where ``value`` nests arrays and objects more than ``left`` levels deep."""
     children: Any = ()
@@ -133,22 +111,6 @@ def _too_deep_path(value: Any, path: str, left: int) -> str | None:
         return path
     for where, child in children:
         found = _too_deep_path(child, where, left - 1)
-        if found is not None:
-            return found
-    return None
-
-
-def _big_int_path(value: Any, path: str) -> str | None:
-    """Where ``value`` holds an integer outside the 64-bit range (``bool`` is an int too)."""
-    if isinstance(value, int):
-        return None if _INT_MIN <= value <= _INT_MAX else path
-    children: Any = ()
-    if isinstance(value, dict):
-        children = ((f"{path}.{k}", v) for k, v in cast(dict[Any, Any], value).items())
-    elif isinstance(value, list | tuple):
-        children = ((f"{path}[{i}]", v) for i, v in enumerate(cast(list[Any], value)))
-    for where, child in children:
-        found = _big_int_path(child, where)
         if found is not None:
             return found
     return None

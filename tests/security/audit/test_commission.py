@@ -8,6 +8,7 @@ the effect port is the Commission tests' scripted port, which records every invo
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -42,18 +43,20 @@ async def types(cases: CaseStore) -> list[str]:
     "outcome",
     [
         ProposedAction(action_id=CHANGE, args={"amount": math.nan}),
-        ProposedAction(action_id=CHANGE, args={"n": [1, 10**30]}),
+        ProposedAction(
+            action_id=CHANGE, args={"n": [1, {"deep": json.loads("[" * 200 + "]" * 200)}]}
+        ),
         ProposedAction(action_id=CHANGE, args={"message": "\ud800"}),
         {"kind": "ProposedAction", "action_id": CHANGE, "args": {"x": math.inf}},
         NeedsHumanJudgment(question="ok?", context={"x": -math.inf}),
     ],
-    ids=["nan", "huge-int", "lone-surrogate", "inf-as-json", "judgment-context"],
+    ids=["nan", "too-deep", "lone-surrogate", "inf-as-json", "judgment-context"],
 )
 async def test_a_proposal_json_cannot_record_exactly_is_invoked_never(
     db: Path, outcome: Any
 ) -> None:
-    """Attack: an executor proposes args holding ``NaN``, an integer beyond 64 bits or a
-    lone surrogate. Before, ``NaN`` was admitted, invoked as ``NaN`` and recorded as
+    """Attack: an executor proposes args holding ``NaN``, arrays nested 200 levels deep or
+    a lone surrogate. Before, ``NaN`` was admitted, invoked as ``NaN`` and recorded as
     ``null`` (the audit trail said otherwise than what ran), and a surrogate crashed the
     run with a serializer error. Promise: the run stops with ``error`` naming the value's
     path, nothing is invoked and nothing is appended."""

@@ -66,7 +66,8 @@ def dump_exact(value: Any, what: str = "value") -> bytes:
         if type(value) is int:  # the encoder's own form of an int, without building an encoder
             return int.__repr__(value).encode()
         text = _ENCODER.encode(value)
-        if text.count("[") + text.count("{") > MAX_DEPTH:  # else it cannot nest that deep
+        # Only a long text with many brackets can nest that deep: most values skip the walk.
+        if len(text) > 2 * MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH:
             where = _too_deep_path(value, "$", MAX_DEPTH)
             if where is not None:
                 shown = where if len(where) <= 80 else f"{where[:40]}...{where[-37:]}"

@@ -197,3 +197,18 @@ def test_the_console_session_is_no_credential_for_the_api(
         as_text = console.post(route, data='{"reason": "csrf"}', content_type="text/plain")
         assert as_text.status_code in (401, 415), (route, as_text.status_code)
     assert asyncio.run(shop.history("r-1")) == before
+
+
+@pytest.mark.parametrize("episode", ["²", "\u0661", "-1", "0", "3.0", "9" * 30])
+def test_a_verdict_form_episode_that_is_no_plain_number_is_a_400_page(
+    console: FlaskClient, shop: Runtime, episode: str
+) -> None:
+    """Attack: the verdict form with an episode ``str.isdigit`` accepts and ``int`` refuses
+    ("²", before a 500), a non-ASCII digit, zero, a negative, a float, 30 digits. Promise: a
+    400 page, the step still in doubt, nothing appended."""
+    asyncio.run(in_doubt(shop, "order-1", {"amount": 30}))
+    before = asyncio.run(shop.history("order-1"))
+    assert sign_in(console).status_code == 303
+    form = {**verdict_form(csrf(console), 1, verdict="failed"), "episode": episode}
+    page_status(post(console, "/console/executions/order-1/verdict", form), 400)
+    assert asyncio.run(shop.history("order-1")) == before

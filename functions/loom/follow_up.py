@@ -16,6 +16,7 @@ from loom.poison import is_poison_parked
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
+    from loom.wire import ExecutionResult
 
 
 def nothing_to_do(rt: Runtime, state: ExecutionState) -> bool:
@@ -29,17 +30,22 @@ def nothing_to_do(rt: Runtime, state: ExecutionState) -> bool:
     return wake is None or wake > rt.clock()
 
 
-async def follow_up(rt: Runtime, state: ExecutionState) -> None:
-    """Arrange the next dispatch: a timer when it sleeps; an end goes to parent/children."""
+async def follow_up(rt: Runtime, state: ExecutionState) -> ExecutionResult | None:
+    """Arrange the next dispatch: a timer when it sleeps; an end goes to parent/children.
+
+    Returns where the execution got to when the timer was already due and ran inline (no
+    dispatcher): ``state`` is then stale, and the caller must report this instead.
+    """
     if state.parent is not None or state.children:  # (else nobody to tell: no coroutine)
         await follow_up_children(rt, state)
     if state.status == "suspended" and state.parked_reason is None:
         wake = state.next_wake_at()
         if wake is not None:
-            await rt._dispatch(  # pyright: ignore[reportPrivateUsage]
+            return await rt._dispatch(  # pyright: ignore[reportPrivateUsage]
                 state.execution_id,
                 state.flow,
                 "timer",
                 f"{state.execution_id}:{state.last_seq}:timer",
                 not_before=wake,
             )
+    return None

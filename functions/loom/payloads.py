@@ -15,9 +15,10 @@ Only the top level of a stored value is ever interpreted, so nested user data is
 touched (and never walked: the escape costs nothing for ordinary values).
 
 Values must be exact JSON: a non-finite number (``NaN``, ``±Infinity``, or ``1e400``, which
-parses as infinity) or a lone surrogate is refused with
-:class:`~loom.errors.InvalidPayloadError` (``code="non_finite_number"`` or
-``"invalid_json"``) instead of being stored as ``null`` or failing later.
+parses as infinity), arrays and objects nested more than :data:`MAX_DEPTH` levels deep (the
+event parser could not read them back) or a lone surrogate is refused with
+:class:`~loom.errors.InvalidPayloadError` (``code="non_finite_number"``, ``"too_deep"`` or
+``"invalid_json"``) instead of being stored and failing later.
 
 Decoding checks that a reference names a blob of the execution being decoded, so one
 execution can never read another's blob: anything else is a
@@ -36,7 +37,13 @@ from pydantic_core import PydanticSerializationError
 
 from loom.app import to_json_value
 from loom.errors import BlobRefError, ConfigurationError, InvalidPayloadError
-from loom.events import ErrorInfo, ExecutionCompleted, ExecutionFailed
+from loom.events import (
+    SCHEMA_VERSION,
+    ErrorInfo,
+    ExecutionCompleted,
+    ExecutionFailed,
+    unvalidated,
+)
 from loom.ids import check_execution_id, id_problem
 
 if TYPE_CHECKING:
@@ -49,6 +56,9 @@ _RESERVED = frozenset({REF_KEY, ESCAPE_KEY})
 # What ``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``
 # builds on every call, built once: encoding keeps no state between calls.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# The event parser refuses JSON nested deeper than 200 levels and the snapshot codec 255, a
+# value among an event's fields sits a few levels down: what goes deeper is refused.
+MAX_DEPTH = 128
 
 
 def dump_exact(value: Any, what: str = "value") -> bytes:
@@ -61,7 +71,20 @@ def dump_exact(value: Any, what: str = "value") -> bytes:
     try:
         if type(value) is int:  # the encoder's own form of an int, without building an encoder
             return int.__repr__(value).encode()
-        return _ENCODER.encode(value).encode()
+        text = _ENCODER.encode(value)
+        # Only a long text with many brackets can nest that deep: most values skip the walk.
+        if len(text) > 2 * MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH:
+            where = _too_deep_path(value, "$", MAX_DEPTH)
+            if where is not None:
+                shown = where if len(where) <= 80 else f"{where[:40]}...{where[-37:]}"
+                raise InvalidPayloadError(
+                    f"{what} nests arrays and objects deeper than {MAX_DEPTH} levels (at {shown})",
+                    details={"path": where, "limit": MAX_DEPTH},
+                    code="too_deep",
+                )
+        return text.encode()
+    except InvalidPayloadError:
+        raise
     except ValueError as exc:
         where = _non_finite_path(value, "$")
         if where is not None:
@@ -80,6 +103,24 @@ def check_exact(value: Any, what: str = "value") -> Any:
     """Return ``value`` if :func:`dump_exact` accepts it; else its ``InvalidPayloadError``."""
     dump_exact(value, what)
     return value
+
+
+def _too_deep_path(value: Any, path: str, left: int) -> str | None:
+    """Where ``value`` nests arrays and objects more than ``left`` levels deep."""
+    children: Any = ()
+    if isinstance(value, dict):
+        children = ((f"{path}.{k}", v) for k, v in cast(dict[Any, Any], value).items())
+    elif isinstance(value, list | tuple):
+        children = ((f"{path}[{i}]", v) for i, v in enumerate(cast(list[Any], value)))
+    else:
+        return None
+    if left == 0:
+        return path
+    for where, child in children:
+        found = _too_deep_path(child, where, left - 1)
+        if found is not None:
+            return found
+    return None
 
 
 def _non_finite_path(value: Any, path: str) -> str | None:
@@ -127,7 +168,9 @@ class PayloadCodec:
         of an effect's output, whose JSON was already checked when the effect returned.
         """
         size = len(raw)
-        return (_escape(value), size) if 0 < size <= self.threshold else None  # b"": unknown
+        if not 0 < size <= self.threshold:  # (b"": unknown)
+            return None
+        return (_escape(value) if isinstance(value, dict) else value), size  # (a call less)
 
     async def encode(self, value: Any, key: str, raw: bytes | None = None) -> tuple[Any, int]:
         """Return ``(stored, size)``: the stored form of ``value`` and its JSON size in bytes.
@@ -209,7 +252,9 @@ async def completion_event(
     try:
         value = to_json_value(result)
         stored, _ = await codec.encode(value, f"{execution_id}/output")
-    except (InvalidPayloadError, PydanticSerializationError) as exc:
+    # (ValueError too: bytes that are not UTF-8 raise UnicodeDecodeError, a too deep value
+    # ValueError; either escaped as a bare 500, retried until the execution was poison.)
+    except (InvalidPayloadError, PydanticSerializationError, ValueError) as exc:
         message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)
         return ExecutionFailed(
             error=ErrorInfo(
@@ -218,4 +263,12 @@ async def completion_event(
                 message=f"the flow's output was not recorded: {message}",
             )
         )
-    return ExecutionCompleted(output=stored)
+    # ``ExecutionCompleted(output=stored)`` unvalidated: ``encode`` checked the output.
+    values = {
+        "schema_version": SCHEMA_VERSION,
+        "seq": 0,
+        "at": 0.0,
+        "type": "ExecutionCompleted",
+        "output": stored,
+    }
+    return unvalidated(ExecutionCompleted, values, {"output"})

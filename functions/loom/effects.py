@@ -70,6 +70,17 @@ async def _timed(
         raise
 
 
+def stray_cancel(exc: BaseException) -> bool:
+    """Whether ``exc`` is a ``CancelledError`` the effect's own code raised while nobody
+    cancelled the task running it (a library's inner task cancelled, a bare ``raise``): a
+    failed attempt like any other. Propagated, it read as the flow being cancelled and the
+    execute call ended with nothing recorded, the step lost until a redelivery."""
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    task = asyncio.current_task()
+    return task is not None and not task.cancelling()
+
+
 def _error(exc: BaseException, timeout: float | None) -> ErrorInfo:
     if isinstance(exc, TimeoutError) and timeout is not None:
         return ErrorInfo(
@@ -122,8 +133,10 @@ async def invoke_with_retry(
         with step_span(ectx):
             result = await _attempt(defn, ectx, value, clock)
         return _returned(result, 1, time.perf_counter() - started)
-    except (Signal, asyncio.CancelledError):
-        raise
+    except (Signal, asyncio.CancelledError) as exc:
+        if not stray_cancel(exc):
+            raise
+        failure = exc
     except Exception as exc:
         failure = exc  # (retried outside this block: a later attempt's error has no context)
     return await retry_after(
@@ -132,7 +145,7 @@ async def invoke_with_retry(
 
 
 async def retry_after(
-    failure: Exception,
+    failure: BaseException,
     started: float,
     defn: EffectDef,
     ectx: EffectContext,
@@ -168,8 +181,10 @@ async def retry_after(
             with step_span(attempt_ctx):
                 result = await _attempt(defn, attempt_ctx, value, clock)
             return _returned(result, n - first + 1, time.perf_counter() - started)
-        except (Signal, asyncio.CancelledError):
-            raise
+        except (Signal, asyncio.CancelledError) as again:
+            if not stray_cancel(again):
+                raise
+            exc = again
         except Exception as again:
             exc = again
 

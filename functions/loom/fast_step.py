@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from loom import crash, telemetry
 from loom.context import EffectContext
 from loom.context import _Signal as Signal  # pyright: ignore[reportPrivateUsage]
-from loom.effects import _returned, admit, completed_event, retry_after  # pyright: ignore[reportPrivateUsage]
+from loom.effects import _returned, admit, completed_event, retry_after, stray_cancel  # pyright: ignore[reportPrivateUsage]
 
 if TYPE_CHECKING:
     from loom.app import EffectDef
@@ -56,11 +56,13 @@ async def invoke(session: EffectSteps, step_id: str, defn: EffectDef, value: Any
     started = time.perf_counter()
     try:  # (``invoke_with_retry``'s first attempt, as ``_attempt`` makes it here)
         outcome = _returned(await defn.fn(ectx, value), 1, time.perf_counter() - started)
-    except (Signal, asyncio.CancelledError):
-        raise
+    except (Signal, asyncio.CancelledError) as exc:
+        if not stray_cancel(exc):  # (one the effect raised itself is a failed attempt)
+            raise
+        outcome = exc
     except Exception as exc:
         outcome = exc  # (retried outside this block: a later attempt's error has no context)
-    if isinstance(outcome, Exception):
+    if isinstance(outcome, BaseException):
         rt = session.rt
         before_retry = session._retrying  # pyright: ignore[reportPrivateUsage]
         outcome = await retry_after(

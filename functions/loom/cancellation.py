@@ -195,7 +195,12 @@ async def checkpoint(session: Session) -> None:
     known = _of(session)
     if known.delivered:
         if asyncio.current_task() in known.doomed:
-            await _forever()  # a branch from before the cancel starts nothing new
+            # A branch from before the cancel starts nothing new: the operation raises the
+            # cancel, so the branch unwinds and a ``gather`` over it ends. Blocking it for
+            # good (a ``finally`` running an effect in a gathered branch) hung the root, its
+            # cleanup and the execute call. (The yield: a branch swallowing it in a loop.)
+            await asyncio.sleep(0)
+            raise asyncio.CancelledError
         if is_live(session) and session.rt.clock() >= cancel["deadline"]:
             session._raise(CleanupSpentSignal())  # pyright: ignore[reportPrivateUsage]
         return

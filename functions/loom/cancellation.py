@@ -19,7 +19,8 @@ has seen exactly the outcomes it saw live when the error arrives. Live, the hand
 until no effect is in flight, so an invocation is never cut off before its outcome is
 recorded. The root task of the flow is cancelled (the error reaches whatever it awaits:
 ``asyncio.gather`` passes it to its children); tasks that were running at the hand-over
-never start anything new afterwards. Only the root's cleanup runs new steps.
+never start anything new afterwards (an operation one asks for raises the
+``CancelledError`` instead). Only the root's cleanup runs new steps.
 
 A flow ``timeout`` requests the cancel itself when its recorded deadline passes
 (:mod:`loom.timeouts`).

@@ -44,6 +44,20 @@ def timers_app(calls: list[str]) -> Loom:
         await ctx.sleep(-5)  # a deadline already passed: fires at once, as asyncio's does
         return n
 
+    @app.flow("orphans")
+    async def orphans(ctx: FlowContext, _: None) -> str:
+        async def bad() -> None:
+            raise ValueError("in a task nobody awaits")
+
+        left = [  # held only so they are not collected; never awaited
+            asyncio.ensure_future(bad()),
+            asyncio.ensure_future(ctx.sleep(3600)),  # a timer nobody awaits
+            asyncio.ensure_future(ctx.execute(echo, "unawaited step")),
+        ]
+        await asyncio.sleep(0)
+        assert len(left) == 3
+        return await ctx.execute(echo, "main")
+
     @app.flow("many_timers")
     async def many_timers(ctx: FlowContext, n: int) -> list[int]:
         order: list[int] = []
@@ -358,3 +372,16 @@ async def test_wait_for_around_a_durable_sleep_cuts_only_the_long_one(make_env: 
     assert r.status == "suspended"
     [r] = await env.skip(50)
     assert (r.status, r.output) == ("completed", ["slept", "cut"])
+
+
+async def test_tasks_the_workflow_never_awaits_do_not_decide_its_end(make_env: EnvFactory):
+    """Temporal: an exception in a task the workflow never awaits does not fail the
+    workflow, and a workflow may return with timers still pending. Loom: the flow completes
+    with its own result; a step started in an unawaited task runs once and is recorded;
+    the pending hour-long timer never wakes the ended execution."""
+    calls: list[str] = []
+    env = make_env(timers_app(calls))
+    r = await env.start("orphans", None, execution_id="or")
+    assert (r.status, r.output) == ("completed", "main")
+    assert sorted(calls) == ["echo:main", "echo:unawaited step"]
+    assert await env.skip(3601) == []

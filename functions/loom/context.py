@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
-from loom.errors import ConfigurationError
+from loom.errors import ContextMisuseError
 
 if TYPE_CHECKING:
     from loom.app import EffectDef
@@ -69,7 +69,9 @@ def task_signal(task: asyncio.Task[Any]) -> BaseException | None:
     return exc if isinstance(exc, _Signal) else None
 
 
-class _Scope:
+class Scope:
+    """The step numbering of one task of a flow: its prefix and its last number."""
+
     __slots__ = ("n", "prefix", "session", "timers")
 
     def __init__(self, prefix: str, session: Session) -> None:
@@ -89,10 +91,10 @@ class _Scope:
         return f"{self.prefix}t{self.timers}"
 
 
-SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("loom_scope", default=None)
+SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("loom_scope", default=None)
 
 
-def _task_factory(
+def task_factory(
     loop: asyncio.AbstractEventLoop,
     coro: Coroutine[Any, Any, Any],
     context: contextvars.Context | None = None,
@@ -104,7 +106,7 @@ def _task_factory(
     if parent is None:
         return asyncio.Task(coro, loop=loop, context=context, **options)
     child_context = context.copy() if context is not None else contextvars.copy_context()
-    child = _Scope(parent.next_id() + ".", parent.session)
+    child = Scope(parent.next_id() + ".", parent.session)
     child_context.run(SCOPE.set, child)
     task = asyncio.Task(coro, loop=loop, context=child_context, **options)
     parent.session.track(task)
@@ -112,23 +114,21 @@ def _task_factory(
 
 
 def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
-    """Make tasks created inside flows take deterministic step scopes (idempotent)."""
-    current = loop.get_task_factory()
-    if current is _task_factory:
-        return
-    if current is not None:
-        # Someone else's factory (e.g. an instrumentation library): keep theirs outside flows.
-        raise ConfigurationError(
-            "loom numbers flow steps through the event loop's task factory, and another "
-            "task factory is already installed on this loop"
-        )
-    loop.set_task_factory(_task_factory)  # type: ignore[arg-type]
+    """Make tasks created inside flows take deterministic step scopes (idempotent).
+
+    Another library's task factory already on the loop keeps working: Loom composes with it
+    (:mod:`loom.task_factories`).
+    """
+    if loop.get_task_factory() is not task_factory:
+        from loom import task_factories  # (it builds on this module)
+
+        task_factories.install(loop)
 
 
 def root_scope(session: Session) -> contextvars.Context:
     """A context whose scope is the root of ``session``'s flow."""
     ctx = contextvars.copy_context()
-    ctx.run(SCOPE.set, _Scope("", session))
+    ctx.run(SCOPE.set, Scope("", session))
     return ctx
 
 
@@ -151,12 +151,31 @@ def off_scope() -> contextlib.AbstractContextManager[None]:
     return _OffScope()
 
 
-def next_step_id() -> str:
-    """The next step id of the current task's scope."""
+def next_step_id(ctx: FlowContext | None = None) -> str:
+    """The next step id of the current task's scope (checked to be ``ctx``'s flow's)."""
     scope = SCOPE.get()
-    if scope is None:
-        raise RuntimeError("ctx operations must be awaited inside the flow that owns ctx")
+    if scope is None or (ctx is not None and scope.session is not ctx._session):  # pyright: ignore[reportPrivateUsage]
+        raise misuse(ctx, scope)
     return scope.next_id()
+
+
+def owned(ctx: FlowContext) -> None:
+    """Check that the current task is of ``ctx``'s flow (for calls that take no step id)."""
+    scope = SCOPE.get()
+    if scope is None or scope.session is not ctx._session:  # pyright: ignore[reportPrivateUsage]
+        raise misuse(ctx, scope)
+
+
+def misuse(ctx: FlowContext | None, scope: Scope | None) -> ContextMisuseError:
+    """The error for a ``ctx`` awaited outside its own flow (kept out of the step path)."""
+    if scope is None or ctx is None:
+        return ContextMisuseError("ctx operations must be awaited inside the flow that owns ctx")
+    # A ctx kept from another execution (a global, a closure): its steps would be recorded
+    # in that execution's log, numbered from this one's scope.
+    return ContextMisuseError(
+        f"the ctx of execution {ctx.execution_id!r} was awaited inside the flow of execution "
+        f"{scope.session.execution_id!r}: a flow uses only the ctx it was given"
+    )
 
 
 class FlowContext:
@@ -171,8 +190,8 @@ class FlowContext:
     async def execute(self, effect: EffectDef | str, value: Any = None) -> Any:
         """Run an effect as a step: recorded once, served from the log on replay."""
         scope = SCOPE.get()  # (``next_step_id`` inlined: every step of every flow runs this)
-        if scope is None:
-            raise RuntimeError("ctx operations must be awaited inside the flow that owns ctx")
+        if scope is None or scope.session is not self._session:
+            raise misuse(self, scope)
         return await self._session.execute(scope.next_id(), effect, value)
 
     async def suspend(
@@ -187,12 +206,12 @@ class FlowContext:
             GateTimeoutError: ``timeout`` passed first.
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-        return await self._session.gate(next_step_id(), on, correlation_key, seconds)
+        return await self._session.gate(next_step_id(self), on, correlation_key, seconds)
 
     async def sleep(self, duration: timedelta | float) -> None:
         """A durable timer: the execution suspends and is woken when it falls due."""
         seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
-        sid = next_step_id()
+        sid = next_step_id(self)
         await self._session.gate(sid, "loom.timer", f"{self.execution_id}:{sid}", seconds)
 
     async def execute_flow(
@@ -228,7 +247,7 @@ class FlowContext:
         """
         from loom import children
 
-        sid = next_step_id()
+        sid = next_step_id(self)
         return await children.start_flow(self._session, sid, flow, input, on_cancel, queue)
 
     async def send(self, execution_id: str, topic: str, payload: Any = None) -> None:
@@ -241,7 +260,7 @@ class FlowContext:
         """
         from loom import messages
 
-        await messages.send(self._session, next_step_id(), execution_id, topic, payload)
+        await messages.send(self._session, next_step_id(self), execution_id, topic, payload)
 
     async def recv(self, topic: str, timeout: timedelta | float | None = None) -> Any:
         """Take the next message on ``topic`` (arrival order), waiting for one if none is
@@ -253,14 +272,14 @@ class FlowContext:
         from loom import messages
 
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-        return await messages.recv(self._session, next_step_id(), topic, seconds)
+        return await messages.recv(self._session, next_step_id(self), topic, seconds)
 
     async def set_event(self, key: str, value: Any) -> None:
         """Publish ``value`` under ``key`` for callers to read while the flow runs on (a
         step; the latest value wins; see :mod:`loom.published`)."""
         from loom import published
 
-        await published.set_event(self._session, next_step_id(), key, value)
+        await published.set_event(self._session, next_step_id(self), key, value)
 
     async def continue_as_new(self, input: Any = None) -> NoReturn:
         """End this run and start the next run of this execution with ``input`` and a fresh
@@ -271,28 +290,30 @@ class FlowContext:
 
     def now(self) -> datetime:
         """The current time, recorded on first run and the same on every replay."""
-        value = self._session.decide(next_step_id(), "now")
+        value = self._session.decide(next_step_id(self), "now")
         return datetime.fromtimestamp(value, UTC)
 
     def uuid(self) -> _uuid.UUID:
         """A random UUID, recorded on first run and the same on every replay."""
-        return _uuid.UUID(self._session.decide(next_step_id(), "uuid"))
+        return _uuid.UUID(self._session.decide(next_step_id(self), "uuid"))
 
     def random(self) -> float:
         """A random float in [0, 1), recorded on first run and the same on every replay."""
-        return float(self._session.decide(next_step_id(), "random"))
+        return float(self._session.decide(next_step_id(self), "random"))
 
     def patched(self, change_id: str) -> bool:
         """True where this execution runs the change ``change_id``, False where its history
         predates it; takes no step id (see :mod:`loom.patches`)."""
         from loom import patches
 
+        owned(self)
         return patches.patched(self._session, change_id)
 
     def deprecate_patch(self, change_id: str) -> None:
         """The cleanup phase of ``patched(change_id)``: never branches (see :mod:`loom.patches`)."""
         from loom import patches
 
+        owned(self)
         patches.deprecate_patch(self._session, change_id)
 
 

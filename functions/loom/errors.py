@@ -28,6 +28,8 @@ The tree::
     │   ├── AppendConflictError        the log did not end at expected_seq
     │   └── BlobNotFoundError          a claim-checked payload is missing
     ├── BlobRefError                   a logged blob reference outside its execution's blobs
+    ├── ContextMisuseError             a ctx awaited outside the flow that owns it (also a
+    │                                  RuntimeError)
     ├── ExecutionSupersededError       another holder owns the execution
     ├── NondeterminismError            replay diverged from the recorded history
     ├── EffectFailedError              an effect failed for good (raised into the flow)
@@ -176,6 +178,14 @@ class ExecutionFinishedError(InputError):
     """The execution already ended; the request cannot apply to it."""
 
     code = "finished"
+
+
+class ContextMisuseError(LoomError, RuntimeError):
+    """A flow's ``ctx`` was used outside that flow: after it ended, from code that is not
+    the flow's, or inside another execution's flow. Also a ``RuntimeError``, what it was
+    before it had a name of its own."""
+
+    code = "context_misuse"
 
 
 class ConfigurationError(LoomError):

@@ -45,7 +45,7 @@ from loom.errors import ConfigurationError
 from loom.fold import ExecutionState, resume_key
 
 if TYPE_CHECKING:
-    from loom.context import _Scope  # pyright: ignore[reportPrivateUsage]
+    from loom.context import Scope
     from loom.ordering import Ordering
     from loom.session import Session
 
@@ -139,7 +139,7 @@ class LoopTimers:
 
     def create(
         self,
-        scope: _Scope,
+        scope: Scope,
         when: float,
         callback: Callable[..., object],
         args: tuple[Any, ...],

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from loom import events as ev
 from loom.context import SCOPE
-from loom.errors import ConfigurationError
+from loom.errors import ConfigurationError, ContextMisuseError
 from loom.fold import _HEAD, ExecutionState  # pyright: ignore[reportPrivateUsage]
 
 if TYPE_CHECKING:
@@ -81,11 +81,11 @@ def _of(session: Session) -> _Patches:
     return known
 
 
-def _position() -> str:
+def _position(session: Session) -> str:
     """The step id the calling task's next operation will take (not consumed)."""
     scope = SCOPE.get()
-    if scope is None:
-        raise RuntimeError("ctx.patched must be called inside the flow that owns ctx")
+    if scope is None or scope.session is not session:
+        raise ContextMisuseError("ctx.patched must be called inside the flow that owns ctx")
     return f"{scope.prefix}{scope.n + 1}"
 
 
@@ -113,7 +113,7 @@ def patched(session: Session, change_id: str) -> bool:
     known = _of(session)
     answer = known.answers.get(change_id)
     if answer is None:
-        position = _position()
+        position = _position(session)
         answer = change_id in session.state.patches or _at_frontier(session, known, position)
         if answer and change_id not in session.state.patches:
             _record(session, change_id, position, deprecated=False)
@@ -129,7 +129,7 @@ def deprecate_patch(session: Session, change_id: str) -> None:
     known = _of(session)
     if change_id in session.state.patches or change_id in known.answers:
         return
-    position = _position()
+    position = _position(session)
     if _at_frontier(session, known, position):
         _record(session, change_id, position, deprecated=True)
     known.answers[change_id] = True

@@ -8,37 +8,11 @@ something reads them.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
 
-import orjson
-
-# orjson refuses integers over 64 bits and reads them back as floats, while exact JSON keeps
-# them: a flow input or output of 2**100 made every report of its execution raise. Such
-# values go through the standard library instead (an integer over 64 bits has 20+ digits).
-_LONG_NUMBER = re.compile(rb"\d{20}")
-
-
-def _dumps(value: Any) -> bytes:
-    try:
-        return orjson.dumps(value)
-    except TypeError:
-        text = json.dumps(value, default=_public_fields, ensure_ascii=False, separators=(",", ":"))
-        return text.encode()
-
-
-def _loads(data: bytes) -> Any:
-    return json.loads(data) if _LONG_NUMBER.search(data) else orjson.loads(data)
-
-
-def _public_fields(value: Any) -> dict[str, Any]:
-    """A dataclass as orjson writes it: its fields in order, but those named with ``_``."""
-    if not is_dataclass(value) or isinstance(value, type):
-        raise TypeError(f"{type(value).__name__} is not JSON serializable")
-    return {f.name: getattr(value, f.name) for f in fields(value) if not f.name.startswith("_")}
+from loom import snapshot_json
 
 
 class StepRecord(TypedDict, total=False):
@@ -162,7 +136,7 @@ class ExecutionState:
         return self._decisions
 
     def _load_tail(self) -> None:
-        tail: dict[str, Any] = _loads(self._raw_tail) if self._raw_tail else {}
+        tail: dict[str, Any] = snapshot_json.loads(self._raw_tail) if self._raw_tail else {}
         self._steps = tail.get("steps", {})
         self._decisions = tail.get("decisions", {})
         self._raw_tail = None
@@ -203,7 +177,7 @@ class ExecutionState:
         """Serialize for a snapshot: the small fields, a newline, then the step records."""
         tail = self._raw_tail
         if tail is None or self._deferred:
-            tail = _dumps({"steps": self.steps, "decisions": self.decisions})
+            tail = snapshot_json.dumps({"steps": self.steps, "decisions": self.decisions})
         return (self.head_json() + b"\n" + tail).decode()
 
     def to_dict(self, head: bytes | None = None) -> dict[str, Any]:
@@ -214,23 +188,23 @@ class ExecutionState:
                 then (the step records are this state's own, as always).
         """
         return {
-            **_loads(head or self.head_json()),
+            **snapshot_json.loads(head or self.head_json()),
             "steps": self.steps,
             "decisions": self.decisions,
         }
 
     def head_json(self) -> bytes:
         """The small fields (all but the step records) as JSON: a copy, taken now."""
-        # orjson writes a dataclass's fields in their order and leaves out those named with a
+        # The codec writes a dataclass's fields in their order and leaves out those named with a
         # leading underscore (the step records and their bookkeeping): the snapshot's first
         # line, at a fraction of the cost of building that dict first.
-        return _dumps(self)
+        return snapshot_json.dumps(self)
 
     @classmethod
     def from_json(cls, data: str) -> ExecutionState:
         """Rebuild from a snapshot written by :meth:`to_json` (step records stay unparsed)."""
         head, _, tail = data.encode().partition(b"\n")
-        raw = _loads(head)
+        raw = snapshot_json.loads(head)
         raw["meter"] = Meter(**raw["meter"])
         return cls(**raw, _raw_tail=tail)
 

@@ -91,10 +91,10 @@ def test_concurrent_flows_complete_on_uvloop_with_sqlite(tmp_path: Path) -> None
 async def test_the_task_factory_passes_on_what_newer_loops_give_it():
     """uvloop on Python 3.13 calls the loop's task factory with ``eager_start=``, and newer
     asyncio passes ``name=``: the factory hands such options on to the task."""
-    from loom.context import _task_factory  # pyright: ignore[reportPrivateUsage]
+    from loom.context import task_factory
 
     async def nothing() -> int:
         return 7
 
-    task = _task_factory(asyncio.get_running_loop(), nothing(), name="passed-on")
+    task = task_factory(asyncio.get_running_loop(), nothing(), name="passed-on")
     assert task.get_name() == "passed-on" and await task == 7

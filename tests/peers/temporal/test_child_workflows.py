@@ -209,3 +209,15 @@ async def test_a_child_that_continues_as_new_returns_its_last_runs_result(
     assert (r.status, r.output) == ("completed", 30)
     child = await env.runtime.load_state("pl.child.1")
     assert child.run == 4
+
+
+async def test_cancelling_the_parent_leaves_an_abandoned_child_running(make_env: EnvFactory):
+    """Temporal: a child started with ParentClosePolicy ABANDON keeps running when the
+    parent is cancelled. Loom: ``on_cancel="abandon"``; the parent ends ``cancelled``, the
+    child still waits and can finish on its own."""
+    env = make_env(children_app([]))
+    await env.start("parent_waits_child", "abandon", execution_id="pa")
+    assert (await env.runtime.cancel("pa")).status == "cancelled"
+    assert (await env.runtime.result("pa.child.1")).status == "suspended"
+    done = await env.runtime.send("pa.child.1", "go", "alone")
+    assert (done.status, done.output) == ("completed", "alone")

@@ -182,14 +182,21 @@ async def _start_live(
     on_cancel: str,
 ) -> None:
     rt = session.rt
-    with off_scope():
-        await session._unless_store_fails(_create(session, step_id, cid, defn, *start))  # pyright: ignore[reportPrivateUsage]
-        crash.point("child_created", step_id)
-        await rt._dispatch(cid, defn.name, "start", f"{cid}:1")  # pyright: ignore[reportPrivateUsage]
-        crash.point("child_dispatched", step_id)
-        await session.append(
-            [ev.ChildStarted(step_id=step_id, child_id=cid, flow=defn.name, on_cancel=on_cancel)]  # type: ignore[arg-type]
-        )
+    # The flow is not blocked while its child starts: were another task of it waiting on a
+    # gate or timer, the parent would otherwise suspend mid-start and never record the
+    # child it created (an orphan its end does not cancel).
+    session._inflight += 1  # pyright: ignore[reportPrivateUsage]
+    try:
+        with off_scope():
+            await session._unless_store_fails(_create(session, step_id, cid, defn, *start))  # pyright: ignore[reportPrivateUsage]
+            crash.point("child_created", step_id)
+            await rt._dispatch(cid, defn.name, "start", f"{cid}:1")  # pyright: ignore[reportPrivateUsage]
+            crash.point("child_dispatched", step_id)
+            started = ev.ChildStarted(step_id=step_id, child_id=cid, flow=defn.name, on_cancel=on_cancel)  # type: ignore[arg-type]  # fmt: skip
+            await session.append([started])
+    finally:
+        session._inflight -= 1  # pyright: ignore[reportPrivateUsage]
+        session._poke()  # pyright: ignore[reportPrivateUsage]
 
 
 async def _create(

@@ -31,6 +31,8 @@ What is refused (:class:`~loom.errors.NotForkableError`, nothing written): a ste
 does not hold; a step in doubt at the cut (nobody knows whether its effect ran: give the
 original a verdict first, or fork from that step); and any event this module does not know
 how to reuse (a primitive added later must say how it forks before its executions can be).
+A child start, a message sent and a value published are such events, but a fork may cut at
+one: a flow whose first step starts a child can be run again from step 1.
 
 The fork is two writes: its ``ExecutionStarted`` (with ``forked_from``) and then, in one
 append, the copied prefix closed by ``ExecutionForked``. Until the second lands the fork is
@@ -75,6 +77,10 @@ _STEP_TYPES: Final = frozenset(
     }
 )
 _COPIED: Final = _STEP_TYPES | {"PatchRecorded", "ExecutionResumed"}
+# Steps of primitives a prefix cannot reuse yet (a child start, a message sent, a value
+# published): a fork may still cut at one (restart a flow whose first step starts a child),
+# while a prefix holding one is refused below, naming it.
+_CUT_AT: Final = _STEP_TYPES | {"ChildStarted", "MessageSent", "EventPublished"}
 # The original's operations, not facts of the flow (a fork's own marker included: a fork
 # of a fork copies its copied events like any others).
 _DROPPED: Final = frozenset(
@@ -94,7 +100,7 @@ def cut_seq(events: Sequence[ev.Event], step: str, execution_id: str = "?") -> i
         NotForkableError: The log holds no such step.
     """
     for event in events:
-        if event.type in _STEP_TYPES and _in_step(getattr(event, "step_id", None), step):
+        if event.type in _CUT_AT and _in_step(getattr(event, "step_id", None), step):
             return event.seq
     steps = _recorded_steps(events)
     shown = ", ".join(steps[:20]) + (", …" if len(steps) > 20 else "")
@@ -107,7 +113,7 @@ def cut_seq(events: Sequence[ev.Event], step: str, execution_id: str = "?") -> i
 def _recorded_steps(events: Sequence[ev.Event]) -> list[str]:
     seen: dict[str, None] = {}
     for event in events:
-        if event.type in _STEP_TYPES:
+        if event.type in _CUT_AT:
             seen.setdefault(str(getattr(event, "step_id", "")), None)
     return list(seen)
 

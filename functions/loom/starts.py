@@ -173,7 +173,9 @@ async def run_session(
         )
     if state.status != "running" and since_snapshot >= rt.snapshot_min_tail:
         await rt.save_snapshot(state)
-    ran = await follow_up(rt, state)  # a timer already due may have run it on meanwhile
+    # A timer already due (``ctx.sleep(0)``, a zero timeout) runs inline with no dispatcher:
+    # report where that got to, not the suspension it left behind.
+    ran = await follow_up(rt, state)
     crash.point("before_reply")
     if ran is None and state.status == "running":  # it continued as new: the next run may
         return await rt.result(state.execution_id)  # have run here already (no dispatcher)

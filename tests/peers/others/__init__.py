@@ -1,0 +1,1 @@
+"""Ports of DBOS, Restate, Inngest and AWS Lambda durable functions test scenarios."""

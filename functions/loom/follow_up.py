@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from loom.runtime import Runtime
     from loom.wire import ExecutionResult
 
-# The executions whose due timers an inline follow-up (no dispatcher) of this task is
-# running. A timer already due when the execution suspends again (``ctx.sleep(0)`` in a
+# The executions whose due timers an inline follow-up (no dispatcher, or an inline one) of
+# this task is running. A timer already due when the execution suspends again (``ctx.sleep(0)`` in a
 # loop) is run by that follow-up's loop, not by a call nested in the run: one nested execute
 # call per sleep reached Python's recursion limit after a few hundred.
 _INLINE: ContextVar[frozenset[str]] = ContextVar("loom_inline_follow_up", default=frozenset())
@@ -40,15 +40,15 @@ def nothing_to_do(rt: Runtime, state: ExecutionState) -> bool:
 async def follow_up(rt: Runtime, state: ExecutionState) -> ExecutionResult | None:
     """Arrange the next dispatch: a timer when it sleeps; an end goes to parent/children.
 
-    Returns where the execution got to when a timer already due ran it here (no dispatcher),
-    so the call reports that rather than the suspension before it.
+    Returns where the execution got to when a timer already due ran it here (no dispatcher,
+    or an inline one), so the call reports that rather than the suspension before it.
     """
     if state.parent is not None or state.children:  # (else nobody to tell: no coroutine)
         await follow_up_children(rt, state)
     wake = _wake_at(state)
     if wake is None:
         return None
-    if rt.dispatcher is None and wake <= rt.clock():
+    if wake <= rt.clock() and (rt.dispatcher is None or rt.dispatcher.inline):  # runs here
         if state.execution_id in _INLINE.get():
             return None  # the follow-up that ran this call runs it again, in its loop
         return await _run_due(rt, state, wake)
@@ -84,7 +84,7 @@ async def _run_due(rt: Runtime, state: ExecutionState, wake: float) -> Execution
             state = await rt.load_state(state.execution_id)
             due = _wake_at(state)
             if due is None or due > rt.clock():
-                return ran  # (no dispatcher: a later timer waits for the next execute call)
+                return ran  # (a later timer was dispatched by the run, or waits for a call)
             wake = due
     finally:
         _INLINE.reset(token)

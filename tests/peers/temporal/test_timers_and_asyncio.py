@@ -14,6 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 from loom import EffectContext, EffectFailedError, FlowContext, GateTimeoutError, Loom, Retry
+from loom.dispatch.inprocess import InProcessDispatcher
+from loom.workers.local import LocalWorkerRuntime
 from tests.peers.temporal.harness import EnvFactory
 
 
@@ -223,6 +225,19 @@ async def test_zero_length_timers_in_a_loop_neither_recurse_nor_report_stale(
     assert (await env.runtime.result("zl")).status == "completed"
     one = await env.start("zero_sleep_loop", 1, execution_id="z1")
     assert (one.status, one.output) == ("completed", 1)
+
+
+async def test_zero_length_timers_in_a_loop_under_the_in_process_dispatcher(
+    make_env: EnvFactory,
+):
+    """The same under ``loom serve``'s in-process dispatcher, which runs a dispatch already
+    due at once: 200 zero-second timers used to nest one dispatch per timer until
+    ``RecursionError``, leaving the execution suspended."""
+    env = make_env(timers_app([]))
+    env.runtime.always_replay = False
+    env.runtime.dispatcher = InProcessDispatcher(LocalWorkerRuntime(env.runtime))
+    r = await env.start("zero_sleep_loop", 200, execution_id="zd")
+    assert (r.status, r.output) == ("completed", 200)
 
 
 async def test_many_timers_fire_in_deadline_order(make_env: EnvFactory):

@@ -13,8 +13,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic_core import PydanticSerializationError
-
 from loom.app import EffectDef, Retry, call_effect, to_json_value
 from loom.context import EffectContext
 from loom.context import _Signal as Signal  # pyright: ignore[reportPrivateUsage]
@@ -25,9 +23,11 @@ from loom.errors import (
     LoomError,
 )
 from loom.events import SCHEMA_VERSION, EffectCompleted, EffectFailed, ErrorInfo, unvalidated
+from loom.exits import EXITS, exit_signal
 from loom.fold import Meter
 from loom.payloads import dump_exact
 from loom.telemetry import step_span
+from loom.timed_threads import in_daemon_thread
 
 
 @dataclass(slots=True)  # (not frozen: a frozen init sets each field through object.__setattr__)
@@ -64,21 +64,14 @@ async def _timed(
     ectx.deadline = clock() + defn.timeout
     try:
         async with asyncio.timeout(defn.timeout):
-            return await call_effect(defn, ectx, value)
+            if defn.is_async:
+                return await call_effect(defn, ectx, value)
+            # (not the loop's pool: a call that outlives its timeout must hold no pool
+            # thread and not the process at exit, see loom.timed_threads)
+            return await in_daemon_thread(defn.fn, ectx, value)
     except TimeoutError:
         ectx.cancel()  # a sync effect in its thread sees ctx.cancelled and can stop
         raise
-
-
-def stray_cancel(exc: BaseException) -> bool:
-    """Whether ``exc`` is a ``CancelledError`` the effect's own code raised while nobody
-    cancelled the task running it (a library's inner task cancelled, a bare ``raise``): a
-    failed attempt like any other. Propagated, it read as the flow being cancelled and the
-    execute call ended with nothing recorded, the step lost until a redelivery."""
-    if not isinstance(exc, asyncio.CancelledError):
-        return False
-    task = asyncio.current_task()
-    return task is not None and not task.cancelling()
 
 
 def _error(exc: BaseException, timeout: float | None) -> ErrorInfo:
@@ -89,7 +82,27 @@ def _error(exc: BaseException, timeout: float | None) -> ErrorInfo:
             message=f"attempt exceeded its timeout of {timeout:g}s",
         )
     code = exc.code if isinstance(exc, EffectOutcomeUnknownError) else "error"
-    return ErrorInfo(code=code, type=type(exc).__name__, message=str(exc))
+    return ErrorInfo(code=code, type=type(exc).__name__, message=message_of(exc))
+
+
+# Characters of an error message the log keeps: an exception carrying a whole response body
+# made its failure event too big to store (over Firestore's 1 MiB), so the step's outcome
+# was never recorded and the flow never saw it.
+MAX_ERROR_MESSAGE = 8192
+
+
+def message_of(exc: BaseException) -> str:
+    """``str(exc)`` made safe to record: at most :data:`MAX_ERROR_MESSAGE` characters, and
+    never an exception of its own (a ``__str__`` that raised escaped into the flow as if it
+    were the effect's error, and the step's outcome was never recorded)."""
+    try:
+        text = str(exc)
+    except Exception as inner:
+        name, failed = type(exc).__name__, type(inner).__name__
+        return f"(the message of this {name} cannot be read: str() raised {failed})"
+    if len(text) <= MAX_ERROR_MESSAGE:
+        return text
+    return f"{text[:MAX_ERROR_MESSAGE]}… ({len(text) - MAX_ERROR_MESSAGE} characters more)"
 
 
 # Called with the next attempt's context (its number in ``attempt``) and the last error.
@@ -133,10 +146,12 @@ async def invoke_with_retry(
         with step_span(ectx):
             result = await _attempt(defn, ectx, value, clock)
         return _returned(result, 1, time.perf_counter() - started)
-    except (Signal, asyncio.CancelledError) as exc:
-        if not stray_cancel(exc):
-            raise
-        failure = exc
+    except Signal:
+        raise
+    except asyncio.CancelledError as exc:
+        failure = unrequested(exc)  # (raises it again when this task was cancelled)
+    except EXITS as exc:  # (asyncio would stop the whole loop with it: see loom.exits)
+        raise exited(ectx, exc) from exc
     except Exception as exc:
         failure = exc  # (retried outside this block: a later attempt's error has no context)
     return await retry_after(
@@ -145,7 +160,7 @@ async def invoke_with_retry(
 
 
 async def retry_after(
-    failure: BaseException,
+    failure: Exception,
     started: float,
     defn: EffectDef,
     ectx: EffectContext,
@@ -181,12 +196,30 @@ async def retry_after(
             with step_span(attempt_ctx):
                 result = await _attempt(defn, attempt_ctx, value, clock)
             return _returned(result, n - first + 1, time.perf_counter() - started)
-        except (Signal, asyncio.CancelledError) as again:
-            if not stray_cancel(again):
-                raise
-            exc = again
+        except Signal:
+            raise
+        except asyncio.CancelledError as cancelled:
+            exc = unrequested(cancelled)
+        except EXITS as stop:
+            raise exited(attempt_ctx, stop) from stop
         except Exception as again:
             exc = again
+
+
+def unrequested(exc: asyncio.CancelledError) -> Exception:
+    """A ``CancelledError`` the effect raised though nothing cancelled the task running it
+    (a library's own cancelled call), as the effect's error, to record and retry like any
+    other; re-raised when the task was cancelled (a cancel, a timeout, a supersession).
+    Let through, it ended the execute call with nothing recorded, reporting ``running``."""
+    task = asyncio.current_task()
+    if task is None or task.cancelling():
+        raise exc
+    return RuntimeError("the effect raised CancelledError though nothing cancelled it")
+
+
+def exited(ectx: EffectContext, exc: BaseException) -> Signal:
+    """The abort for ``SystemExit``/``KeyboardInterrupt`` raised by the effect of ``ectx``."""
+    return exit_signal(exc, f"effect {ectx.effect!r} (step {ectx.step_id})")
 
 
 def admit(defn: EffectDef, value: Any, granted: list[str]) -> tuple[Any, ErrorInfo | None]:
@@ -216,8 +249,9 @@ def _returned(result: Any, attempts: int, duration: float) -> Outcome:
         # A scalar is its own JSON form: no serializer call for the commonest outputs.
         value = result if type(result) in _OWN_JSON else to_json_value(result)
         raw = dump_exact(value, "the output")
-    except (InvalidPayloadError, PydanticSerializationError) as exc:
-        message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)
+    except Exception as exc:  # (any: the effect ran, so nothing raised here may retry it;
+        # bytes that are not UTF-8 raise UnicodeDecodeError, a too deep value ValueError)
+        message = exc.message if isinstance(exc, InvalidPayloadError) else message_of(exc)
         error = ErrorInfo(
             code="invalid_output",
             type=type(exc).__name__,
@@ -289,4 +323,4 @@ def failed_event(step_id: str, effect: str, outcome: Outcome, error: ErrorInfo) 
 def error_info(exc: BaseException) -> ErrorInfo:
     """How a failure is recorded: its code, type and message."""
     code = exc.code if isinstance(exc, LoomError) else "flow_error"
-    return ErrorInfo(code=code, type=type(exc).__name__, message=str(exc))
+    return ErrorInfo(code=code, type=type(exc).__name__, message=message_of(exc))

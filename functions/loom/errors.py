@@ -39,6 +39,7 @@ The tree::
     │   └── MessageTimeoutError        ctx.recv's timeout passed before a message came
     ├── BudgetExceededError            an execution went over one of its budgets
     ├── FlowFailedError                the flow itself raised (recorded, terminal)
+    ├── ExitRequestedError             flow or effect code raised SystemExit/KeyboardInterrupt
     └── WorkerError                    a worker answered with an error
         └── RemoteWorkerError          non-2xx from a remote worker (status, body)
 
@@ -367,6 +368,15 @@ class FlowFailedError(LoomError):
     """The flow raised; the execution failed for good."""
 
     code = "flow_failed"
+
+
+class ExitRequestedError(LoomError):
+    """Flow or effect code raised ``SystemExit`` or ``KeyboardInterrupt`` in an execute
+    call. The call stopped there as if its worker had died: nothing more was recorded, and
+    the next execute call carries on from the log (a non-idempotent effect that was
+    running parks in doubt). The process and its event loop keep serving."""
+
+    code = "exit_requested"
 
 
 class WorkerError(LoomError):

@@ -209,7 +209,9 @@ async def completion_event(
     try:
         value = to_json_value(result)
         stored, _ = await codec.encode(value, f"{execution_id}/output")
-    except (InvalidPayloadError, PydanticSerializationError) as exc:
+    # (ValueError too: bytes that are not UTF-8 raise UnicodeDecodeError, a too deep value
+    # ValueError; either escaped as a bare 500, retried until the execution was poison.)
+    except (InvalidPayloadError, PydanticSerializationError, ValueError) as exc:
         message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)
         return ExecutionFailed(
             error=ErrorInfo(

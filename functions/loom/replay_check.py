@@ -276,10 +276,20 @@ class ReplayChecker:
     async def check(self, summaries: Sequence[ExecutionSummary]) -> list[Checked]:
         """Load several executions in one bulk read and replay each."""
         logs = await self.store.load_many([s.execution_id for s in summaries])
-        return [
-            Checked(summary, await check_execution(self.runtime, summary, _state(log)))
-            for summary, log in zip(summaries, logs, strict=True)
-        ]
+        checked: list[Checked] = []
+        for summary, log in zip(summaries, logs, strict=True):
+            state = await self._state(summary.execution_id, log)
+            checked.append(Checked(summary, await check_execution(self.runtime, summary, state)))
+        return checked
+
+    async def _state(self, execution_id: str, log: LoadedLog) -> ExecutionState:
+        try:
+            base = ExecutionState.from_json(log.snapshot.state) if log.snapshot else None
+        except (KeyError, TypeError, ValueError):
+            # A snapshot is derivable from the log: one this release cannot read (damaged,
+            # or a newer release's) is replaced by the whole log, as the runtime's load does.
+            return await self.runtime.load_state(execution_id)
+        return fold(log.events, base)
 
     async def run(self, report: Callable[[Checked], Awaitable[None] | None]) -> None:
         """Check everything, calling ``report`` once per execution as its verdict comes.
@@ -302,8 +312,3 @@ class ReplayChecker:
                 outcome = report(checked)
                 if outcome is not None:
                     await outcome
-
-
-def _state(log: LoadedLog) -> ExecutionState:
-    base = ExecutionState.from_json(log.snapshot.state) if log.snapshot else None
-    return fold(log.events, base)

@@ -118,7 +118,14 @@ class Runtime:
     async def _load(self, execution_id: str) -> tuple[ExecutionState, int]:
         """The folded state, and how many events came after the snapshot."""
         loaded = await self.store.load(execution_id)
-        base = ExecutionState.from_json(loaded.snapshot.state) if loaded.snapshot else None
+        try:
+            base = ExecutionState.from_json(loaded.snapshot.state) if loaded.snapshot else None
+        except (KeyError, TypeError, ValueError) as exc:
+            # A snapshot is derivable from the log: one this release cannot read (damaged,
+            # or a newer release's) costs a full read, never the execution.
+            log.warning("unreadable snapshot of %s, folding its whole log: %r", execution_id, exc)
+            events = await self.store.read(execution_id)
+            return fold(events), len(events)
         return fold(loaded.events, base), len(loaded.events)
 
     async def save_snapshot(self, state: ExecutionState) -> None:

@@ -36,6 +36,7 @@ from loom.errors import (
     NondeterminismError,
     StoreError,
 )
+from loom.exits import guarded
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import READY, Journal, new_journal
 from loom.loop_timers import LoopTimers, engine_io
@@ -308,7 +309,9 @@ class Session(EffectSteps):
         loop = asyncio.get_running_loop()
         install_task_factory(loop)
         # The root task is built directly: through the factory it would become a child scope.
-        flow_task = asyncio.Task(self.flow.fn(ctx, value), loop=loop, context=root_scope(self))
+        # (``guarded``: a ``SystemExit`` in flow code must not stop the loop, see loom.exits)
+        flow = guarded(self.flow.fn(ctx, value), self.flow.name)
+        flow_task = asyncio.Task(flow, loop=loop, context=root_scope(self))
         ended = tracked_end(self, flow_task)
         self._flow_task, self._outside = flow_task, contextvars.copy_context()
         heartbeat = Heartbeat(

@@ -124,7 +124,7 @@ class FirestoreLoads(FirestoreCore):
         started again has a shorter log than the one this store object may remember)."""
         created = cast("datetime | None", doc.create_time)
         where = replace(where, held=held_pages(doc.to_dict() or {}), created=created)
-        tail = await read_after(self._io, self._events(execution_id), where)
+        tail = await read_after(self._io, self._events(execution_id), where, execution_id)
         if tail is not None and tail.orphans and created is not None:
             await clear_older(self._io, self._exec_ref(execution_id), created)
         if tail is not None and tail.last is not None:

@@ -32,7 +32,8 @@ from typing import Any, cast
 from google.cloud import firestore
 from google.cloud.firestore_v1 import FieldFilter
 
-from loom.events import EVENT_ADAPTER, Event
+from loom.events import Event
+from loom.store.unreadable import parse_events
 from loom_gcp._firestore_docs import MAX_DOC_BYTES, doc_size, event_doc_id
 from loom_gcp._firestore_io import CountedDocs, Doc
 
@@ -70,10 +71,12 @@ class Page:
         """The stored body of event ``seq`` (which must be on this page)."""
         return self.bodies[seq - self.first]
 
-    def events_after(self, seq: int) -> list[Event]:
-        """The page's events with a seq above ``seq``, parsed."""
+    def events_after(self, seq: int, execution_id: str) -> list[Event]:
+        """The page's events with a seq above ``seq``, parsed (``execution_id``: whose,
+        named by the error for a body this release cannot read)."""
         start = max(0, seq + 1 - self.first)
-        return [EVENT_ADAPTER.validate_json(body) for body in self.bodies[start:]]
+        # A body this release cannot parse is a store error naming it (loom.store.unreadable).
+        return parse_events(self.bodies[start:], self.first + start, execution_id)
 
 
 def page_from_doc(doc: Doc) -> Page:
@@ -263,7 +266,7 @@ class Where:
     created: datetime | None = None
 
 
-async def read_after(io: CountedDocs, events: Any, where: Where) -> Tail | None:
+async def read_after(io: CountedDocs, events: Any, where: Where, execution_id: str) -> Tail | None:
     """The events after ``where.base``; ``None`` when the checked page is not there.
 
     One query in the usual cases; a second only when ``base`` is not known to end a page
@@ -288,7 +291,7 @@ async def read_after(io: CountedDocs, events: Any, where: Where) -> Tail | None:
     if straddles and (not read or read[0].first > base + 1):
         boundary = await page_holding(io, events, base, created)
         read = [boundary, *read] if boundary else read
-    found = [e for page in read for e in page.events_after(base)]
+    found = [e for page in read for e in page.events_after(base, execution_id)]
     holding = next((p for p in read if p.holds(base)), None)
     base_body = holding.body_at(base) if holding else None
     return Tail(found, base_body, read[-1] if read else None, orphans)

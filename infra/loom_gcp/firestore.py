@@ -265,7 +265,7 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads):
         page = await self._page_holding(execution_id, 1)
         if page is None:
             raise StoreError(f"execution {execution_id!r} exists without its first event")
-        events = page.events_after(0)
+        events = page.events_after(0, execution_id)
         event = events[0]
         assert isinstance(event, ExecutionStarted)
         self._note(execution_id, page.last)  # with events written beside it, 1 is no end

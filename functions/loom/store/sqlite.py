@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from loom.errors import StoreUnavailableError, UnknownExecutionError
-from loom.events import EVENT_ADAPTER, Event, ExecutionStarted, event_to_json
+from loom.events import Event, ExecutionStarted, event_to_json
 from loom.ids import check_execution_id
 from loom.store import sqlite_browse
 from loom.store.base import (
@@ -56,6 +56,7 @@ from loom.store.sqlite_group import GroupCommitter
 from loom.store.sqlite_leases import SqliteLeaseSet
 from loom.store.sqlite_schema import SCHEMA, SUMMARY_COLUMNS, migrate
 from loom.store.sqlite_writes import KEEP_SNAPSHOT, Append, Create
+from loom.store.unreadable import parse_events
 
 T = TypeVar("T")
 
@@ -220,7 +221,8 @@ class SqliteEventStore(EventStore):
             "SELECT body FROM events WHERE execution_id=? AND seq>? ORDER BY seq",
             (execution_id, after_seq),
         )
-        return [EVENT_ADAPTER.validate_json(body) for (body,) in cur]
+        # A body this release cannot parse is a store error naming it (loom.store.unreadable).
+        return parse_events([body for (body,) in cur], after_seq + 1, execution_id)
 
     def _require(self, execution_id: str) -> None:
         row = self._con().execute("SELECT 1 FROM executions WHERE id=?", (execution_id,)).fetchone()

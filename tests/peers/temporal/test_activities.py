@@ -257,14 +257,14 @@ async def test_a_cancelled_error_raised_by_the_activity_itself_is_a_failed_attem
     """Temporal: an activity that raises ``CancelledError`` without a cancel request is a
     failed attempt, retried under its policy. Loom used to read it as the flow being
     cancelled: the execute call ended ``running`` with nothing recorded. Now the attempt
-    fails (type ``CancelledError``) and the retry runs."""
+    fails (an error naming the ``CancelledError``) and the retry runs."""
     log: list[tuple[str, int, str]] = []
     env = make_env(activities_app(log))
     r = await env.start("call", ["self_cancels", None], execution_id="sc")
     assert (r.status, r.output) == ("completed", "second attempt")
     assert [a for _, a, _ in log] == [1, 2]
     retried = [e for e in await env.history("sc") if e.type == "EffectRetried"]
-    assert [e.error.type for e in retried] == ["CancelledError"]  # type: ignore[attr-defined]
+    assert len(retried) == 1 and "CancelledError" in retried[0].error.message  # type: ignore[attr-defined]
 
 
 async def test_an_activity_error_keeps_its_type_and_message_not_its_cause(

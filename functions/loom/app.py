@@ -15,10 +15,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
-from pydantic_core import to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from loom.errors import (
     ConfigurationError,
+    InputError,
     InvalidPayloadError,
     UnknownEffectError,
     UnknownFlowError,
@@ -140,8 +141,20 @@ def one_line(exc: ValidationError) -> str:
 
 
 def to_json_value(value: Any) -> Any:
-    """A JSON-able form of a model, dataclass or plain value."""
-    return to_jsonable_python(value)
+    """A JSON-able form of a model, dataclass or plain value.
+
+    Raises:
+        InvalidPayloadError: ``value`` nests too deep for the serializer (it raised a bare
+            ``ValueError``, answered 500 by the worker).
+    """
+    try:
+        return to_jsonable_python(value)
+    except PydanticSerializationError:
+        raise
+    except ValueError as exc:
+        raise InvalidPayloadError(
+            f"value nests too deep to serialize: {exc}", code="too_deep"
+        ) from None
 
 
 @dataclass(eq=False)
@@ -204,10 +217,26 @@ def _version(version: str | int) -> str:
 
 
 def _builtin_resume_checks() -> dict[str, ResumeCheck]:
-    """Gates of Loom's own whose resumes are checked whatever their route (child flows)."""
+    """Gates of Loom's own whose resumes are checked whatever their route: a child's end is
+    read from the child's log; timers and mailboxes are filled by Loom alone."""
     from loom.children import CHILD_GATE, check_child_resume
 
-    return {CHILD_GATE: check_child_resume}
+    # A resume from outside on these woke a sleep early, expired a deadline or slipped a
+    # message into a mailbox past its id (Loom appends their resumes itself, not this way).
+    own = {on: _own_gate(on) for on in ("loom.timer", "loom.loop_timer", "loom.recv")}
+    return {CHILD_GATE: check_child_resume, **own}
+
+
+def _own_gate(on: str) -> ResumeCheck:
+    async def refuse(runtime: Runtime, state: ExecutionState, key: str, payload: Any) -> Any:
+        raise InputError(
+            f"{on!r} is a gate of Loom's own: timers fire when they fall due and messages "
+            "arrive through send; a resume cannot fill it",
+            code="reserved_gate",
+            details={"on": on, "correlation_key": key},
+        )
+
+    return refuse
 
 
 def _flow_limits(

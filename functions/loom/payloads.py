@@ -15,9 +15,10 @@ Only the top level of a stored value is ever interpreted, so nested user data is
 touched (and never walked: the escape costs nothing for ordinary values).
 
 Values must be exact JSON: a non-finite number (``NaN``, ``±Infinity``, or ``1e400``, which
-parses as infinity) or a lone surrogate is refused with
-:class:`~loom.errors.InvalidPayloadError` (``code="non_finite_number"`` or
-``"invalid_json"``) instead of being stored as ``null`` or failing later.
+parses as infinity), arrays and objects nested more than :data:`MAX_DEPTH` levels deep (the
+event parser could not read them back) or a lone surrogate is refused with
+:class:`~loom.errors.InvalidPayloadError` (``code="non_finite_number"``, ``"too_deep"`` or
+``"invalid_json"``) instead of being stored and failing later.
 
 Decoding checks that a reference names a blob of the execution being decoded, so one
 execution can never read another's blob: anything else is a
@@ -49,6 +50,9 @@ _RESERVED = frozenset({REF_KEY, ESCAPE_KEY})
 # What ``json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)``
 # builds on every call, built once: encoding keeps no state between calls.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# The event parser refuses JSON nested deeper than 200 levels and the snapshot codec 255, a
+# value among an event's fields sits a few levels down: what goes deeper is refused.
+MAX_DEPTH = 128
 
 
 def dump_exact(value: Any, what: str = "value") -> bytes:
@@ -61,7 +65,20 @@ def dump_exact(value: Any, what: str = "value") -> bytes:
     try:
         if type(value) is int:  # the encoder's own form of an int, without building an encoder
             return int.__repr__(value).encode()
-        return _ENCODER.encode(value).encode()
+        text = _ENCODER.encode(value)
+        # Only a long text with many brackets can nest that deep: most values skip the walk.
+        if len(text) > 2 * MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH:
+            where = _too_deep_path(value, "$", MAX_DEPTH)
+            if where is not None:
+                shown = where if len(where) <= 80 else f"{where[:40]}...{where[-37:]}"
+                raise InvalidPayloadError(
+                    f"{what} nests arrays and objects deeper than {MAX_DEPTH} levels (at {shown})",
+                    details={"path": where, "limit": MAX_DEPTH},
+                    code="too_deep",
+                )
+        return text.encode()
+    except InvalidPayloadError:
+        raise
     except ValueError as exc:
         where = _non_finite_path(value, "$")
         if where is not None:
@@ -80,6 +97,24 @@ def check_exact(value: Any, what: str = "value") -> Any:
     """Return ``value`` if :func:`dump_exact` accepts it; else its ``InvalidPayloadError``."""
     dump_exact(value, what)
     return value
+
+
+def _too_deep_path(value: Any, path: str, left: int) -> str | None:
+    """Where ``value`` nests arrays and objects more than ``left`` levels deep."""
+    children: Any = ()
+    if isinstance(value, dict):
+        children = ((f"{path}.{k}", v) for k, v in cast(dict[Any, Any], value).items())
+    elif isinstance(value, list | tuple):
+        children = ((f"{path}[{i}]", v) for i, v in enumerate(cast(list[Any], value)))
+    else:
+        return None
+    if left == 0:
+        return path
+    for where, child in children:
+        found = _too_deep_path(child, where, left - 1)
+        if found is not None:
+            return found
+    return None
 
 
 def _non_finite_path(value: Any, path: str) -> str | None:

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
 
 from loom.commission.errors import ExecutorError
+from loom.errors import InvalidPayloadError
+from loom.payloads import dump_exact
 
 
 class _Outcome(BaseModel):
@@ -124,12 +126,25 @@ def parse_outcome(value: Any) -> ExecutorOutcome:
         ExecutorError: ``value`` is not an executor outcome.
     """
     if isinstance(value, _OUTCOME_TYPES):
-        return value
+        return _exact(value)
     try:
-        return OUTCOME_ADAPTER.validate_python(value)
+        return _exact(OUTCOME_ADAPTER.validate_python(value))
     except ValidationError as exc:
         raise ExecutorError(
             f"an executor answered something that is not an outcome: {exc.error_count()} "
             "validation error(s)",
             details={"errors": exc.errors(include_url=False, include_context=False)},
         ) from exc
+
+
+def _exact(outcome: ExecutorOutcome) -> ExecutorOutcome:
+    """``outcome``, if its JSON values are exact JSON: a ``NaN`` in a proposal's args was
+    invoked as ``NaN`` and recorded as ``null``, and a lone surrogate failed the append."""
+    values = outcome.args if isinstance(outcome, ProposedAction) else None
+    if isinstance(outcome, NeedsHumanJudgment):
+        values = outcome.context
+    try:
+        dump_exact(values, f"the {outcome.kind}'s JSON")
+    except InvalidPayloadError as exc:
+        raise ExecutorError(exc.message, details=exc.details) from None
+    return outcome

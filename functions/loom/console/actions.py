@@ -81,7 +81,7 @@ def verdict(s: Services, req: Request, execution_id: str, who: str) -> str:
         )
     step_id = _field(form, "step_id", 256)
     episode = _field(form, "episode", 20)
-    if not episode.isdigit() or int(episode) < 1:
+    if not (episode.isascii() and episode.isdigit()) or int(episode) < 1:  # "²" is a digit
         raise InputError(
             f"episode must be a positive number, not {episode!r}", code="invalid_request"
         )

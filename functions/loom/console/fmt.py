@@ -11,7 +11,12 @@ def fmt_time(value: float | None) -> str:
     """Epoch seconds as ``2026-01-31 14:00:05.123Z`` ("" for none)."""
     if value is None or not math.isfinite(value):
         return ""
-    moment = datetime.fromtimestamp(value, UTC)
+    try:
+        moment = datetime.fromtimestamp(value, UTC)
+    except (OverflowError, OSError, ValueError):
+        # A deadline past year 9999 (a start may ask for a timeout of 1e300 s): it was a
+        # 500 for every page listing the execution.
+        return f"{value:.6g} (epoch seconds)"
     return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

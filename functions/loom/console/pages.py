@@ -153,10 +153,10 @@ def _doubts(summary: ExecutionSummary, state: ExecutionState) -> list[Doubt]:
 def execution_page(s: Services, req: Request, execution_id: str) -> dict[str, Any]:
     """One execution: where it stands, its gates, timers, claim, doubts and timeline."""
     check_execution_id(execution_id)
-    try:
-        from_seq = max(0, int(req.args.get("from_seq", "0")))
-    except ValueError:
-        raise bad_query("from_seq must be a whole number") from None
+    raw = req.args.get("from_seq", "0")
+    if not _is_seq(raw.removeprefix("-")):
+        raise bad_query(f"from_seq must be a whole number, not {raw[:40]!r}")
+    from_seq = max(0, int(raw))
 
     async def read() -> tuple[ExecutionSummary, ExecutionState, list[Any]]:
         summary = await s.runtime.require(execution_id)
@@ -182,6 +182,13 @@ def execution_page(s: Services, req: Request, execution_id: str) -> dict[str, An
     }
 
 
+def _is_seq(raw: str) -> bool:
+    """Whether ``raw`` is a seq the store can look up: ASCII digits (``str.isdigit`` passes
+    "²", which ``int`` refuses), and at most 18 of them (SQLite integers are 64-bit; a larger
+    one was a 500)."""
+    return raw.isascii() and raw.isdigit() and len(raw) <= 18
+
+
 def payload_text(s: Services, execution_id: str, seq_raw: str, name: str) -> str:
     """One recorded value of one event as indented JSON, read back from its blob if needed.
 
@@ -191,7 +198,7 @@ def payload_text(s: Services, execution_id: str, seq_raw: str, name: str) -> str
     check_execution_id(execution_id)
     if name not in PAYLOAD_FIELDS:
         raise bad_query(f"field must be one of {', '.join(PAYLOAD_FIELDS)}, not {name!r}")
-    if not seq_raw.isdigit() or int(seq_raw) < 1:
+    if not _is_seq(seq_raw) or int(seq_raw) < 1:
         raise bad_query(f"seq must be a positive whole number, not {seq_raw!r}")
     seq = int(seq_raw)
 

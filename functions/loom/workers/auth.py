@@ -138,7 +138,10 @@ def _parse_signature(value: str) -> tuple[int, str]:
         name, _, field = part.strip().partition("=")
         fields[name] = field
     expires, digest = fields.get("t", ""), fields.get("sha256", "")
-    if not expires.isdigit() or not digest or set(fields) != {"t", "sha256"}:
+    # ASCII digits, and few enough for a time: ``str.isdigit`` passes "²", which ``int``
+    # refuses, and ``int`` refuses more than 4,300 digits (both were a 500).
+    well_formed = expires.isascii() and expires.isdigit() and len(expires) <= 20
+    if not well_formed or not digest or set(fields) != {"t", "sha256"}:
         raise Forbidden("X-Loom-Signature must look like t=<expires>,sha256=<hex>")
     return int(expires), digest
 

@@ -118,7 +118,7 @@ def _parse(response: httpx.Response, package: ExecutionPackage) -> ExecutionResu
             body=response.text,
         )
     try:
-        return ExecutionResult.model_validate_json(response.content)
+        result = ExecutionResult.model_validate_json(response.content)
     except ValidationError as exc:
         raise RemoteWorkerError(
             f"worker answered {status} with something that is not an ExecutionResult: "
@@ -126,3 +126,13 @@ def _parse(response: httpx.Response, package: ExecutionPackage) -> ExecutionResu
             status=status,
             body=response.text,
         ) from None
+    if result.execution_id != package.execution_id:
+        # A misrouted or forged answer: where another execution stands is not this one's
+        # (a dispatcher would arm this execution's timer from another's wake_at).
+        raise RemoteWorkerError(
+            f"worker answered {status} with the result of {result.execution_id!r}, not of "
+            f"{package.execution_id!r}",
+            status=status,
+            body=response.text,
+        )
+    return result

@@ -2,7 +2,8 @@
 
 A test process sets the variable, and the worker kills itself with SIGKILL when it reaches
 that point — a real process death, not an exception a ``finally`` could tidy up after. Unset
-(always, in production) the check is one global lookup.
+(always, in production) the check is one global lookup; the points every step passes test
+:data:`ARMED` inline first (``if crash.ARMED: crash.point(...)``), not even a call.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ STORE_POINTS = ("in_group_commit",)
 
 _spec = os.environ.get("LOOM_CRASH_AT", "")
 _POINT, _, _STEP = _spec.partition(":")
+ARMED = bool(_POINT)
+"""Whether a crash point is configured in this process (read once, at import)."""
 
 
 def point(name: str, step_id: str | None = None) -> None:

@@ -58,7 +58,7 @@ buys: the last step of a flow is written with its end, one commit per execution 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loom import crash
 from loom import events as ev
@@ -92,6 +92,7 @@ class BatchedJournal(Journal):
         super().__init__(runtime, state, holder)
         self.session: Session | None = None
         self.unforced: list[ev.Event] = []
+        self.held: list[str] = []  # steps whose completion a strict journal holds (crash points)
         self._durable(state)
         self._bytes = 0
 
@@ -196,17 +197,22 @@ class BatchedJournal(Journal):
         """Write the unforced events, then ``batch``; False after a conflict."""
         if not batch and not self.unforced:
             return True
-        written = await self._write(self.unforced, batch, self.durable_seq, self.durable_status)
-        if written:
-            self.unforced, self._bytes = [], 0
-            self._durable(self.state)
+        if await self._write(self.unforced, batch, self.durable_seq, self.durable_status):
             self._forced()
             return True
         self._replay_unforced()
         return False
 
     def _forced(self) -> None:
-        """What was unforced is durable now (a hook for the strict journal's crash points)."""
+        """What was unforced is written: it is durable from here on."""
+        self.unforced, self._bytes = [], 0
+        state = self.state  # (``_durable`` inlined: once per durable point)
+        self.durable_seq, self.durable_status = state.last_seq, (state.status, state.parked_reason)
+        if self.held:  # (a strict journal's)
+            held, self.held = self.held, []
+            if crash.ARMED:
+                for step_id in held:  # each held completion is durable from here on
+                    crash.point("after_complete", step_id)
 
     async def _over_limit(
         self, events: Sequence[ev.Event], exc: StoreLimitError, keep: int = 0
@@ -234,9 +240,42 @@ class StrictJournal(BatchedJournal):
     docstring). Everything else is written at once, as in :class:`~loom.journal.Journal`.
     """
 
-    def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
-        super().__init__(runtime, state, holder)
-        self.held: list[str] = []  # steps whose completion is held, for the crash points
+    def hold(self, event: ev.EffectCompleted) -> bool | None:
+        """Hold ``event``, the completion of a step :mod:`loom.fast_step` invoked, where
+        :meth:`~BatchedJournal.defer_now` would hold it alone, and pass the ``held`` crash
+        point (:meth:`completed`); False or None, holding nothing: append it the general
+        way (see :meth:`Journal.hold <loom.journal.Journal.hold>`).
+
+        ``defer_now([event])`` and ``completed`` for the commonest case (nothing pending,
+        nothing held, a claim not yet due: every step of a sequential flow), in one call
+        where they take eight (``tests/core/test_fast_step.py`` compares the two).
+        """
+        rt, state = self.rt, self.state
+        if self.lock._locked or self.pending or self.unforced:  # pyright: ignore[reportPrivateUsage]
+            return False  # (the lock: ``Session.append`` asks ``locked()``, a call)
+        session = self.session
+        if session is None or session.order.open_tasks > 1:
+            return False
+        effect = rt.app.effects.get(event.effect)
+        if effect is None or not effect.idempotent:
+            return False
+        limit = rt.store.max_event_bytes  # (``_storable``'s first look inlined)
+        large = limit is not None and 2 * event.output_bytes + _ENVELOPE_BYTES > limit
+        if large and not self._storable(event):
+            return False
+        now = rt.clock()  # (last: read once, as ``defer_now`` reads it, whatever comes)
+        if now + rt.claim_ttl / 2 > self.claim_until:
+            return None  # a claim extension is due: it is written at once
+        if rt.store.max_batch_bytes is not None:
+            self._bytes += len(ev.event_to_json(event))  # (``_size``)
+        values: dict[str, Any] = event.__dict__  # (``ev.number`` of one event)  # pyright: ignore[reportAssignmentType]
+        values["seq"], values["at"] = state.last_seq + 1, now
+        evolve(state, event)
+        self.unforced.append(event)
+        self.held.append(event.step_id)
+        if crash.ARMED:
+            crash.point("held", event.step_id)  # the hold window: only this step would be lost
+        return True
 
     def completed(self, step_id: str) -> None:
         last = self.unforced[-1] if self.unforced else None
@@ -253,12 +292,6 @@ class StrictJournal(BatchedJournal):
             while not await self._flush(list(self.pending)):
                 pass
 
-    def _forced(self) -> None:
-        if self.held:
-            held, self.held = self.held, []
-            for step_id in held:  # each held completion is durable from here on
-                crash.point("after_complete", step_id)
-
 
 def before_effect(session: EffectSteps) -> Awaitable[None]:
     """What a session awaits right before it invokes an effect: in a strict session that
@@ -270,12 +303,20 @@ def before_effect(session: EffectSteps) -> Awaitable[None]:
 
 
 async def _force_held(session: EffectSteps, journal: StrictJournal) -> None:
-    """:func:`force` with the strict journal's :meth:`~StrictJournal.durable_point` inlined:
-    every step after the first of a strict flow awaits this, one frame fewer."""
+    """:func:`force` with the strict journal's :meth:`~StrictJournal.durable_point` and
+    its ``_flush`` inlined: every step after the first of a strict flow awaits this, and
+    waits in it for the store, one frame fewer to suspend and resume through."""
     try:
         async with journal.lock:
-            while not await journal._flush(list(journal.pending)):  # pyright: ignore[reportPrivateUsage]
-                pass
+            while True:  # (``while not await journal._flush(list(journal.pending))``)
+                batch = list(journal.pending)
+                if not batch and not journal.unforced:
+                    break  # (written meanwhile, by an append that took the lock first)
+                expected, before = journal.durable_seq, journal.durable_status
+                if await journal._write(journal.unforced, batch, expected, before):  # pyright: ignore[reportPrivateUsage]
+                    journal._forced()  # pyright: ignore[reportPrivateUsage]
+                    break
+                journal._replay_unforced()  # pyright: ignore[reportPrivateUsage]
     except SupersededSignal as signal:
         session._raise(signal)  # pyright: ignore[reportPrivateUsage]
     except StoreError as exc:

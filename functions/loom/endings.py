@@ -38,7 +38,7 @@ async def record_end(session: Session, flow_task: asyncio.Task[Any]) -> None:
         StoreError: The store failed (an ``AbortSignal`` the flow unwound on).
     """
     # (``finish`` does nothing without a cancel: most ends skip building its coroutine.)
-    if session.state.cancel is not None and await cancellation.finish(session, flow_task):
+    if session.journal.state.cancel is not None and await cancellation.finish(session, flow_task):
         return
     signal = session.signal or task_signal(flow_task)
     if isinstance(signal, AbortSignal):

@@ -41,7 +41,7 @@ def applies(session: EffectSteps, defn: EffectDef, attempt: int) -> bool:
         and defn.is_async  # (a sync effect runs in a thread)
         and defn.timeout is None
         and not session.journal.state.budgets
-        and not telemetry.tracing_on()  # (no step span)
+        and not telemetry._tracing_on  # (no step span; ``tracing_on()`` without its call)  # pyright: ignore[reportPrivateUsage]
     )
 
 
@@ -52,7 +52,8 @@ async def invoke(session: EffectSteps, step_id: str, defn: EffectDef, value: Any
     value, refused = admit(defn, value, state.capabilities)
     if refused is not None:
         await session._refuse(step_id, defn, refused)  # pyright: ignore[reportPrivateUsage]
-    crash.point("before_intent", step_id)
+    if crash.ARMED:  # (a call only where a test armed a crash point)
+        crash.point("before_intent", step_id)
     ectx = EffectContext(session.execution_id, step_id, key, 1, defn.name)
     started = time.perf_counter()
     try:  # (``invoke_with_retry``'s first attempt, as ``_attempt`` makes it here)
@@ -71,7 +72,8 @@ async def invoke(session: EffectSteps, step_id: str, defn: EffectDef, value: Any
         outcome = await retry_after(
             outcome, started, defn, ectx, value, rt.clock, before_retry, rt.max_inline_backoff
         )
-    crash.point("after_effect", step_id)
+    if crash.ARMED:
+        crash.point("after_effect", step_id)
     stored = (
         None
         if outcome.error is not None
@@ -79,6 +81,10 @@ async def invoke(session: EffectSteps, step_id: str, defn: EffectDef, value: Any
     )
     if stored is None:  # failed, or an output to offload: recorded as the general path does
         return await session._record(step_id, defn, 1, outcome)  # pyright: ignore[reportPrivateUsage]
-    await session.append([completed_event(step_id, defn.name, outcome, *stored)])
-    session.journal.completed(step_id)  # the after_complete crash point (loom.durability)
+    event = completed_event(step_id, defn.name, outcome, *stored)
+    journal = session.journal
+    held = journal.hold(event)  # (a strict journal holds it, the held crash point passed)
+    if not held:
+        await session.append([event], defer=held is False)  # (None: it would not be held)
+        journal.completed(step_id)  # the after_complete crash point (loom.durability)
     return defn.typed.parse_output(outcome.value)

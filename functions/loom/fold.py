@@ -58,7 +58,8 @@ def _effect_started(s: ExecutionState, e: ev.EffectStarted) -> None:
 
 
 def _effect_completed(s: ExecutionState, e: ev.EffectCompleted) -> None:
-    steps, step_id = s.steps, e.step_id  # (once each: this runs for every step)
+    # (The records themselves where they are loaded: the property's call, on every step.)
+    steps, step_id = s._steps or s.steps, e.step_id  # pyright: ignore[reportPrivateUsage]
     prior = steps.get(step_id)
     attempt = prior.get("attempt", 1) if prior else 1
     steps[step_id] = {

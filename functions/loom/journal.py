@@ -107,6 +107,15 @@ class Journal:
         nothing else runs before it returns."""
         return False
 
+    def hold(self, event: ev.EffectCompleted) -> bool | None:
+        """Hold ``event``, the completion of a step :mod:`loom.fast_step` invoked, where
+        :meth:`defer_now` would (True). Else the caller appends it and then calls
+        :meth:`completed`: False, with ``Session.append``; None (a claim extension is due,
+        and the clock was read to know it), with ``Session.append(..., defer=False)``, as
+        ``defer_now`` would read the clock again to say no. A strict journal's shortcut
+        (``loom.durability``); this journal never holds."""
+        return False
+
     async def durable_point(self) -> None:
         """Make every event this session has appended durable before going on.
 

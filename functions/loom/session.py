@@ -71,7 +71,7 @@ class Session(EffectSteps):
         self._waiting: dict[str, Waiting] = {}
         self._inflight = 0
         self._progress = 0
-        self._wake = asyncio.Event()
+        self._wake: asyncio.Event | None = None  # made when a watcher is (most calls: none)
         self._tasks: list[asyncio.Task[Any]] = []
         self._flow_task: asyncio.Task[Any] | None = None
         self._watcher: asyncio.Task[None] | None = None  # started when there is a gate
@@ -111,6 +111,8 @@ class Session(EffectSteps):
     def _poke(self) -> None:
         self._progress += 1
         if self._waiting or self.timers.armed:  # else the watcher has nothing to suspend on
+            if self._wake is None:
+                self._wake = asyncio.Event()
             self._wake.set()  # (a gate opened or a timer armed pokes again)
             flow = self._flow_task
             if self._watcher is None and flow is not None and not flow.done():  # first work
@@ -130,9 +132,10 @@ class Session(EffectSteps):
 
     # -- appends ------------------------------------------------------------------------
 
-    async def append(self, events: Sequence[ev.Event]) -> None:
-        """Append ``events`` (after any pending decisions); merge foreign writes on conflict."""
-        if not self.journal.lock.locked() and self.journal.defer_now(events):
+    async def append(self, events: Sequence[ev.Event], defer: bool = True) -> None:
+        """Append ``events`` (after any pending decisions); merge foreign writes on conflict.
+        ``defer=False``: the caller knows the journal would not hold them (``defer_now``)."""
+        if defer and not self.journal.lock.locked() and self.journal.defer_now(events):
             return  # kept unforced until the next durable point (loom.durability)
         async with self.journal.lock:
             try:
@@ -233,9 +236,11 @@ class Session(EffectSteps):
 
     async def _watch(self, flow_task: asyncio.Task[Any]) -> None:
         """Suspend the flow once it waits on gates only and nothing else can move it."""
+        wake = self._wake  # (set before the watcher is started)
+        assert wake is not None
         while not flow_task.done():
-            await self._wake.wait()
-            self._wake.clear()
+            await wake.wait()
+            wake.clear()
             if self._inflight or not self.timers.blockable(bool(self._waiting)):
                 continue
             mark = self._progress
@@ -298,12 +303,12 @@ class Session(EffectSteps):
 
     async def run(self) -> None:
         """Run the flow until it completes, fails, suspends, parks or is superseded."""
-        state = self.state
+        state = self.journal.state  # (not the property: its call, a few per execution)
         self.start_seq = state.last_seq  # (what ``loom.cancellation`` tells apart by)
         if state.cancel is not None and await cancellation.before_run(self):
             return  # (no cancel, the usual case: nothing to do there, not even a coroutine)
         value = self.flow.typed.parse_input(
-            await self.rt.payloads.decode(self.state.input, self.execution_id)
+            await self.rt.payloads.decode(self.journal.state.input, self.execution_id)
         )
         ctx = FlowContext(self)
         loop = asyncio.get_running_loop()

@@ -83,7 +83,7 @@ async def start_here(
     repeat), nothing was written and the stored first event is returned instead.
     """
     eid, holder, now = started.execution_id, new_holder(), rt.clock()
-    claimed = ev.ExecutionClaimed(holder=holder, until=now + rt.claim_ttl, seq=2, at=now)
+    claimed = first_claim(holder, now, now + rt.claim_ttl)
     ACTIVE_HOLDERS.add(holder)  # live for this process's other tasks from the first moment
     try:
         created, first = await rt.store.create(started, [claimed])
@@ -108,6 +108,22 @@ async def start_here(
             _HANDED.pop(id(package), None)
     finally:
         ACTIVE_HOLDERS.discard(holder)
+
+
+def first_claim(holder: str, now: float, until: float) -> ev.ExecutionClaimed:
+    """``ExecutionClaimed(holder=holder, until=until, seq=2, at=now)``, the claim a create
+    carries, built unvalidated (``ev.unvalidated``): its values are the engine's own, and
+    validation costs more than the rest of building it; the floats as validation makes them.
+    """
+    values = {
+        "schema_version": ev.SCHEMA_VERSION,
+        "seq": 2,
+        "at": float(now),
+        "type": "ExecutionClaimed",
+        "holder": holder,
+        "until": float(until),
+    }
+    return ev.unvalidated(ev.ExecutionClaimed, values, {"holder", "until", "seq", "at"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +181,11 @@ async def run_session(
         ACTIVE_HOLDERS.discard(holder)
         if state.queue is not None:  # (off a queue there is no lease: no coroutine to build)
             await queues.release(rt, state)
-    signal, state, since_snapshot = session.signal, session.state, session.journal.since_snapshot
+    signal, state, since_snapshot = (
+        session.signal,
+        session.journal.state,
+        session.journal.since_snapshot,
+    )
     let_go(session)
     if isinstance(signal, SupersededSignal):
         raise ExecutionSupersededError(

@@ -51,6 +51,8 @@ class EffectSteps:
         tally: StepTally
         order: Ordering
         _inflight: int
+        _progress: int
+        _waiting: dict[str, Any]
 
         @property
         def state(self) -> ExecutionState: ...
@@ -59,7 +61,7 @@ class EffectSteps:
         def _raise(self, signal: BaseException) -> NoReturn: ...
         def _park(self, step_id: str, message: str) -> NoReturn: ...
         def _check_unused(self, step_id: str, what: str) -> None: ...
-        async def append(self, events: Sequence[ev.Event]) -> None: ...
+        async def append(self, events: Sequence[ev.Event], defer: bool = True) -> None: ...
         async def _unless_store_fails(self, step: Awaitable[T]) -> T: ...
 
     def execute(self, step_id: str, effect: EffectDef | str, value: Any) -> Awaitable[Any]:
@@ -72,9 +74,14 @@ class EffectSteps:
             raise self.signal
         defn = effect if isinstance(effect, EffectDef) else self.rt.app.get_effect(effect)
         state = self.journal.state  # (read before any await: a reload replaces it)
-        rec = state.steps.get(step_id)
+        # (``state.steps`` without the property's call where the records are loaded, as a
+        # live session's nearly always are: ``_steps`` is set exactly when they are.)
+        rec = (state._steps or state.steps).get(step_id)  # pyright: ignore[reportPrivateUsage]
         if rec is None:
-            if step_id in state.decisions or step_id in state.gates:
+            decided = state._decisions  # pyright: ignore[reportPrivateUsage]
+            if step_id in (state.decisions if decided is None else decided) or (
+                step_id in state.gates
+            ):
                 self._check_unused(step_id, f"effect {defn.name!r}")
             return self._live(step_id, defn, value, 1)
         return self._recorded(step_id, defn, value, rec)
@@ -116,10 +123,12 @@ class EffectSteps:
         if attempt == 1 and self.tally.recorded != 0:
             self._unless_skipped(step_id)
         self._inflight += 1
+        timers = self.timers
         token = SCOPE.set(None)  # tasks the effect creates must not consume flow step ids
         try:
-            if self.timers.guard:
-                result = await self.timers.detach(self._invoke(step_id, defn, value, attempt))
+            # (``timers.guard`` inlined: a property call per step)
+            if timers.open or self.order.open_tasks > 1:
+                result = await timers.detach(self._invoke(step_id, defn, value, attempt))
             elif fast_step.applies(self, defn, attempt):  # the commonest step (loom.fast_step)
                 result = await fast_step.invoke(self, step_id, defn, value)
             else:
@@ -130,10 +139,21 @@ class EffectSteps:
         finally:
             SCOPE.reset(token)
             self._inflight -= 1
-            self._poke()
+            if self._waiting or timers.armed:
+                self._poke()
+            else:
+                self._progress += 1  # (``_poke`` with no watcher to wake: no call)
         if result is BACKOFF:  # the next attempt waits on a durable timer
             return await self.execute(step_id, defn, value)
-        await self._turn(self.journal.state.steps[step_id].get("seq", 0))
+        state = self.journal.state
+        seq = (state._steps or state.steps)[step_id].get("seq", 0)  # pyright: ignore[reportPrivateUsage]
+        if state.cancel is not None:
+            await self._turn(seq)
+        else:  # (``_turn`` inlined for the common case: a call less on every step)
+            wait = self.order.turn(seq)
+            if wait is not None:
+                self._poke()
+                await wait
         return result
 
     def _unless_skipped(self, step_id: str) -> None:

@@ -1,7 +1,8 @@
 """The fast path of the commonest step (``loom.fast_step``) against the general path.
 
 Each flow runs twice on the in-memory store with a fixed clock: once as the engine runs it,
-once with the fast path switched off (so every step takes ``Session._invoke``). The stored
+once with the fast path switched off (so every step takes ``Session._invoke``, and a held
+completion is forced through the journal's ``durable_point``). The stored
 events (as JSON, attempt durations aside: they are measured), the flow's result and the crash
 points reached, in order, must be the same. The other tests pin which steps may take the
 fast path at all: anything uncommon takes the general path.
@@ -9,6 +10,7 @@ fast path at all: anything uncommon takes the general path.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from loom import EffectContext, FlowContext, Loom, Retry, crash, fast_step, telemetry
+from loom import EffectContext, FlowContext, Loom, Retry, crash, fast_step, steps, telemetry
 from loom.blobs import InMemoryBlobStore
 from loom.events import event_to_json
 from loom.runtime import Runtime
@@ -85,23 +87,39 @@ def _app() -> Loom:
     return app
 
 
-async def _run(monkeypatch: pytest.MonkeyPatch, fast: bool) -> tuple[Any, list[Any], list[Any]]:
+async def _run(
+    monkeypatch: pytest.MonkeyPatch, fast: bool, ticking: bool = False
+) -> tuple[Any, list[Any], list[Any]]:
+    from loom import durability  # (after ``loom.steps``: imported first, it meets a cycle)
+
     if not fast:
 
         def never(*_: object) -> bool:
             return False
 
+        def forced(session: EffectSteps) -> Any:  # ``before_effect`` without its shortcut
+            held = (
+                isinstance(session.journal, durability.StrictJournal) and session.journal.unforced
+            )
+            return durability.force(session) if held else durability.READY
+
         monkeypatch.setattr(fast_step, "applies", never)
+        monkeypatch.setattr(steps, "before_effect", forced)
     points: list[tuple[str, str | None]] = []
 
     def point(name: str, step_id: str | None = None) -> None:
         points.append((name, step_id))
 
     monkeypatch.setattr(crash, "point", point)
+    monkeypatch.setattr(crash, "ARMED", True)  # (hot paths call ``point`` only when armed)
     store = InMemoryEventStore()
-    rt = Runtime(
-        _app(), store, clock=lambda: 1_000.0, blobs=InMemoryBlobStore(), blob_threshold=4096
-    )
+    ticks = itertools.count()
+    # A ticking clock with a short lease: claim extensions fall due between steps, and the
+    # recorded times show every read of the clock.
+    clock = (lambda: 1_000.0 + next(ticks) / 2) if ticking else (lambda: 1_000.0)
+    rt = Runtime(_app(), store, clock=clock, blobs=InMemoryBlobStore(), blob_threshold=4096)
+    if ticking:
+        rt.claim_ttl = 4.0
     result = await rt.start("mix", 4, execution_id="e1")
     events: list[dict[str, Any]] = []
     for event in await store.read("e1"):
@@ -141,6 +159,18 @@ async def test_the_fast_path_stores_and_returns_what_the_general_path_does(
     assert len(blobs) == 1  # the big output is offloaded, as the general path does
     assert [e["type"] for e in events].count("EffectRetried") == 2  # flaky, broken
     assert ("held", "4") in points and ("after_complete", "4") in points
+
+
+async def test_both_paths_read_the_clock_alike_as_claim_extensions_fall_due(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fast = await _run(monkeypatch, fast=True, ticking=True)
+    with monkeypatch.context() as m:
+        general = await _run(m, fast=False, ticking=True)
+    assert fast == general
+    result, events, _ = fast
+    assert result[0] == "completed"
+    assert [e["type"] for e in events].count("ExecutionClaimed") >= 3  # extensions were due
 
 
 def _defn(**options: Any) -> Any:

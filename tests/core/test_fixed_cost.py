@@ -14,9 +14,10 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from loom import EffectContext, FlowContext, Loom, cancellation, claims, starts, wire
+from loom import events as ev
 from loom.fold import ExecutionState, fold
 from loom.ordering import recorded_outcomes
-from loom.payloads import ESCAPE_KEY
+from loom.payloads import ESCAPE_KEY, PayloadCodec, completion_event
 from loom.runtime import Runtime
 from loom.session import Session
 from loom.store import InMemoryEventStore
@@ -268,3 +269,21 @@ async def test_results_and_packages_built_unvalidated_are_what_validation_builds
     assert hash(package) == hash(ExecutionPackage(**fields))
     with pytest.raises(ValidationError):
         package.flow = "g"  # (frozen all the same)
+
+
+async def test_the_claim_and_the_end_built_unvalidated_are_what_validation_builds() -> None:
+    """A start's first claim and a flow's completion skip validation; they are the events
+    validation builds, floats included (an int clock's times are written as floats)."""
+    for now, until in ((1_000, 1_030), (1_000.25, 1_030.5)):
+        fast = starts.first_claim("h:1", now, until)
+        _same_model(fast, ev.ExecutionClaimed(holder="h:1", until=until, seq=2, at=now))
+        assert ev.event_to_json(fast) == ev.event_to_json(
+            ev.ExecutionClaimed(holder="h:1", until=until, seq=2, at=now)
+        )
+    codec = PayloadCodec()
+    for output in (None, 3, "s", [1, {"a": 2.5}], {ESCAPE_KEY: 1}, {"$blob": "x"}):
+        end = await completion_event(codec, output, "e1")
+        stored, _ = await codec.encode(output, "e1/output")
+        _same_model(end, ev.ExecutionCompleted(output=stored))
+    failed = await completion_event(codec, float("nan"), "e1")
+    assert failed.type == "ExecutionFailed"  # not exact JSON: never stored changed

@@ -19,7 +19,8 @@ has seen exactly the outcomes it saw live when the error arrives. Live, the hand
 until no effect is in flight, so an invocation is never cut off before its outcome is
 recorded. The root task of the flow is cancelled (the error reaches whatever it awaits:
 ``asyncio.gather`` passes it to its children); tasks that were running at the hand-over
-never start anything new afterwards. Only the root's cleanup runs new steps.
+never start anything new afterwards (an operation one asks for raises the
+``CancelledError`` instead). Only the root's cleanup runs new steps.
 
 A flow ``timeout`` requests the cancel itself when its recorded deadline passes
 (:mod:`loom.timeouts`).
@@ -195,7 +196,12 @@ async def checkpoint(session: Session) -> None:
     known = _of(session)
     if known.delivered:
         if asyncio.current_task() in known.doomed:
-            await _forever()  # a branch from before the cancel starts nothing new
+            # A branch from before the cancel starts nothing new: the operation raises the
+            # cancel, so the branch unwinds and a ``gather`` over it ends. Blocking it for
+            # good (a ``finally`` running an effect in a gathered branch) hung the root, its
+            # cleanup and the execute call. (The yield: a branch swallowing it in a loop.)
+            await asyncio.sleep(0)
+            raise asyncio.CancelledError
         if is_live(session) and session.rt.clock() >= cancel["deadline"]:
             session._raise(CleanupSpentSignal())  # pyright: ignore[reportPrivateUsage]
         return

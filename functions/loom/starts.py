@@ -197,6 +197,8 @@ async def run_session(
     # report where that got to, not the suspension it left behind.
     ran = await follow_up(rt, state)
     crash.point("before_reply")
+    if ran is None and state.status == "running":  # it continued as new: the next run may
+        return await rt.result(state.execution_id)  # have run here already (no dispatcher)
     return ran or await rt.report(state)
 
 

@@ -98,7 +98,10 @@ async def replay(
     await session.run()
     if isinstance(session.signal, (ParkSignal, SupersededSignal)):
         raise session.signal.args[0] if session.signal.args else NondeterminismError("diverged")
-    return _outcome(session)
+    outcome = _outcome(session)
+    if outcome.output is not None:  # as a run reports it: read back from blobs, unescaped
+        outcome.output = await runtime.payloads.decode(outcome.output, state.execution_id)
+    return outcome
 
 
 def _outcome(session: _ReplaySession) -> ReplayOutcome:

@@ -1,0 +1,1 @@
+"""Ports of peer engines' own test suites, run against Loom."""

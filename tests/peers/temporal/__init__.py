@@ -1,0 +1,1 @@
+"""Temporal's SDK and server test scenarios, ported to Loom's API."""

@@ -25,6 +25,7 @@ from loom.fold import ExecutionState, fold
 from loom.journal import DryJournal
 from loom.runtime import Runtime
 from loom.session import Session
+from loom.store.base import EventStore
 from loom.store.memory import InMemoryEventStore
 from loom.wire import ExecutionPackage, ExecutionResult
 
@@ -136,14 +137,28 @@ def check_replay(outcome: ReplayOutcome, result: ExecutionResult) -> None:
 class LoomTestEnv:
     """An in-memory Loom for tests: ``env.runtime`` runs flows inline until they block."""
 
-    def __init__(self, app: Loom, *, always_replay: bool = True, **runtime_options: Any):
+    def __init__(
+        self,
+        app: Loom,
+        *,
+        always_replay: bool = True,
+        store: EventStore | None = None,
+        **runtime_options: Any,
+    ):
         self.app = app
         self.clock = FakeClock()
-        self.store = InMemoryEventStore()
+        # In memory unless given one: a store on disk tests what users run, restarts included.
+        self.store = InMemoryEventStore() if store is None else store
         self.always_replay = always_replay
         # Large payloads work as in production, in memory; pass blobs=None to test without.
         runtime_options.setdefault("blobs", InMemoryBlobStore())
+        self._options = runtime_options
         self.runtime = _CheckedRuntime(self, app, self.store, clock=self.clock, **runtime_options)
+
+    def deploy(self, app: Loom) -> None:
+        """Swap the code under the same store, clock, blobs and options, as a redeploy does."""
+        self.app = app
+        self.runtime = _CheckedRuntime(self, app, self.store, clock=self.clock, **self._options)
 
     async def start(self, flow: str, value: Any = None, **kwargs: Any) -> ExecutionResult:
         """Start a flow and run it until it blocks."""
@@ -174,7 +189,8 @@ class _CheckedRuntime(Runtime):
 
     async def execute(self, package: ExecutionPackage) -> ExecutionResult:
         result = await super().execute(package)
-        if self._env.always_replay and result.status in _CHECKED:
+        # A parked execution diverged on purpose: its replay would raise the same way.
+        if self._env.always_replay and result.status in _CHECKED and result.parked_reason is None:
             history = await self.store.read(package.execution_id)
             check_replay(await replay(self.app, history, self.payloads.blobs), result)
         return result

@@ -219,7 +219,7 @@ async def test_zero_length_timers_in_a_loop_neither_recurse_nor_report_stale(
     ``RecursionError``, and a single one made ``start`` report ``suspended`` for an
     execution that had completed."""
     env = make_env(timers_app([]))
-    env.runtime.always_replay = False  # 300 replays of a growing log: not what is tested
+    env.always_replay = False  # 300 replays of a growing log: not what is tested
     r = await env.start("zero_sleep_loop", 300, execution_id="zl")
     assert (r.status, r.output) == ("completed", 300)
     assert (await env.runtime.result("zl")).status == "completed"
@@ -234,7 +234,7 @@ async def test_zero_length_timers_in_a_loop_under_the_in_process_dispatcher(
     due at once: 200 zero-second timers used to nest one dispatch per timer until
     ``RecursionError``, leaving the execution suspended."""
     env = make_env(timers_app([]))
-    env.runtime.always_replay = False
+    env.always_replay = False
     env.runtime.dispatcher = InProcessDispatcher(LocalWorkerRuntime(env.runtime))
     r = await env.start("zero_sleep_loop", 200, execution_id="zd")
     assert (r.status, r.output) == ("completed", 200)

@@ -32,6 +32,14 @@ class Order(BaseModel):
     qty: int
 
 
+@pytest.fixture(autouse=True)
+def _no_tracer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paths compared here are those of a process with no tracer provider; the
+    telemetry tests install one for their whole process, which may be this one."""
+    monkeypatch.setattr(telemetry, "_tracing_on", False)
+    monkeypatch.setattr(telemetry, "refresh", lambda: False)
+
+
 def _app() -> Loom:
     app = Loom("fast")
     tries: dict[str, int] = {}

@@ -58,11 +58,16 @@ async def test_a_concurrency_limit_holds_and_the_rest_waits(store: EventStore):
     runtime = _runtime(store)
     ids = await _start(runtime, 6, "two", [None])
     first = await _round(runtime, ids)
-    assert sorted(r.status for r in first) == ["completed"] * 2 + ["running"] * 4
+    # Two run and the rest wait; a call that asks for its slot only after the first two
+    # released theirs (a loaded machine, a slow emulator) runs in this round too. The limit
+    # itself is the peak below, whatever the timing.
+    statuses = [r.status for r in first]
+    assert statuses.count("completed") >= 2 and set(statuses) <= {"completed", "running"}
     waiting = [r.execution_id for r in first if r.status == "running"]
-    history = await runtime.history(waiting[0])
-    assert [e.type for e in history] == ["ExecutionStarted"]  # nothing claimed, nothing run
-    assert (await depths(runtime))["two"].waiting == 4
+    for execution_id in waiting:
+        history = await runtime.history(execution_id)
+        assert [e.type for e in history] == ["ExecutionStarted"]  # nothing claimed or run
+    assert (await depths(runtime))["two"].waiting == len(waiting)
     await _until_done(runtime, waiting)
     assert queue_app.PEAK["all"] == 2
     depth = (await depths(runtime))["two"]

@@ -146,14 +146,8 @@ async def invoke_with_retry(
         with step_span(ectx):
             result = await _attempt(defn, ectx, value, clock)
         return _returned(result, 1, time.perf_counter() - started)
-    except Signal:
-        raise
-    except asyncio.CancelledError as exc:
-        failure = unrequested(exc)  # (raises it again when this task was cancelled)
-    except EXITS as exc:  # (asyncio would stop the whole loop with it: see loom.exits)
-        raise exited(ectx, exc) from exc
-    except Exception as exc:
-        failure = exc  # (retried outside this block: a later attempt's error has no context)
+    except BaseException as exc:  # (what must unwind is raised again: ``attempt_failure``)
+        failure = attempt_failure(exc, ectx)  # (retried outside: a later error has no context)
     return await retry_after(
         failure, started, defn, ectx, value, clock, before_retry, max_inline_backoff
     )
@@ -196,14 +190,25 @@ async def retry_after(
             with step_span(attempt_ctx):
                 result = await _attempt(defn, attempt_ctx, value, clock)
             return _returned(result, n - first + 1, time.perf_counter() - started)
-        except Signal:
-            raise
-        except asyncio.CancelledError as cancelled:
-            exc = unrequested(cancelled)
-        except EXITS as stop:
-            raise exited(attempt_ctx, stop) from stop
-        except Exception as again:
-            exc = again
+        except BaseException as again:
+            exc = attempt_failure(again, attempt_ctx)
+
+
+def attempt_failure(exc: BaseException, ectx: EffectContext) -> Exception:
+    """The error an attempt of the effect of ``ectx`` failed with, to record and retry.
+
+    Raises what must unwind instead: a control-flow signal, a cancel of the task running it
+    (:func:`unrequested` tells it from a ``CancelledError`` the effect raised itself),
+    ``SystemExit``/``KeyboardInterrupt`` as an abort (asyncio would stop the whole loop with
+    them, see :mod:`loom.exits`), and any other ``BaseException`` as it is.
+    """
+    if isinstance(exc, Exception):
+        return exc
+    if isinstance(exc, asyncio.CancelledError):
+        return unrequested(exc)
+    if isinstance(exc, EXITS):
+        raise exited(ectx, exc) from exc
+    raise exc
 
 
 def unrequested(exc: asyncio.CancelledError) -> Exception:

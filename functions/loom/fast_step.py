@@ -18,15 +18,12 @@ that is refused or offloaded (``Session._record``).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
 from loom import crash, telemetry
 from loom.context import EffectContext
-from loom.context import _Signal as Signal  # pyright: ignore[reportPrivateUsage]
-from loom.effects import _returned, admit, completed_event, exited, retry_after, unrequested  # pyright: ignore[reportPrivateUsage]
-from loom.exits import EXITS
+from loom.effects import _returned, admit, attempt_failure, completed_event, retry_after  # pyright: ignore[reportPrivateUsage]
 
 if TYPE_CHECKING:
     from loom.app import EffectDef
@@ -58,14 +55,8 @@ async def invoke(session: EffectSteps, step_id: str, defn: EffectDef, value: Any
     started = time.perf_counter()
     try:  # (``invoke_with_retry``'s first attempt, as ``_attempt`` makes it here)
         outcome = _returned(await defn.fn(ectx, value), 1, time.perf_counter() - started)
-    except Signal:
-        raise
-    except asyncio.CancelledError as exc:
-        outcome = unrequested(exc)  # (raises it again when this task was cancelled)
-    except EXITS as exc:  # (asyncio would stop the whole loop with it: see loom.exits)
-        raise exited(ectx, exc) from exc
-    except Exception as exc:
-        outcome = exc  # (retried outside this block: a later attempt's error has no context)
+    except BaseException as exc:  # (what must unwind is raised again: ``attempt_failure``)
+        outcome = attempt_failure(exc, ectx)  # (retried outside: a later error has no context)
     if isinstance(outcome, Exception):
         rt = session.rt
         before_retry = session._retrying  # pyright: ignore[reportPrivateUsage]

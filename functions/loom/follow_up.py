@@ -52,7 +52,7 @@ async def follow_up(rt: Runtime, state: ExecutionState) -> ExecutionResult | Non
         if state.execution_id in _INLINE.get():
             return None  # the follow-up that ran this call runs it again, in its loop
         return await _run_due(rt, state, wake)
-    return await _dispatch_timer(rt, state, wake)  # (an inline dispatcher may have run it)
+    return await _dispatch_timer(rt, state, wake)  # (a later timer: dispatched, not run here)
 
 
 def _wake_at(state: ExecutionState) -> float | None:

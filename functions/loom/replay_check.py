@@ -31,11 +31,11 @@ from loom import events as ev
 from loom.app import EffectDef, FlowDef, Loom
 from loom.context import ParkSignal, SuspendSignal
 from loom.errors import LoomError, NondeterminismError, UnknownFlowError
-from loom.fold import ExecutionState, fold
+from loom.fold import ExecutionState
 from loom.journal import DryJournal
 from loom.runtime import Runtime
 from loom.session import Session
-from loom.store.base import LIVE_STATUSES, EventStore, ExecutionSummary, LoadedLog
+from loom.store.base import LIVE_STATUSES, EventStore, ExecutionSummary
 
 if TYPE_CHECKING:
     from loom.blobs import BlobStore
@@ -278,18 +278,9 @@ class ReplayChecker:
         logs = await self.store.load_many([s.execution_id for s in summaries])
         checked: list[Checked] = []
         for summary, log in zip(summaries, logs, strict=True):
-            state = await self._state(summary.execution_id, log)
+            state, _ = await self.runtime.fold_loaded(summary.execution_id, log)
             checked.append(Checked(summary, await check_execution(self.runtime, summary, state)))
         return checked
-
-    async def _state(self, execution_id: str, log: LoadedLog) -> ExecutionState:
-        try:
-            base = ExecutionState.from_json(log.snapshot.state) if log.snapshot else None
-        except (KeyError, TypeError, ValueError):
-            # A snapshot is derivable from the log: one this release cannot read (damaged,
-            # or a newer release's) is replaced by the whole log, as the runtime's load does.
-            return await self.runtime.load_state(execution_id)
-        return fold(log.events, base)
 
     async def run(self, report: Callable[[Checked], Awaitable[None] | None]) -> None:
         """Check everything, calling ``report`` once per execution as its verdict comes.

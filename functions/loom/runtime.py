@@ -41,7 +41,7 @@ from loom.starts import (
     runs_here,
     start_here,
 )
-from loom.store.base import EventStore, ExecutionSummary, Snapshot, StatusChange
+from loom.store.base import EventStore, ExecutionSummary, LoadedLog, Snapshot, StatusChange
 from loom.telemetry import traced_execute
 from loom.timeouts import deadline_for
 from loom.verdicts import park_in_doubt
@@ -117,7 +117,11 @@ class Runtime:
 
     async def _load(self, execution_id: str) -> tuple[ExecutionState, int]:
         """The folded state, and how many events came after the snapshot."""
-        loaded = await self.store.load(execution_id)
+        return await self.fold_loaded(execution_id, await self.store.load(execution_id))
+
+    async def fold_loaded(self, execution_id: str, loaded: LoadedLog) -> tuple[ExecutionState, int]:
+        """Fold what ``store.load`` returned: the state, and how many events came after the
+        snapshot (all of them when the snapshot could not be read)."""
         try:
             base = ExecutionState.from_json(loaded.snapshot.state) if loaded.snapshot else None
         except (KeyError, TypeError, ValueError) as exc:

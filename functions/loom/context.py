@@ -352,6 +352,18 @@ class EffectContext:
         self._cancelled = True
 
 
+def reaped(tasks: list[asyncio.Task[Any]]) -> bool:
+    """What :func:`reap` does when every task is done already (most calls: the flow's one
+    task, ended), without its coroutine: True; False when some still run (await ``reap``)."""
+    for task in tasks:
+        if not task.done():
+            return False
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()
+    return True
+
+
 async def reap(tasks: list[asyncio.Task[Any]]) -> None:
     """Cancel what a flow left running and retrieve every outcome (a child's suspension is
     not an error to report)."""

@@ -25,7 +25,7 @@ from loom.context import (
 )
 from loom.effects import error_info
 from loom.errors import NondeterminismError
-from loom.payloads import completion_event
+from loom.payloads import completion_event, completion_inline
 
 if TYPE_CHECKING:
     from loom.session import Session
@@ -58,5 +58,8 @@ async def record_end(session: Session, flow_task: asyncio.Task[Any]) -> None:
     if exc is not None:
         await session.append([ev.ExecutionFailed(error=error_info(exc))])
         return
-    end = await completion_event(session.rt.payloads, flow_task.result(), session.execution_id)
+    codec, result = session.rt.payloads, flow_task.result()
+    end = completion_inline(codec, result)  # (most outputs: no coroutine to build)
+    if end is None:
+        end = await completion_event(codec, result, session.execution_id)
     await session.append([end])

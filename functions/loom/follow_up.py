@@ -55,6 +55,12 @@ async def follow_up(rt: Runtime, state: ExecutionState) -> ExecutionResult | Non
     return await _dispatch_timer(rt, state, wake)  # (a later timer: dispatched, not run here)
 
 
+def has_follow_up(state: ExecutionState) -> bool:
+    """Whether :func:`follow_up` has anything to do for ``state``: else it returns ``None``
+    at once, and a caller that asks first builds no coroutine (most calls end so)."""
+    return state.parent is not None or bool(state.children) or _wake_at(state) is not None
+
+
 def _wake_at(state: ExecutionState) -> float | None:
     if state.status != "suspended" or state.parked_reason is not None:
         return None

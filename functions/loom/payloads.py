@@ -255,14 +255,36 @@ async def completion_event(
     # (ValueError too: bytes that are not UTF-8 raise UnicodeDecodeError, a too deep value
     # ValueError; either escaped as a bare 500, retried until the execution was poison.)
     except (InvalidPayloadError, PydanticSerializationError, ValueError) as exc:
-        message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)
-        return ExecutionFailed(
-            error=ErrorInfo(
-                code="invalid_output",
-                type="InvalidPayloadError",
-                message=f"the flow's output was not recorded: {message}",
-            )
+        return _output_refused(exc)
+    return _completed(stored)
+
+
+def completion_inline(
+    codec: PayloadCodec, result: Any
+) -> ExecutionCompleted | ExecutionFailed | None:
+    """:func:`completion_event` without its coroutine, when the output is stored inline (most
+    are) or refused; ``None`` when it goes to the blob store (await ``completion_event``)."""
+    try:
+        value = to_json_value(result)
+        raw = dump_exact(value)
+    except (InvalidPayloadError, PydanticSerializationError, ValueError) as exc:
+        return _output_refused(exc)
+    inline = codec.inline(value, raw)
+    return None if inline is None else _completed(inline[0])
+
+
+def _output_refused(exc: Exception) -> ExecutionFailed:
+    message = exc.message if isinstance(exc, InvalidPayloadError) else str(exc)
+    return ExecutionFailed(
+        error=ErrorInfo(
+            code="invalid_output",
+            type="InvalidPayloadError",
+            message=f"the flow's output was not recorded: {message}",
         )
+    )
+
+
+def _completed(stored: Any) -> ExecutionCompleted:
     # ``ExecutionCompleted(output=stored)`` unvalidated: ``encode`` checked the output.
     values = {
         "schema_version": SCHEMA_VERSION,

@@ -31,7 +31,7 @@ from loom.follow_up import follow_up, nothing_to_do
 from loom.fork import fork as fork_from
 from loom.grants import GrantPolicy
 from loom.ids import check_execution_id
-from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec
+from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec, dump_exact
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, park_poison, poisoned
 from loom.starts import (
     check_same_start,
@@ -40,6 +40,7 @@ from loom.starts import (
     run_session,
     runs_here,
     start_here,
+    started_event,
 )
 from loom.store.base import EventStore, ExecutionSummary, LoadedLog, Snapshot, StatusChange
 from loom.telemetry import traced_execute
@@ -186,19 +187,27 @@ class Runtime:
         if by is not None:
             self.grants.check(by, flow, capabilities)
         value = to_json_value(defn.typed.parse_input(input))
-        stored, _ = await self.payloads.encode(value, f"{eid}/input")
+        raw = dump_exact(value)  # (an input stored inline, the usual: no coroutine to build)
+        inline = self.payloads.inline(value, raw)
+        stored = (
+            (await self.payloads.encode(value, f"{eid}/input", raw))[0]
+            if inline is None
+            else inline[0]
+        )
         now = self.clock()
-        started = ev.ExecutionStarted(
-            execution_id=eid,
-            flow=flow,
-            input=stored,
-            flow_version=defn.version,
-            capabilities=sorted(capabilities),
-            budgets=budgets or {},
-            at=now,
-            by=by,
-            **queues.started_fields(self.app, queue),
-            deadline=deadline_for(defn, timeout, now),
+        started = started_event(
+            {
+                "execution_id": eid,
+                "flow": flow,
+                "input": stored,
+                "flow_version": defn.version,
+                "capabilities": sorted(capabilities),
+                "budgets": budgets or {},
+                "at": now,
+                "by": by,
+                **queues.started_fields(self.app, queue),
+                "deadline": deadline_for(defn, timeout, now),
+            }
         )
         here = await start_here(self, started, defn) if run and runs_here(self, started) else None
         if isinstance(here, ExecutionResult):  # claimed with the create, and run here
@@ -349,7 +358,7 @@ class Runtime:
         the blob store if it was offloaded)."""
         result = ExecutionResult.from_state(state, include_state=include_state)
         stored = result.output
-        if stored is not None:
+        if isinstance(stored, dict):  # (else decoding gives it back as it is: no coroutine)
             output = await self.payloads.decode(stored, state.execution_id)
             if output is not stored:  # (most outputs are stored as they are: no assignment,
                 result.output = output  # which costs a pydantic ``__setattr__``)

@@ -26,6 +26,7 @@ from loom.context import (
     SuspendSignal,
     install_task_factory,
     reap,
+    reaped,
     root_scope,
 )
 from loom.divergence import StepTally
@@ -135,12 +136,19 @@ class Session(EffectSteps):
     async def append(self, events: Sequence[ev.Event], defer: bool = True) -> None:
         """Append ``events`` (after any pending decisions); merge foreign writes on conflict.
         ``defer=False``: the caller knows the journal would not hold them (``defer_now``)."""
-        if defer and not self.journal.lock.locked() and self.journal.defer_now(events):
+        journal = self.journal
+        if defer and not journal.lock.locked() and journal.defer_now(events):
             return  # kept unforced until the next durable point (loom.durability)
-        async with self.journal.lock:
+        async with journal.lock:
             try:
-                while not await self._try_append(events):
-                    pass
+                # (``while not await self._try_append(events)``, inlined: a coroutine less)
+                while True:
+                    try:
+                        if await journal.try_append(events):
+                            break
+                    except SupersededSignal as signal:
+                        self._raise(signal)
+                    self._deliver_resumes()  # a resume merged in may be one a gate waits for
             except StoreError as exc:
                 # Not the flow's to catch: the log may not hold what the flow would go on
                 # believing. The execute call fails and its delivery is retried.
@@ -307,9 +315,10 @@ class Session(EffectSteps):
         self.start_seq = state.last_seq  # (what ``loom.cancellation`` tells apart by)
         if state.cancel is not None and await cancellation.before_run(self):
             return  # (no cancel, the usual case: nothing to do there, not even a coroutine)
-        value = self.flow.typed.parse_input(
-            await self.rt.payloads.decode(self.journal.state.input, self.execution_id)
-        )
+        stored = state.input  # (decoding gives back what is no dict as it is: no coroutine)
+        if isinstance(stored, dict):
+            stored = await self.rt.payloads.decode(stored, self.execution_id)
+        value = self.flow.typed.parse_input(stored)
         ctx = FlowContext(self)
         loop = asyncio.get_running_loop()
         install_task_factory(loop)
@@ -329,7 +338,9 @@ class Session(EffectSteps):
         finally:
             self.timers.close()
             side = [t for t in (self._watcher, self.order.driver) if t is not None]
-            await reap([*side, *heartbeat.stop(), *self._tasks])
+            tasks = [*side, *heartbeat.stop(), *self._tasks]
+            if not reaped(tasks):  # (all done, the usual: no coroutine to build)
+                await reap(tasks)
         try:
             await record_end(self, flow_task)
         except AbortSignal as signal:

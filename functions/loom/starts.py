@@ -29,7 +29,7 @@ from loom.context import SupersededSignal
 from loom.durability import claim
 from loom.errors import ExecutionConflictError, ExecutionSupersededError
 from loom.fold import ExecutionState, fold
-from loom.follow_up import follow_up
+from loom.follow_up import follow_up, has_follow_up
 from loom.wire import ExecutionPackage, ExecutionResult, known_valid
 
 if TYPE_CHECKING:
@@ -126,6 +126,57 @@ def first_claim(holder: str, now: float, until: float) -> ev.ExecutionClaimed:
     return ev.unvalidated(ev.ExecutionClaimed, values, {"holder", "until", "seq", "at"})
 
 
+def started_event(fields: dict[str, Any]) -> ev.ExecutionStarted:
+    """``ExecutionStarted(**fields)``, the event a start writes first.
+
+    Built unvalidated (``ev.unvalidated``) when every value already is what validation
+    would make of it: the start checked the id, found the flow, encoded the input (an
+    ``Any`` field, kept as it is either way) and built the fresh containers; a caller's
+    own values (capabilities, budgets, who asked, a queue, an int from a clock) are
+    checked for their exact types here, and anything else takes the validated way. Most
+    starts are the process's own, with none of them: validation cost more than the rest
+    of building the event.
+    """
+    at, caps, by, deadline = fields["at"], fields["capabilities"], fields["by"], fields["deadline"]
+    if (
+        type(at) is not float
+        or fields["budgets"]  # (floats validation makes of ints: the validated way)
+        or type(fields["execution_id"]) is not str
+        or type(fields["flow"]) is not str
+        or type(fields["flow_version"]) is not str
+        or (by is not None and type(by) is not str)
+        or (deadline is not None and type(deadline) is not float)
+        or (caps and not all(type(c) is str for c in caps))
+        or ("queue" in fields and not _queue_fields(fields))
+    ):
+        return ev.ExecutionStarted(**fields)
+    values = {
+        "schema_version": ev.SCHEMA_VERSION,
+        "seq": 0,
+        "at": at,
+        "type": "ExecutionStarted",
+        "execution_id": fields["execution_id"],
+        "flow": fields["flow"],
+        "input": fields["input"],
+        "flow_version": fields["flow_version"],
+        "capabilities": caps,
+        "budgets": fields["budgets"],
+        "by": by,
+        "deadline": deadline,
+        "parent": None,
+        "forked_from": None,
+        "queue": fields.get("queue"),
+        "partition_key": fields.get("partition_key"),
+    }
+    return ev.unvalidated(ev.ExecutionStarted, values, set(fields))
+
+
+def _queue_fields(fields: dict[str, Any]) -> bool:
+    """Whether a start's queue fields are of the types validation keeps as they are."""
+    key = fields.get("partition_key")
+    return type(fields["queue"]) is str and (key is None or type(key) is str)
+
+
 @dataclass(frozen=True, slots=True)
 class Claimed:
     """A new execution claimed with its create, for the ``execute`` that runs it."""
@@ -195,7 +246,7 @@ async def run_session(
         await rt.save_snapshot(state)
     # A timer already due (``ctx.sleep(0)``, a zero timeout) runs inline with no dispatcher:
     # report where that got to, not the suspension it left behind.
-    ran = await follow_up(rt, state)
+    ran = await follow_up(rt, state) if has_follow_up(state) else None
     crash.point("before_reply")
     if ran is None and state.status == "running":  # it continued as new: the next run may
         return await rt.result(state.execution_id)  # have run here already (no dispatcher)

@@ -287,3 +287,81 @@ async def test_the_claim_and_the_end_built_unvalidated_are_what_validation_build
         _same_model(end, ev.ExecutionCompleted(output=stored))
     failed = await completion_event(codec, float("nan"), "e1")
     assert failed.type == "ExecutionFailed"  # not exact JSON: never stored changed
+
+
+class _Name(str):
+    """A str subclass: validation makes a plain str of it."""
+
+
+_START_BASE: dict[str, Any] = {
+    "execution_id": "e1",
+    "flow": "steps",
+    "input": {"a": [1, 2.5, None]},
+    "flow_version": "2",
+    "capabilities": [],
+    "budgets": {},
+    "at": 1_000.5,
+    "by": None,
+    "deadline": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "fast"),
+    [
+        ({}, True),
+        ({"capabilities": ["a", "b"], "by": "ops", "deadline": 1_060.5}, True),
+        ({"queue": "q", "partition_key": None}, True),
+        ({"queue": "q", "partition_key": "p"}, True),
+        ({"input": None}, True),
+        ({"at": 1_000}, False),  # an int clock: validation makes floats of it
+        ({"deadline": 1_060}, False),
+        ({"budgets": {"usd": 1}}, False),
+        ({"budgets": {"usd": 1.5}}, False),
+        ({"flow": _Name("steps")}, False),
+        ({"execution_id": _Name("e1")}, False),
+        ({"by": _Name("ops")}, False),
+        ({"capabilities": [_Name("a")]}, False),
+        ({"queue": _Name("q"), "partition_key": None}, False),
+        ({"queue": "q", "partition_key": _Name("p")}, False),
+    ],
+)
+def test_a_start_built_unvalidated_is_what_validation_builds(
+    changes: dict[str, Any], fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start's first event skips validation when its values are of the types validation
+    gives (and takes the validated way when not): the same event either way."""
+    fields = {**_START_BASE, **changes}
+    built: list[type[Any]] = []
+    real = ev.unvalidated
+
+    def counted(cls: type[Any], values: dict[str, Any], given: set[str]) -> Any:
+        built.append(cls)
+        return real(cls, values, given)
+
+    monkeypatch.setattr(ev, "unvalidated", counted)
+    got = starts.started_event(dict(fields))
+    monkeypatch.undo()
+    assert built == ([ev.ExecutionStarted] if fast else [])
+    want = ev.ExecutionStarted(**fields)
+    _same_model(got, want)
+    assert ev.event_to_json(got) == ev.event_to_json(want)
+    for name in ("flow", "execution_id", "by", "queue"):
+        assert type(getattr(got, name)) in (str, type(None))
+
+
+async def test_a_start_writes_the_event_validation_builds() -> None:
+    """Through ``Runtime.start``: the stored first event of a plain start, and of one with
+    capabilities and a timeout, is the validated event of the same values."""
+    rt = Runtime(app, InMemoryEventStore(), clock=lambda: 1_000.25)
+    await rt.start("echo", {"v": [1, "x"]}, execution_id="plain")
+    await rt.start("echo", 3, execution_id="caps", capabilities=["b", "a"], timeout=30)
+    for eid in ("plain", "caps"):
+        first = (await rt.history(eid))[0]
+        assert isinstance(first, ev.ExecutionStarted)
+        fields = {name: getattr(first, name) for name in first.model_fields_set}
+        want = ev.ExecutionStarted(**fields).model_copy(update={"seq": 1})
+        assert ev.event_to_json(first) == ev.event_to_json(want)
+    caps = (await rt.history("caps"))[0]
+    assert isinstance(caps, ev.ExecutionStarted)
+    assert caps.capabilities == ["a", "b"] and caps.deadline == 1_030.25

@@ -93,7 +93,8 @@ class BatchedJournal(Journal):
         self.session: Session | None = None
         self.unforced: list[ev.Event] = []
         self.held: list[str] = []  # steps whose completion a strict journal holds (crash points)
-        self._durable(state)
+        self.durable_seq = state.last_seq  # (``_durable`` inlined: every session makes one)
+        self.durable_status = (state.status, state.parked_reason)
         self._bytes = 0
 
     def _durable(self, state: ExecutionState) -> None:

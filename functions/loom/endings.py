@@ -49,17 +49,18 @@ async def record_end(session: Session, flow_task: asyncio.Task[Any]) -> None:
         err: NondeterminismError = signal.args[0]
         reason = f"nondeterminism: {err.message}"
         step_id = getattr(signal, "step_id", None)
-        await session.append([ev.ExecutionParked(reason=reason, step_id=step_id)])
+        await session.append([ev.ExecutionParked(reason=reason, step_id=step_id)], defer=False)
         return
+    # (``defer=False``: no journal holds an end back, see ``Journal.defer_now``)
     if isinstance(signal, StopSignal):
-        await session.append([ev.ExecutionFailed(error=error_info(signal.args[0]))])
+        await session.append([ev.ExecutionFailed(error=error_info(signal.args[0]))], defer=False)
         return
     exc = flow_task.exception()
     if exc is not None:
-        await session.append([ev.ExecutionFailed(error=error_info(exc))])
+        await session.append([ev.ExecutionFailed(error=error_info(exc))], defer=False)
         return
     codec, result = session.rt.payloads, flow_task.result()
     end = completion_inline(codec, result)  # (most outputs: no coroutine to build)
     if end is None:
         end = await completion_event(codec, result, session.execution_id)
-    await session.append([end])
+    await session.append([end], defer=False)

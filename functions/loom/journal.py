@@ -104,7 +104,8 @@ class Journal:
         """Take ``events`` without writing them, if this journal may (a batched one, for
         events that wait for the next durable point); False: append them with
         :meth:`try_append`. Synchronous, so the caller needs the lock only to see it free:
-        nothing else runs before it returns."""
+        nothing else runs before it returns. An execution's end (completed, failed, parked)
+        is never taken: the session appends one without asking (``loom.endings``)."""
         return False
 
     def hold(self, event: ev.EffectCompleted) -> bool | None:

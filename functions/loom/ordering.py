@@ -134,7 +134,8 @@ class Ordering:
         self.moves += 1
 
     def _done(self, then: Callable[[], object], task: asyncio.Task[Any]) -> None:
-        self._task_done(task)
+        self.open_tasks -= 1  # (``_task_done`` inlined: a call less per execute call)
+        self.moves += 1
         then()
 
 

@@ -353,10 +353,12 @@ class Runtime:
         may clean up. ``by`` is recorded. See :func:`loom.cancellation.request_cancel`."""
         return await request_cancel(self, execution_id, reason, by)
 
-    async def report(self, state: ExecutionState, *, include_state: bool = True) -> ExecutionResult:
+    async def report(
+        self, state: ExecutionState, *, include_state: bool = True, settled: bool = False
+    ) -> ExecutionResult:
         """Where ``state`` stands, with its output as the flow returned it (read back from
-        the blob store if it was offloaded)."""
-        result = ExecutionResult.from_state(state, include_state=include_state)
+        the blob store if it was offloaded); ``settled``: see ``ExecutionResult.from_state``."""
+        result = ExecutionResult.from_state(state, include_state=include_state, settled=settled)
         stored = result.output
         if isinstance(stored, dict):  # (else decoding gives it back as it is: no coroutine)
             output = await self.payloads.decode(stored, state.execution_id)

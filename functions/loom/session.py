@@ -28,6 +28,7 @@ from loom.context import (
     reap,
     reaped,
     root_scope,
+    task_factory,
 )
 from loom.divergence import StepTally
 from loom.endings import record_end
@@ -41,7 +42,7 @@ from loom.exits import guarded
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import READY, Journal, new_journal
 from loom.loop_timers import LoopTimers, engine_io
-from loom.ordering import Ordering
+from loom.ordering import Ordering, recorded_outcomes
 from loom.side_tasks import Heartbeat, Waiting, tracked_end
 from loom.steps import EffectSteps
 
@@ -78,7 +79,11 @@ class Session(EffectSteps):
         self._watcher: asyncio.Task[None] | None = None  # started when there is a gate
         self._outside = contextvars.Context()  # the call's own context (set by run)
         self.start_seq = state.last_seq  # the log's end as the flow starts (set by run)
-        self.order = Ordering(cancellation.outcomes(state), self._poke)
+        # (``cancellation.outcomes`` adds a recorded cancel's place: with none, a call less)
+        recorded = (
+            recorded_outcomes(state) if state.cancel is None else cancellation.outcomes(state)
+        )
+        self.order = Ordering(recorded, self._poke)
         self.timers = LoopTimers(self, self._poke, self._halt)
         self.tally = StepTally(state)  # recorded steps the replay asked for (loom.divergence)
 
@@ -321,7 +326,8 @@ class Session(EffectSteps):
         value = self.flow.typed.parse_input(stored)
         ctx = FlowContext(self)
         loop = asyncio.get_running_loop()
-        install_task_factory(loop)
+        if loop.get_task_factory() is not task_factory:  # (installed once per loop)
+            install_task_factory(loop)
         # The root task is built directly: through the factory it would become a child scope.
         # (``guarded``: a ``SystemExit`` in flow code must not stop the loop, see loom.exits)
         flow = guarded(self.flow.fn(ctx, value), self.flow.name)

@@ -97,8 +97,18 @@ class ExecutionResult(BaseModel):
     state: dict[str, Any] = Field(default_factory=dict[str, Any])
 
     @classmethod
-    def from_state(cls, state: ExecutionState, *, include_state: bool = True) -> ExecutionResult:
-        """Summarize a folded state."""
+    def from_state(
+        cls, state: ExecutionState, *, include_state: bool = True, settled: bool = False
+    ) -> ExecutionResult:
+        """Summarize a folded state.
+
+        Args:
+            state: The state.
+            include_state: Whether the result shows every field of the state as ``state``.
+            settled: Nothing changes ``state`` any more (its caller drops it): ``state`` is
+                then built from it as it is when first read, without taking a copy of its
+                small fields now.
+        """
         waiting = (
             [
                 WaitingGate(
@@ -147,12 +157,12 @@ class ExecutionResult(BaseModel):
             # ever) parsed later: what ``state`` shows is what it would have shown at once.
             fields = _fields(result)
             del fields["state"]
-            fields[_FOLDED] = (state.head_json(), state)
+            fields[_FOLDED] = (None if settled else state.head_json(), state)
         return result
 
     def _build_state(self) -> None:
         fields = _fields(self)
-        folded: tuple[bytes, ExecutionState] | None = fields.pop(_FOLDED, None)
+        folded: tuple[bytes | None, ExecutionState] | None = fields.pop(_FOLDED, None)
         if folded is not None and "state" not in fields:  # (not assigned meanwhile)
             fields["state"] = folded[1].to_dict(folded[0])
 

@@ -17,7 +17,7 @@ from loom import EffectContext, FlowContext, Loom, cancellation, claims, starts,
 from loom import events as ev
 from loom.fold import ExecutionState, fold
 from loom.ordering import recorded_outcomes
-from loom.payloads import ESCAPE_KEY, PayloadCodec, completion_event
+from loom.payloads import ESCAPE_KEY, PayloadCodec, completion_event, completion_inline
 from loom.runtime import Runtime
 from loom.session import Session
 from loom.store import InMemoryEventStore
@@ -365,3 +365,46 @@ async def test_a_start_writes_the_event_validation_builds() -> None:
     caps = (await rt.history("caps"))[0]
     assert isinstance(caps, ev.ExecutionStarted)
     assert caps.capabilities == ["a", "b"] and caps.deadline == 1_030.25
+
+
+async def test_an_end_recorded_without_a_coroutine_is_the_end_the_coroutine_records() -> None:
+    """``completion_inline`` gives ``completion_event``'s event for every output stored
+    inline or refused, and leaves an output for the blob store to it (``None``)."""
+    codec = PayloadCodec(threshold=64)
+    outputs: list[Any] = [None, 3, "s", [1, {"a": 2.5}], {ESCAPE_KEY: 1}, {"$blob": "x"}]
+    outputs += [float("nan"), {"deep": [[[1]]]}, b"\xff", _Name("n")]
+    for output in outputs:
+        fast = completion_inline(codec, output)
+        slow = await completion_event(codec, output, "e1")
+        assert fast is not None
+        _same_model(fast, slow)
+        assert ev.event_to_json(fast) == ev.event_to_json(slow)
+    assert completion_inline(codec, "x" * 100) is None  # over the threshold: a blob
+
+
+async def test_a_settled_report_shows_what_a_report_taken_at_once_shows() -> None:
+    """A result of a state its caller drops (``settled``) builds ``state`` when read; it
+    shows what a result that copied the small fields at once shows."""
+    rt = Runtime(app, InMemoryEventStore())
+    await rt.start("steps", 3, execution_id="waits")
+    await rt.start("echo", {"x": [1]}, execution_id="done")
+    for eid in ("waits", "done"):
+        state = await rt.load_state(eid)
+        settled = await rt.report(state, settled=True)
+        at_once = await rt.report(state)
+        assert settled.state == at_once.state and settled.state["execution_id"] == eid
+        _same_model(settled, at_once)
+        assert settled.model_dump_json() == at_once.model_dump_json()
+    state = await rt.load_state("done")
+    copied = await rt.report(state)
+    state.status = "changed"  # a state changed after a report taken at once: not shown
+    assert copied.state["status"] == "completed"
+
+
+async def test_a_start_run_here_reports_its_state() -> None:
+    """A start run here reports its settled state: what reading it back reports."""
+    rt = Runtime(app, InMemoryEventStore())
+    started = await rt.start("echo", {"v": 1}, execution_id="r")
+    again = await rt.result("r")
+    assert started.state == again.state and started.state["status"] == "completed"
+    assert started.model_dump(exclude={"state"}) == again.model_dump(exclude={"state"})

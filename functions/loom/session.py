@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable, Sequence
-from functools import partial
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loom import cancellation, decisions
@@ -51,6 +50,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _SETTLE_YIELDS = 8  # loop turns with no progress before a gate-only flow counts as blocked
+_NO_CONTEXT = contextvars.Context()  # (a session's until ``run`` sets its own: never run in)
 
 
 class Session(EffectSteps):
@@ -77,7 +77,7 @@ class Session(EffectSteps):
         self._tasks: list[asyncio.Task[Any]] = []
         self._flow_task: asyncio.Task[Any] | None = None
         self._watcher: asyncio.Task[None] | None = None  # started when there is a gate
-        self._outside = contextvars.Context()  # the call's own context (set by run)
+        self._outside = _NO_CONTEXT  # the call's own context (set by run, before any use)
         self.start_seq = state.last_seq  # the log's end as the flow starts (set by run)
         # (``cancellation.outcomes`` adds a recorded cancel's place: with none, a call less)
         recorded = (
@@ -243,6 +243,11 @@ class Session(EffectSteps):
         finally:
             self._waiting.pop(step_id, None)
 
+    def _beat(self) -> Coroutine[Any, Any, None]:
+        """A heartbeat's beat: an empty append, which prepends a claim extension when one is
+        due (``loom.side_tasks``)."""
+        return self.append([])
+
     def _beat_due(self) -> bool:
         """Whether the claim needs extending now (``loom.side_tasks``): an effect runs."""
         return bool(self._inflight or self.timers.busy) and self.signal is None
@@ -334,9 +339,7 @@ class Session(EffectSteps):
         flow_task = asyncio.Task(flow, loop=loop, context=root_scope(self))
         ended = tracked_end(self, flow_task)
         self._flow_task, self._outside = flow_task, contextvars.copy_context()
-        heartbeat = Heartbeat(
-            self.rt.claim_ttl / 3, self._beat_due, partial(self.append, []), self._outside
-        )  # (an empty append prepends a claim extension when one is due)
+        heartbeat = Heartbeat(self.rt.claim_ttl / 3, self._beat_due, self._beat, self._outside)
         try:
             await ended  # (as ``asyncio.wait([flow_task])``, with a loop turn less)
             if self.timers.armed or self.timers.busy:  # (else draining does nothing)

@@ -3,6 +3,8 @@
 The listing is a read (the caller check only, action ``list``). The re-drive is an operator
 decision, authorized like ``POST /executions/{id}/retry`` (the verdict authenticator, action
 ``retry``, with no execution id) and recorded with who asked; ``dry_run`` writes nothing.
+The caller check (when configured) runs on each execution the re-drive selects, before any
+is re-driven: a caller refused one of them is refused the whole request.
 See :mod:`loom.deadletters` for what re-driving each kind does.
 """
 
@@ -13,14 +15,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loom.deadletters import Kind, Redrive, check_kind, find, parse_since, redrive
+from loom.deadletters import Kind, check_kind, find, parse_since, redrive
 from loom.errors import InputError
+from loom.store.base import ExecutionSummary
 from loom.workers.http_routes import (
     HttpError,
     Reply,
     Request,
     Services,
     authorize,
+    caller,
+    check_caller,
     parse_json,
     parse_model,
     read_body,
@@ -70,15 +75,27 @@ def redrive_dead_letters(s: Services, request: Request, args: Sequence[str]) -> 
     raw = read_body(request, s.max_body)
     principal = authorize(s.verdict_auth, "retry", "", request, raw)
     body = parse_model(RedriveRequest, parse_json(request, raw))
-    by = f"{body.by} (via {principal})" if body.by else principal
-
-    async def go() -> list[Redrive]:
-        since = parse_since(body.since, s.runtime.clock()) if body.since else None
-        rows = await find(s.runtime, body.status, flow=body.flow, since=since, limit=body.limit)
-        return await redrive(s.runtime, rows, by=by, dry_run=body.dry_run)
-
-    done = run(go())
+    since = run(_since(s, body.since))
+    rows = run(find(s.runtime, body.status, flow=body.flow, since=since, limit=body.limit))
+    _check_each(s, request, raw, rows)  # before any is re-driven: all or nothing
+    who = caller(request) or principal  # (the caller check ran after the operator check)
+    by = f"{body.by} (via {who})" if body.by else who
+    done = run(redrive(s.runtime, rows, by=by, dry_run=body.dry_run))
     return 200, {"dry_run": body.dry_run, "redriven": [item.to_json() for item in done]}
+
+
+async def _since(s: Services, text: str | None) -> float | None:
+    return parse_since(text, s.runtime.clock()) if text else None
+
+
+def _check_each(
+    s: Services, request: Request, raw: bytes, rows: Sequence[ExecutionSummary]
+) -> None:
+    """The caller check on every execution the re-drive selected (once with ``""`` when it
+    selected none, so a refused caller learns nothing from the answer either way)."""
+    for row in rows or [None]:
+        eid, flow = (row.execution_id, row.flow) if row is not None else ("", None)
+        check_caller(s, request, "retry", eid, raw, flow)
 
 
 def _row(eid: str, flow: str, status: str, reason: str | None, at: float) -> dict[str, Any]:

@@ -13,26 +13,17 @@ keys does not matter (JSON objects are unordered).
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from loom import events as ev
 from loom.errors import MessageConflictError
 from loom.fold import ExecutionState, resume_key
+from loom.payloads import canonical_json
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
 
-__all__ = ["canonical_json", "check_same_message"]
-
-_ENCODER = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True
-)
-
-
-def canonical_json(value: Any) -> str:
-    """``value``'s JSON text with sorted keys: equal for equal JSON, and only for it."""
-    return _ENCODER.encode(value)
+__all__ = ["check_same_message"]
 
 
 async def check_same_message(

@@ -202,3 +202,19 @@ def test_a_check_written_for_four_fields_keeps_working(
     assert planned.status_code == 200, planned.data
     assert [(a, e) for a, e, _ in asked()][-2:] == [("retry", "alice-f"), ("retry", "bob-f")]
     assert client.get("/executions/p-1", headers=as_("ops")).status_code == 200
+
+
+def test_routes_naming_the_execution_in_the_path_are_still_checked_first(
+    worker: Client, runtime: Runtime
+) -> None:
+    """Only the three body-scoped routes defer the check; every other one is checked on
+    its path's execution before its body is even read (a malformed body is still 403)."""
+    client = worker("per_execution")
+    seed(runtime, "gated", {"n": 1}, "bob-3")
+    before = history(runtime, "bob-3")
+    for path in ("resume", "verdict", "cancel", "retry", "fork", "messages"):
+        response = client.post(f"/executions/bob-3/{path}", data=b"{not json", headers=as_("alice"))
+        refused(response, 403, "forbidden")
+    refused(client.get("/executions/bob-3", headers=as_("alice")), 403, "forbidden")
+    assert {eid for _, eid, _ in asked()} == {"bob-3"}
+    assert history(runtime, "bob-3") == before

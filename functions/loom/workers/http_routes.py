@@ -346,9 +346,10 @@ def match(pattern: tuple[str, ...], segments: list[str]) -> list[str] | None:
 
 Route = Callable[[Services, Request, Sequence[str]], Reply]
 
-BODY_SCOPED: set[str] = {"execute", "start", "redrive_dead_letters"}
+BODY_SCOPED: set[Route] = {execute, start}
 """Routes whose execution is named in the body, not the path: the server leaves their
-caller check to them (:func:`check_caller`, after the body is parsed)."""
+caller check to them (:func:`check_caller`, after the body is parsed). By identity, not
+name, so no other route can skip the check by sharing a name."""
 
 # (method, path pattern with "*" for a parameter, function)
 ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
@@ -389,6 +390,7 @@ from loom.workers import deadletters_route as _dead  # noqa: E402  (it imports t
 ROUTES.append(("GET", ("dead-letters",), _dead.list_dead_letters))
 ROUTES.append(("POST", ("dead-letters", "retry"), _dead.redrive_dead_letters))
 _ACTIONS.update(list_dead_letters="list", redrive_dead_letters="retry")
+BODY_SCOPED.add(_dead.redrive_dead_letters)
 
 from loom.workers.schedule_routes import list_schedules as _schedules  # noqa: E402
 

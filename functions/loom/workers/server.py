@@ -230,7 +230,7 @@ class WorkerHandler:
 def _check_caller(services: Services, req: Request, route: Route, args: list[str]) -> None:
     """Run the caller check (when configured) before the route reads or writes anything;
     a route that names its execution in the body runs it itself once the body is parsed."""
-    if getattr(route, "__name__", "") in BODY_SCOPED:
+    if route in BODY_SCOPED:
         return
     check_caller(services, req, route_action(route), args[0] if args else "")
 

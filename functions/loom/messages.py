@@ -18,10 +18,12 @@ How it maps onto the log:
   the message goes to the next slot: nothing is lost to a timed-out receiver.
 * ``message_id`` deduplicates: a repeat with the same topic and payload (exact JSON) is
   dropped; one with another topic or payload is refused with
-  :class:`~loom.errors.MessageConflictError` (see :mod:`loom.message_repeats`). ``ctx.send`` at step ``s`` of execution ``e`` sends with id
-  ``"e:s"`` (its step key: ``"e#run2:s"`` in a second run) and records :class:`~loom.events.MessageSent` in the sender's log after the
-  delivery: a crash in between replays the send, and the receiver drops the second copy.
-  Callers from outside may pass their own id for the same guarantee.
+  :class:`~loom.errors.MessageConflictError` (see :mod:`loom.message_repeats`).
+  ``ctx.send`` at step ``s`` of execution ``e`` sends with id ``"e:s"`` (its step key:
+  ``"e#run2:s"`` in a second run) and records :class:`~loom.events.MessageSent` in the
+  sender's log after the delivery: a crash in between replays the send, and the receiver
+  drops the second copy (a replay that sends another payload fails the step with the
+  conflict, recorded). Callers from outside may pass their own id for the same guarantee.
 
 A message to an unknown execution raises :class:`~loom.errors.UnknownExecutionError`; to a
 finished one, :class:`~loom.errors.ExecutionFinishedError` (from a flow: recorded with the

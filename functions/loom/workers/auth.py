@@ -10,9 +10,10 @@ Two layers use them. The *caller* authenticator (optional, :func:`caller_auth_fr
 runs on every route but ``/health``, ``/live`` and ``/openapi.json``: on Cloud Run it verifies the
 caller's Google-signed ID token (``loom_gcp.auth``), defense in depth behind the service's
 IAM. It is told the execution each request acts on, including the routes that name it in
-their body (see :class:`AuthRequest`), so it can be scoped per execution. The *resume* and *verdict* authenticators run on those two routes as well; the resume
-one also names who starts an execution with capabilities when no caller authenticator is
-configured (a start with no credential is ``anonymous``, who may grant nothing).
+their body (see :class:`AuthRequest`), so it can be scoped per execution. The *resume* and
+*verdict* authenticators run on those two routes as well; the resume one also names who
+starts an execution with capabilities when no caller authenticator is configured (a start
+with no credential is ``anonymous``, who may grant nothing).
 
 Out of the box, :class:`SharedSecretAuth` accepts either
 

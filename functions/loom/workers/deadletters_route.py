@@ -75,17 +75,13 @@ def redrive_dead_letters(s: Services, request: Request, args: Sequence[str]) -> 
     raw = read_body(request, s.max_body)
     principal = authorize(s.verdict_auth, "retry", "", request, raw)
     body = parse_model(RedriveRequest, parse_json(request, raw))
-    since = run(_since(s, body.since))
+    since = parse_since(body.since, s.runtime.clock()) if body.since else None
     rows = run(find(s.runtime, body.status, flow=body.flow, since=since, limit=body.limit))
     _check_each(s, request, raw, rows)  # before any is re-driven: all or nothing
     who = caller(request) or principal  # (the caller check ran after the operator check)
     by = f"{body.by} (via {who})" if body.by else who
     done = run(redrive(s.runtime, rows, by=by, dry_run=body.dry_run))
     return 200, {"dry_run": body.dry_run, "redriven": [item.to_json() for item in done]}
-
-
-async def _since(s: Services, text: str | None) -> float | None:
-    return parse_since(text, s.runtime.clock()) if text else None
 
 
 def _check_each(

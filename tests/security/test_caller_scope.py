@@ -187,6 +187,36 @@ def test_a_dead_letter_retry_is_checked_on_each_execution_it_selects(
     assert history(dead_letters, fork)[0].by == "carol (via ops)"  # type: ignore[attr-defined]
 
 
+def test_a_dead_letter_retry_naming_executions_is_checked_on_each_before_any_read(
+    worker: Client, dead_letters: Runtime
+) -> None:
+    """A caller scoped to its own executions names them: checked on each named id before
+    anything is read, so naming another's (existing or not) is the same 403."""
+    client = worker("per_execution")
+
+    def redrive(who: str, ids: list[str], **body: Any) -> Any:
+        raw = json.dumps({"status": "failed", "execution_ids": ids, **body}).encode()
+        headers = {**as_(who), "X-Loom-Signature": sign(SECRET, "retry", "", raw)}
+        return client.post("/dead-letters/retry", data=raw, headers=headers)
+
+    existing = refused(redrive("alice", ["alice-f", "bob-f"]), 403, "forbidden")
+    assert refused(redrive("alice", ["alice-f", "bob-404"]), 403) == existing
+    assert len(asyncio.run(dead_letters.list())) == 2
+    assert [eid for _, eid, _ in asked()] == ["alice-f", "bob-f", "alice-f", "bob-404"]
+    planned = redrive("alice", ["alice-f", "alice-f", "alice-404"], dry_run=True)
+    assert planned.status_code == 200 and planned.json is not None, planned.data
+    assert [r["execution_id"] for r in planned.json["redriven"]] == ["alice-f"]
+    done = redrive("alice", ["alice-f"])
+    assert done.status_code == 200 and done.json is not None, done.data
+    assert [(r["execution_id"], r["action"]) for r in done.json["redriven"]] == [
+        ("alice-f", "fork")
+    ]
+    assert len(asyncio.run(dead_letters.list())) == 3  # bob's letter was not touched
+    other_flow = redrive("ops", ["bob-f"], flow="another")
+    assert other_flow.json is not None and other_flow.json["redriven"] == []
+    refused(redrive("ops", []), 400)
+
+
 def test_a_check_written_for_four_fields_keeps_working(
     worker: Client, runtime: Runtime, dead_letters: Runtime
 ) -> None:

@@ -72,7 +72,8 @@ class AuthRequest:
       start asks for none) and ``flow`` the flow to start; on ``POST /dead-letters/retry``
       the check runs once for each execution the re-drive selects (``flow`` its flow),
       before any is re-driven, and one refusal refuses the whole request (once with
-      ``""`` when it selects none).
+      ``""`` when it selects none); when the body names ``execution_ids``, once for each
+      of them before anything is read.
     * ``""`` means the request names no execution (a listing, a start without an id).
     * New fields only ever come with defaults, so a check written for fewer keeps working.
 

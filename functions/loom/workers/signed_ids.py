@@ -24,6 +24,9 @@ from typing import Final
 
 from werkzeug.datastructures import Headers
 
+from loom.workers.auth import Forbidden
+from loom.workers.auth import _parse_signature as parse_signature  # pyright: ignore[reportPrivateUsage]
+
 SIGNATURE_HEADER: Final = "X-Loom-Signature"
 
 
@@ -43,5 +46,15 @@ def signed_default_id(
     signature = headers.get(SIGNATURE_HEADER)
     if not signature:
         return None
-    material = f"{action}\n{execution_id}\n{signature.strip()}".encode()
+    material = f"{action}\n{execution_id}\n{_canonical(signature)}".encode()
     return prefix + hashlib.sha256(material).hexdigest()[:32]
+
+
+def _canonical(signature: str) -> str:
+    """The signature as the check reads it: a copy rewritten in a form the check accepts
+    just as well (spaces, field order, leading zeros in the expiry) names the same id."""
+    try:
+        expires, digest = parse_signature(signature)
+    except Forbidden:  # not the shared-secret form: a custom check's own, taken as sent
+        return signature.strip()
+    return f"t={expires},sha256={digest}"

@@ -146,6 +146,15 @@ def test_a_replayed_signed_request_without_an_id_creates_nothing_twice(
     for _ in range(3):
         reply = post(client, "/executions/box/messages", message, signature)
         assert reply.status_code == 200 and reply.json["status"] == "suspended", reply.data
+    # The same signature rewritten in forms the check accepts just as well is the same copy.
+    expires, digest = signature.removeprefix("t=").split(",sha256=")
+    for variant in (
+        f" t={expires} , sha256={digest} ",
+        f"sha256={digest},t={expires}",
+        f"t=000{expires},sha256={digest}",
+    ):
+        reply = post(client, "/executions/box/messages", message, variant)
+        assert reply.status_code == 200 and reply.json["status"] == "suspended", reply.data
     received = [e for e in history(runtime, "box") if isinstance(e, MessageReceived)]
     assert [e.payload for e in received] == ["a"]
 

@@ -364,10 +364,22 @@ async def _deliver_live(
         if delivered and state.execution_id != session.execution_id:
             await _wake_quietly(session.rt, state)
     except tuple(_RECORDED.values()) as exc:
-        return ev.ErrorInfo(code=exc.code, type=type(exc).__name__, message=exc.message)
+        return _recorded(session, step_id, to, exc)
     except (StoreError, ConfigurationError, ExecutionSupersededError) as exc:
         session._raise(AbortSignal(exc))  # pyright: ignore[reportPrivateUsage]
     finally:
         session._inflight -= 1  # pyright: ignore[reportPrivateUsage]
         session._poke()  # pyright: ignore[reportPrivateUsage]
     return None
+
+
+def _recorded(session: Session, step_id: str, to: str, exc: LoomError) -> ev.ErrorInfo:
+    """What the sender's step records of an undeliverable message (raised on replay)."""
+    message = exc.message
+    if isinstance(exc, MessageConflictError):  # the flow cannot pick another id: say why
+        message = (
+            f"send at step {step_id}: {to!r} already holds another message under this "
+            f"step's id {_id(session, step_id)!r} (sent from outside under it, or by code "
+            "that sent another payload here before)"
+        )
+    return ev.ErrorInfo(code=exc.code, type=type(exc).__name__, message=message)

@@ -154,7 +154,8 @@ async def test_a_flow_send_under_a_squatted_id_fails_its_step_on_every_replay(
     await rt.send("box", "cmd", "squatter", message_id="snd:1")
     done = await rt.start("sender", "box", execution_id="snd")
     assert done.status == "completed"
-    assert done.output.startswith("conflicting_message: message 'snd:1'")
+    assert done.output.startswith("conflicting_message: send at step 1: 'box' already holds")
+    assert "'snd:1'" in done.output
     step = fold(await rt.history("snd")).steps["1"]
     assert step["status"] == "failed"
     assert step["error"]["code"] == "conflicting_message"  # type: ignore[typeddict-item]

@@ -65,7 +65,7 @@ from loom import events as ev
 from loom.context import AbortSignal, SupersededSignal
 from loom.errors import AppendConflictError, ExecutionSupersededError, StoreError, StoreLimitError
 from loom.fold import ExecutionState, evolve, fold
-from loom.journal import READY, Journal
+from loom.journal import BY_DURABILITY, READY, Journal
 from loom.store.base import AppendRequest, StatusChange
 from loom.telemetry import flow_scope
 from loom.timeouts import overdue
@@ -380,3 +380,6 @@ async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: Flow
         ) from exc
     fold(batch, state)
     return Session(runtime, state, flow, holder)
+
+
+BY_DURABILITY.update(strict=StrictJournal, batched=BatchedJournal)  # (see ``new_journal``)

@@ -12,7 +12,7 @@ over the store's limits is replaced by the record of what it was about failing
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loom import crash
@@ -56,6 +56,12 @@ class AppendLock(asyncio.Lock):
     """``asyncio.Lock`` whose ``async with`` takes a free lock without a coroutine: every
     append of a session takes it, and it is nearly always free. Contended, it is the
     standard lock (same fairness, same cancellation)."""
+
+    # A free lock's state as class defaults, set on the instance once it changes:
+    # ``asyncio.Lock.__init__`` (two assignments, a Python call per session) is skipped.
+    _waiters = None
+    _locked = False
+    __init__ = object.__init__
 
     def __aenter__(self) -> Awaitable[None]:  # type: ignore[override]
         if not self._locked and not self._waiters:
@@ -269,12 +275,17 @@ class DryJournal(Journal):
 def new_journal(session: Session, state: ExecutionState) -> Journal:
     """The journal of a new session: its class's, or the one of the flow's durability
     (``loom.durability``) when the class is this plain journal."""
-    from loom.durability import BatchedJournal, StrictJournal  # they build on this module
-
     cls = session.journal_class
     if cls is not Journal:
         return cls(session.rt, state, session.holder)
-    batched = session.flow.durability == "batched"
-    journal = (BatchedJournal if batched else StrictJournal)(session.rt, state, session.holder)
-    journal.session = session
+    if not BY_DURABILITY:  # (``loom.durability`` registers them; it builds on this module)
+        import loom.durability  # noqa: F401  # pyright: ignore[reportUnusedImport]
+    mode = "batched" if session.flow.durability == "batched" else "strict"
+    journal = BY_DURABILITY[mode](session.rt, state, session.holder)
+    journal.session = session  # pyright: ignore[reportAttributeAccessIssue]
     return journal
+
+
+# The journal of a session by its flow's durability, "strict" or "batched": filled in by
+# ``loom.durability`` (an import in ``new_journal`` cost every session an import statement).
+BY_DURABILITY: dict[str, Callable[[Runtime, ExecutionState, str], Journal]] = {}

@@ -112,7 +112,8 @@ class LoopTimers:
         self.loop = asyncio.get_running_loop()
         self._poke = poke
         self._halt = halt
-        self._call_at = install(self.loop)
+        # (``install``'s first look inlined: the loop is nearly always wrapped already)
+        self._call_at = getattr(self.loop, _INSTALLED, None) or install(self.loop)
         self.open: set[FlowTimer] = set()  # neither fired nor cancelled
         self.armed: dict[str, FlowTimer] = {}  # live on the loop's clock, not yet due
         self._busy: set[asyncio.Task[Any]] = set()  # detached steps, firings being appended

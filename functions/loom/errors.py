@@ -299,7 +299,8 @@ class EffectFailedError(LoomError):
         effect: The effect's registered name.
         step_id: The step that failed.
         error_code: ``error`` (the effect raised), ``timeout``, ``unauthorized``,
-            ``budget`` or ``verdict`` (an operator said it failed).
+            ``budget``, ``verdict`` (an operator said it failed), ``invalid_output`` or
+            ``output_too_large`` (it returned a value the log cannot record).
         error_type: The class name of the original exception, when there was one.
     """
 

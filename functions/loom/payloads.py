@@ -172,6 +172,24 @@ class PayloadCodec:
             return None
         return (_escape(value) if isinstance(value, dict) else value), size  # (a call less)
 
+    def too_large(self, size: int, what: str) -> ErrorInfo | None:
+        """Why a value of ``size`` JSON bytes (``what``, e.g. "step 3's output") cannot be
+        recorded: over the inline limit with no blob store to take it; else ``None``.
+
+        Recorded as the step's (or the execution's) failure, code ``output_too_large``: the
+        value will be as large on every redelivery, so raising (``ConfigurationError`` from
+        :meth:`encode`) ran an idempotent effect again on each until the execution was
+        parked as poison.
+        """
+        if self.blobs is not None or size <= self.threshold:
+            return None
+        message = (
+            f"{what} is {size} bytes, over the {self.threshold}-byte limit of a value kept in "
+            "the log, and no blob store is configured to take it; a blob store (LOOM_BLOBS, "
+            "or Runtime(blobs=...)) lifts the limit"
+        )
+        return ErrorInfo(code="output_too_large", type=None, message=message)
+
     async def encode(self, value: Any, key: str, raw: bytes | None = None) -> tuple[Any, int]:
         """Return ``(stored, size)``: the stored form of ``value`` and its JSON size in bytes.
 
@@ -248,10 +266,15 @@ async def completion_event(
     codec: PayloadCodec, result: Any, execution_id: str
 ) -> ExecutionCompleted | ExecutionFailed:
     """How a flow's return value is recorded: completed with its stored form, or failed
-    with ``code="invalid_output"`` when it is not exact JSON (never stored as ``null``)."""
+    with ``code="invalid_output"`` when it is not exact JSON (never stored as ``null``), or
+    ``code="output_too_large"`` when it is over the inline limit with no blob store."""
     try:
         value = to_json_value(result)
-        stored, _ = await codec.encode(value, f"{execution_id}/output")
+        raw = dump_exact(value, "the flow's output")
+        too_large = codec.too_large(len(raw), "the flow's output")
+        if too_large is not None:
+            return ExecutionFailed(error=too_large)
+        stored, _ = await codec.encode(value, f"{execution_id}/output", raw)
     # (ValueError too: bytes that are not UTF-8 raise UnicodeDecodeError, a too deep value
     # ValueError; either escaped as a bare 500, retried until the execution was poison.)
     except (InvalidPayloadError, PydanticSerializationError, ValueError) as exc:

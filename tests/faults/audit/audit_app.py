@@ -117,6 +117,8 @@ def unrecordable(kind: str) -> object:
     """A value the effect or flow returns that JSON cannot hold, and what it fails with."""
     if kind == "bytes":
         return b"\xff\xfe"  # not UTF-8: UnicodeDecodeError
+    if kind == "big":  # exact JSON, but over the log's inline limit (256 KiB)
+        return "x" * (300 * 1024)
     nested: list[object] = []
     for _ in range(5000):  # deeper than the serializer goes: ValueError
         nested = [nested]
@@ -135,10 +137,16 @@ def charge_sync(ctx: EffectContext, kind: str) -> object:
     return unrecordable(kind)
 
 
+@app.effect("audit.big_idempotent", retry=Retry(max_attempts=3, initial_interval=0.01))
+def big_idempotent(ctx: EffectContext, kind: str) -> object:
+    record(ctx)
+    return unrecordable(kind)
+
+
 @app.flow("audit.unrecordable_output")
 async def flow_unrecordable_output(ctx: FlowContext, args: dict[str, str]) -> str:
     """A non-idempotent effect (with retries) whose output cannot be recorded."""
-    effect = charge_sync if args["effect"] == "sync" else charge
+    effect = {"sync": charge_sync, "idempotent": big_idempotent}.get(args["effect"], charge)
     try:
         await ctx.execute(effect, args["kind"])
     except Exception as exc:

@@ -19,6 +19,7 @@ The tree::
     │   ├── NotForkableError           fork from a step that cannot be reused (loom.fork)
     │   ├── EventNotFoundError         no value published under that key (in time)
     │   ├── NoOpenGateError            a strict resume that no open gate waits for
+    │   ├── GateTimedOutError          a resume of a gate whose timeout already passed
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
     │   └── MissingExtraError          a backend's library is not installed (names the extra)
@@ -173,6 +174,13 @@ class NoOpenGateError(InputError):
     """A strict resume (``loom resume --strict``) that no open gate waits for."""
 
     code = "no_open_gate"
+
+
+class GateTimedOutError(InputError):
+    """A resume (a reply) for a gate whose timeout already passed: the timeout won, the
+    reply is refused (HTTP 409). ``details`` name the gate and when it timed out."""
+
+    code = "gate_timed_out"
 
 
 class ExecutionFinishedError(InputError):

@@ -17,6 +17,8 @@ from loom import FlowContext, GateTimeoutError, Loom
 from loom import events as ev
 from loom.errors import GateTimedOutError
 from loom.fold import fold
+from loom.runtime import Runtime
+from loom.store.memory import InMemoryEventStore
 from loom.testing import LoomTestEnv
 
 
@@ -112,3 +114,24 @@ def test_the_fold_decides_by_the_recorded_times_alone():
     assert [(r["timed_out"], r["payload"]) for r in on_time.values()] == [(False, "yes")]
     at_deadline = fold(log(300.0)).resumes  # a tie goes to the timer, as when it fires
     assert [r["timed_out"] for r in at_deadline.values()] == [True]
+
+
+async def test_a_reply_the_deadline_overtakes_on_its_way_into_the_log_is_refused():
+    """The deadline passes between the check and the append (the clock moves on): the fold
+    gives the gate to the timeout by the reply's recorded time, and the reply is refused
+    all the same; its record counts as the timeout, so the flow goes on at once."""
+    now = [0.0]
+    ticks: list[float] = []
+
+    def clock() -> float:
+        return ticks.pop(0) if ticks else now[0]
+
+    rt = Runtime(make_app(), InMemoryEventStore(), clock=clock)
+    started = await rt.start("approval", None, execution_id="e")
+    assert started.status == "suspended"
+    now[0], ticks[:] = 400.0, [299.0]  # the check still sees 299; the append sees 400
+    with pytest.raises(GateTimedOutError):
+        await rt.resume("e", "approve", "k", "yes")
+    assert (await rt.result("e")).output == "timed out"
+    resumed = [e for e in await rt.history("e") if e.type == "ExecutionResumed"]
+    assert [e.at for e in resumed] == [400.0]  # the reply itself, recorded as the timeout

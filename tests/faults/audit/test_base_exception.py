@@ -36,8 +36,11 @@ from loom.errors import LoomError
 from loom.runtime import Runtime
 from loom.store.sqlite import SqliteEventStore
 from loom.wire import ExecutionPackage
+from tests.faults import harness as h
 from tests.faults.audit.audit_app import app as audit_app
 from tests.faults.harness import Ledger
+
+APP = "tests.faults.audit.audit_app:app"
 
 
 @pytest.fixture
@@ -164,3 +167,22 @@ async def test_a_cancel_of_the_task_still_unwinds() -> None:
 
     with pytest.raises(BaseExceptionGroup):
         await asyncio.create_task(cancelled())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_served_worker_records_it_and_a_redelivery_runs_nothing(tmp_path: Path, kind: str):
+    """The same in a real ``loom serve`` process on a SQLite file, over HTTP."""
+    env = h.env_for(tmp_path, f"sqlite:///{tmp_path}/loom.db", LOOM_APP=APP)
+    ledger = Ledger(tmp_path / "ledger.txt")
+    with h.served(tmp_path, env) as base:
+        body = {"flow": "audit.once", "input": {"how": "escape", "kind": kind}}
+        first = h.call(base, "POST", "/executions", {**body, "execution_id": "w-1"})
+        assert first.status == 200, first.body
+        assert first.body["status"] == "completed", first.body
+        assert first.body["output"] == "caught EffectFailedError"
+        ran = ledger.keys()
+        assert len(ran) == 3  # the default policy's three attempts
+        again = h.call(base, "POST", "/execute", {"executionPackage": {"execution_id": "w-1"}})
+        assert again.status == 200 and again.body["status"] == "completed", again.body
+        assert ledger.keys() == ran

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic_core import PydanticSerializationError
 
 from loom.app import to_json_value
-from loom.errors import BlobRefError, ConfigurationError, InvalidPayloadError
+from loom.errors import BlobRefError, ConfigurationError, InvalidPayloadError, PayloadTooLargeError
 from loom.events import (
     SCHEMA_VERSION,
     ErrorInfo,
@@ -177,9 +177,9 @@ class PayloadCodec:
         recorded: over the inline limit with no blob store to take it; else ``None``.
 
         Recorded as the step's (or the execution's) failure, code ``output_too_large``: the
-        value will be as large on every redelivery, so raising (``ConfigurationError`` from
-        :meth:`encode`) ran an idempotent effect again on each until the execution was
-        parked as poison.
+        value will be as large on every redelivery, so raising (as :meth:`encode` does, for
+        the values it refuses as input) ran an idempotent effect again on each until the
+        execution was parked as poison.
         """
         if self.blobs is not None or size <= self.threshold:
             return None
@@ -202,16 +202,19 @@ class PayloadCodec:
         Raises:
             InvalidPayloadError: Not exact JSON (see :func:`dump_exact`).
             InvalidExecutionIdError: The key does not start with a valid execution id.
-            ConfigurationError: Over the threshold with no blob store.
+            PayloadTooLargeError: Over the threshold with no blob store (a start input or
+                resume payload: 413; a value the flow records: raised into the flow).
         """
         raw = raw or dump_exact(value)
         size = len(raw)
         if size <= self.threshold:
             return _escape(value), size
-        if self.blobs is None:
-            raise ConfigurationError(
-                f"a payload of {size} bytes exceeds the {self.threshold}-byte limit and no "
-                "blob store is configured (set LOOM_BLOBS)"
+        if self.blobs is None:  # (bad input, not a setting: the same value fails every time)
+            raise PayloadTooLargeError(
+                f"a payload of {size} bytes exceeds the {self.threshold}-byte limit of a value "
+                "kept in the log and no blob store is configured to take it; a blob store "
+                "(LOOM_BLOBS, or Runtime(blobs=...)) lifts the limit",
+                details={"size": size, "limit": self.threshold},
             )
         check_execution_id(key.split("/", 1)[0])
         # Blob keys are write-once; the content hash keeps an idempotent effect that returns

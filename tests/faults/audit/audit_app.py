@@ -154,6 +154,25 @@ async def flow_unrecordable_output(ctx: FlowContext, args: dict[str, str]) -> st
     return "recorded"
 
 
+@app.flow("audit.length")
+async def flow_length(ctx: FlowContext, text: str) -> int:
+    """A child flow: the length of its input."""
+    return len(text)
+
+
+@app.flow("audit.big_values")
+async def flow_big_values(ctx: FlowContext, where: str) -> str:
+    """A value the flow records itself over the inline limit: published, or a child's input."""
+    try:
+        if where == "event":
+            await ctx.set_event("big", unrecordable("big"))
+        else:
+            await ctx.execute_flow(flow_length, unrecordable("big"))
+    except Exception as exc:
+        return f"caught {type(exc).__name__}"
+    return "recorded"
+
+
 @app.flow("audit.unrecordable_result")
 async def flow_unrecordable_result(ctx: FlowContext, kind: str) -> object:
     """A flow whose own result cannot be recorded."""

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from loom.errors import PayloadTooLargeError, UnknownExecutionError
 from loom.runtime import Runtime
 from loom.store.sqlite import SqliteEventStore
 from loom.wire import ExecutionPackage
@@ -74,3 +75,26 @@ async def test_a_flow_result_over_the_limit_fails_the_execution(runtime: Runtime
     message = result.error["message"]
     assert f"{SIZE} bytes" in message and f"{LIMIT}-byte" in message and "LOOM_BLOBS" in message
     assert [e.type for e in await runtime.history("r-1")][-1] == "ExecutionFailed"
+
+
+@pytest.mark.parametrize("where", ["event", "child"])
+async def test_a_value_the_flow_records_over_the_limit_is_raised_into_the_flow(
+    runtime: Runtime, where: str
+) -> None:
+    """``ctx.set_event`` or a child's input over the limit: before, the execute call aborted
+    with ``ConfigurationError`` on every delivery (the same value each time) until the
+    execution was poison; now the flow gets ``PayloadTooLargeError`` and may handle it."""
+    result = await runtime.start("audit.big_values", where, execution_id="v-1")
+    assert (result.status, result.output) == ("completed", "caught PayloadTooLargeError")
+    again = await runtime.execute(ExecutionPackage(execution_id="v-1"))
+    assert again.status == "completed"
+
+
+async def test_a_start_input_over_the_limit_is_refused_as_too_large(runtime: Runtime) -> None:
+    with pytest.raises(PayloadTooLargeError) as refused:
+        await runtime.start("audit.length", "x" * (300 * 1024), execution_id="i-1")
+    assert refused.value.code == "too_large"  # HTTP 413, CLI exit 2
+    assert refused.value.details == {"size": SIZE, "limit": LIMIT}
+    assert "LOOM_BLOBS" in refused.value.message
+    with pytest.raises(UnknownExecutionError):
+        await runtime.history("i-1")  # nothing written

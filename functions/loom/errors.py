@@ -10,6 +10,7 @@ The tree::
     │   ├── UnknownExecutionError      no execution with that id
     │   ├── InvalidExecutionIdError    an id that breaks the one id rule (loom.ids)
     │   ├── ExecutionConflictError     same execution id, other flow or input
+    │   ├── MessageConflictError       same message id, other topic or payload
     │   ├── PayloadTooLargeError       a body or payload over the configured limit
     │   ├── InvalidPayloadError        input/output that fails its model
     │   ├── VerdictError               verdict for a step that is not in doubt
@@ -122,6 +123,15 @@ class ExecutionConflictError(InputError):
     """An execution id is already used by another flow or another input."""
 
     code = "conflict"
+
+
+class MessageConflictError(InputError):
+    """A message id already delivered to the execution with another topic or payload.
+
+    A repeat with the same topic and the same exact JSON payload is a no-op instead.
+    """
+
+    code = "conflicting_message"
 
 
 class PayloadTooLargeError(InputError):

@@ -31,8 +31,10 @@ from loom.context import (
     SupersededSignal,
     SuspendSignal,
 )
+from loom.continuation import _ContinueSignal  # pyright: ignore[reportPrivateUsage]
 from loom.effects import attempt_failure
 from loom.errors import LoomError
+from loom.replay_check import _FrontierSignal  # pyright: ignore[reportPrivateUsage]
 from loom.runtime import Runtime
 from loom.store.sqlite import SqliteEventStore
 from loom.wire import ExecutionPackage
@@ -142,6 +144,8 @@ async def test_an_idempotent_effects_base_exception_fails_the_step_naming_it(
         InDoubtSignal(),
         AbortSignal(LoomError("store failed")),
         CleanupSpentSignal(),
+        _ContinueSignal(),
+        _FrontierSignal(),
         GeneratorExit(),
         BaseExceptionGroup("signals", [SuspendSignal()]),
     ],

@@ -7,6 +7,7 @@ replies they return are the wire messages of the protocol.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from loom import FlowContext, Loom
@@ -16,10 +17,14 @@ from loom.plugins.a2ui import (
     A2UI_FUNCTION_RESULT,
     CALL_FUNCTION_EFFECT,
     A2UICallFunctionTransport,
+    A2UIMessageSender,
     A2UISurfaceBridge,
     CallRendererFunctionMessage,
     call_client_function,
+    deliver_function_response,
     register_a2ui_call_function,
+    register_a2ui_sender,
+    request_client_function,
 )
 from loom.plugins.a2ui.protocol import WireInput
 from loom.testing import LoomTestEnv, replay
@@ -141,3 +146,54 @@ async def test_grain_a_the_app_ingests_the_reply_and_resumes_the_gate_itself() -
     assert (done.status, done.output) == ("completed", {"locale": "fr-FR"})
     replayed = await replay(gate_app(RefusingSender()), await env.history("e1"))
     assert (replayed.status, replayed.output) == ("completed", {"locale": "fr-FR"})
+
+
+def mixed_app(sender: A2UIMessageSender) -> Loom:
+    app = Loom("seed-a2ui-gates")
+    send = register_a2ui_sender(app, sender, catalogs=[GATE_CATALOG])
+
+    @app.flow("form")
+    async def form(ctx: FlowContext, surface: str) -> list[Any]:
+        # A function call and a user action awaited at once: two gates, either order.
+        return list(
+            await asyncio.gather(
+                request_client_function(ctx, send, surface, "getLocale", catalog=GATE_CATALOG),
+                ctx.suspend("A2UIAction", f"{ctx.execution_id}:submit"),
+            )
+        )
+
+    return app
+
+
+async def test_grain_a_rides_the_same_gates_as_an_action() -> None:
+    """Checks: "Reuses the exact machinery the action path uses today (multi-gate
+    passthrough)": a function-result gate and an action gate wait side by side, each
+    resumed by its own reply, in either order; replay is a pure fold."""
+    sender = RecordingSender()
+    env = LoomTestEnv(mixed_app(sender))
+    waiting = await env.start("form", "s1", execution_id="e1")
+    [sent] = sender.sent
+    key = sent.callRendererFunction.functionCallId
+    assert {(g.on, g.correlation_key) for g in waiting.waiting_on} == {
+        (A2UI_FUNCTION_RESULT, key),
+        ("A2UIAction", "e1:submit"),
+    }
+    bridge = A2UISurfaceBridge("s1", catalog_id=GATE_CATALOG.catalog_id)
+    pressed = {
+        "name": "submit",
+        "surfaceId": "s1",
+        "sourceComponentId": "send",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "context": {},
+    }
+    action = bridge.ingest_action({"version": "v1.0", "action": pressed})
+    after_action = await env.runtime.resume("e1", "A2UIAction", "e1:submit", action.to_wire())
+    assert [g.on for g in after_action.waiting_on] == [A2UI_FUNCTION_RESULT]
+    done = await deliver_function_response(
+        env.runtime, "e1", gate_reply(sent, value={"locale": "fr-FR"})
+    )
+    assert done.status == "completed"
+    assert done.output is not None and done.output[0] == {"locale": "fr-FR"}
+    assert done.output[1]["name"] == "submit"
+    replayed = await replay(mixed_app(RefusingSender()), await env.history("e1"))
+    assert (replayed.status, replayed.output) == ("completed", done.output)

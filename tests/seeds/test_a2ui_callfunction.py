@@ -197,3 +197,24 @@ async def test_grain_a_rides_the_same_gates_as_an_action() -> None:
     assert done.output[1]["name"] == "submit"
     replayed = await replay(mixed_app(RefusingSender()), await env.history("e1"))
     assert (replayed.status, replayed.output) == ("completed", done.output)
+
+
+async def test_a_flow_author_executes_the_effect_directly() -> None:
+    """Checks: "a flow author writes await ctx.execute(callFn, input)": the effect's input
+    as plain JSON, its result the step's value."""
+    transport = LogReadingTransport()
+    app = Loom("seed-a2ui-direct")
+    call_fn = register_a2ui_call_function(app, transport, 5.0, catalog=CATALOG)
+
+    @app.flow("direct")
+    async def direct(ctx: FlowContext, args: dict[str, Any]) -> Any:
+        request = {"surfaceId": "s1", "name": "confirmAndSubmit", "catalogId": "c", "args": args}
+        return await ctx.execute(call_fn, request)
+
+    env = LoomTestEnv(app)
+    transport.env = env
+    result = await env.start("direct", ARGS, execution_id="e1")
+    assert (result.status, result.output) == ("completed", {"submissionId": "sub-e1:1"})
+    [call] = transport.calls
+    assert call.callRendererFunction.callFunction.catalogId == "c"
+    assert call.callRendererFunction.callFunction.args == ARGS

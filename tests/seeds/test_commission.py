@@ -3,6 +3,7 @@ flow as the executor over ``LoomTestEnv``'s real runtime and store)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from loom import FlowContext, Loom
@@ -13,11 +14,13 @@ from loom.commission import (
     CaseStore,
     Commission,
     FlowExecutor,
+    LocalEffects,
     NoUsefulAction,
     ProposedAction,
     StaticAuthority,
     StepInput,
 )
+from loom.commission.connectors import ConnectorEffects, ConnectorsConfig, EnvCredentialResolver
 from loom.commission.events import RequestRefused
 from loom.testing import LoomTestEnv
 from tests.commission.helpers import ScriptedPort, make_runtime, open_case
@@ -97,3 +100,24 @@ async def test_granted_the_proposal_is_invoked_once_by_the_runtime_not_by_loom(
     report = got["report"]
     assert report.invoked == report.performed == (request.request_id,)
     assert report.revision == 1
+
+
+def test_each_port_performs_only_its_own_actions(tmp_path: Path) -> None:
+    """Checks: "The slice's LocalEffects performs software.change/1 actions" and "Commission's
+    ConnectorEffects performs the actions a commission binds to Connector operations": a
+    port says no to any other action (the runtime then refuses it as having no port)."""
+    local = LocalEffects(tmp_path)
+    assert local.performs("software.change/1")
+    assert not local.performs(GUARDED) and not local.performs("software.change/2")
+    config = ConnectorsConfig.from_yaml(
+        """
+connectors:
+  endpoints:
+    - {instance: github-main, url: "https://connectors.example", credential: "env:TOKEN"}
+  bindings:
+    - {action: github.issue.get/1, instance: github-main, operation: issues.get, effect: read}
+"""
+    )
+    connectors = ConnectorEffects.from_config(config, EnvCredentialResolver())
+    assert connectors.performs("github.issue.get/1")
+    assert not connectors.performs("software.change/1") and not connectors.performs(GUARDED)

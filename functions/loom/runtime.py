@@ -37,6 +37,7 @@ from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, park_poison, poisoned
 from loom.starts import (
     check_same_start,
     never_ran,
+    note_created,
     run_handed,
     run_session,
     runs_here,
@@ -212,7 +213,9 @@ class Runtime:
             return here
         created, first = (False, here) if here is not None else await self.store.create(started)
         crash.point("after_start")
-        if not created:  # a repeat: run it if it never ran (see ``loom.starts``)
+        if created:
+            note_created(eid)
+        else:  # a repeat: run it if it never ran (see ``loom.starts``)
             check_same_start(first, started)
             state = await self.load_state(eid)
             if not (run and never_ran(state, self.clock())):

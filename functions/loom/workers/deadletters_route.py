@@ -74,7 +74,9 @@ def redrive_dead_letters(s: Services, request: Request, args: Sequence[str]) -> 
 
     async def go() -> list[Redrive]:
         since = parse_since(body.since, s.runtime.clock()) if body.since else None
-        rows = await find(s.runtime, body.status, flow=body.flow, since=since, limit=body.limit)
+        rows = await find(
+            s.runtime, body.status, flow=body.flow, since=since, limit=body.limit, bulk=True
+        )
         return await redrive(s.runtime, rows, by=by, dry_run=body.dry_run)
 
     done = run(go())

@@ -59,7 +59,7 @@ from loom.errors import (
     UnknownExecutionError,
     UnknownFlowError,
 )
-from loom.fold import _HEAD, _STEP, ExecutionState, resume_key  # pyright: ignore[reportPrivateUsage]
+from loom.fold import _HEAD, _STEP, ExecutionState, StepRecord, resume_key  # pyright: ignore[reportPrivateUsage]
 from loom.ids import MAX_ID_BYTES
 from loom.timeouts import deadline_for
 
@@ -208,7 +208,7 @@ async def start_flow(
 
 
 async def _recorded_failure(
-    session: Session, step_id: str, defn: FlowDef, rec: dict[str, Any]
+    session: Session, step_id: str, defn: FlowDef, rec: StepRecord
 ) -> NoReturn:
     """Raise the recorded failure of the child start at ``step_id`` (parks on another step)."""
     if rec.get("effect") != _child_step_effect(defn.name) or rec.get("status") != "failed":
@@ -217,7 +217,7 @@ async def _recorded_failure(
         )
     _visit(session, step_id)
     await session._turn(rec.get("seq", 0))  # pyright: ignore[reportPrivateUsage]
-    error: dict[str, Any] = rec.get("error") or {}
+    error = rec.get("error") or {}
     raise _taken_from(str(error.get("message", "")))
 
 

@@ -18,7 +18,7 @@ as any crashed worker's does.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Generator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -46,7 +46,7 @@ _CREATED: ContextVar[set[str] | None] = ContextVar("loom_created", default=None)
 
 
 @contextmanager
-def noting_creates() -> Iterator[set[str]]:
+def noting_creates() -> Generator[set[str]]:
     """Collect the ids that ``Runtime.start`` calls inside the block created (a start that
     found its id taken, by a repeat or a racing start, adds nothing)."""
     created: set[str] = set()

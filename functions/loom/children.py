@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from loom import cancellation, crash, queues
 from loom import events as ev
 from loom.app import FlowDef, to_json_value
+from loom.child_ids import check_outside_id
 from loom.context import off_scope
 from loom.durability import force
 from loom.errors import (
@@ -55,7 +56,6 @@ from loom.errors import (
     ExecutionFinishedError,
     InputError,
     LoomError,
-    ReservedExecutionIdError,
     UnknownExecutionError,
     UnknownFlowError,
 )
@@ -89,26 +89,6 @@ def child_id(parent_id: str, step_id: str, run: int = 1) -> str:
         return plain
     digest = hashlib.sha256(parent.encode()).hexdigest()[:40]
     return f"{digest}.child.{step_id}"
-
-
-# Every id :func:`child_id` makes, and nothing a step id could not end: ``.child.`` then
-# numbers joined by dots (a task's steps are ``3.1``, ``3.2``…).
-_CHILD_FORM = re.compile(r".+\.child\.[0-9]+(?:\.[0-9]+)*", re.DOTALL)
-
-
-def check_outside_id(execution_id: str) -> str:
-    """Return ``execution_id`` unless it has the form of a child flow's id.
-
-    Raises:
-        ReservedExecutionIdError: It does; only a parent's child start may create it.
-    """
-    if ".child." in execution_id and _CHILD_FORM.fullmatch(execution_id):
-        raise ReservedExecutionIdError(
-            f"execution id {execution_id!r} has the form the engine gives child flows "
-            "('{parent}.child.{step}'); only the parent's child start may use it",
-            details={"execution_id": execution_id},
-        )
-    return execution_id
 
 
 def _child_step_effect(flow: str) -> str:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
 from loom.app import to_json_value
-from loom.children import check_outside_id
+from loom.child_ids import check_outside_id
 from loom.errors import AppendConflictError, ExecutionConflictError, NotForkableError
 from loom.fold import _HEAD, ExecutionState, fold  # pyright: ignore[reportPrivateUsage]
 from loom.ids import check_execution_id

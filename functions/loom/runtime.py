@@ -21,7 +21,7 @@ from loom import events as ev
 from loom.app import Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.cancellation import request_cancel
-from loom.children import check_outside_id
+from loom.child_ids import check_outside_id
 from loom.claims import claim_is_live, new_holder
 from loom.errors import (
     ExecutionSupersededError,

@@ -47,22 +47,27 @@ def make_app() -> Loom:
 
     @app.flow("in_flight")
     async def in_flight(ctx: FlowContext, args: dict[str, Any]) -> Any:
-        """Run 1 continues while another task's step is in flight (awaited after, or not)."""
+        """Run 1 continues while another task's step is in flight (awaited after, or not):
+        ``slow`` is running from before the continue until the continue is in the log."""
         if args["run"] == 2:
             return await ctx.suspend("go", "k") if args["wait"] else "run 2"
+        started, release = _events(ctx.execution_id)
         quick = asyncio.ensure_future(ctx.execute("quick", None))
         pending = asyncio.ensure_future(ctx.execute("slow", None))
-        await asyncio.sleep(0.02)  # quick lands in the log, slow is still running
+        await quick  # in the log before the continue
+        await started.wait()
         try:
             await ctx.continue_as_new({**args, "run": 2})
         finally:
+            release.set()  # the continue is appended (or failed): let slow finish now
             if args["await_after"]:
                 await pending
-            await quick
 
     @app.effect("slow")
     async def slow(ctx: Any, _: None) -> str:
-        await asyncio.sleep(0.1)
+        started, release = _events(ctx.execution_id)
+        started.set()
+        await release.wait()
         return "done"
 
     @app.effect("quick")
@@ -90,6 +95,17 @@ def make_app() -> Loom:
 
 
 START = {"total": 0, "runs": 1}
+# Per execution: ``slow`` has started; the flow lets it finish (the test's own handshake).
+_EVENTS: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
+
+
+def _events(execution_id: str) -> tuple[asyncio.Event, asyncio.Event]:
+    return _EVENTS.setdefault(execution_id, (asyncio.Event(), asyncio.Event()))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_events() -> None:
+    _EVENTS.clear()  # (each test runs on a loop of its own)
 
 
 @pytest.fixture
@@ -161,7 +177,7 @@ async def test_a_step_in_flight_in_another_task_is_abandoned(
     flight is recorded nowhere, and nothing lands in the next run's history."""
     done = await rt.start("in_flight", _in_flight(False, await_after), execution_id="f")
     assert (done.status, done.output) == ("completed", "run 2")
-    await asyncio.sleep(0.2)  # the slow effect would have finished by now
+    await asyncio.sleep(0.05)  # the released slow effect finished (or was cancelled) by now
     history = await rt.history("f")
     cont = next(e.seq for e in history if isinstance(e, ev.ExecutionContinued))
     steps = [

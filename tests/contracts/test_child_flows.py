@@ -180,6 +180,10 @@ async def test_an_outside_start_of_a_child_id_is_refused(store: EventStore, eid:
         await rt.start("leaf", 1, execution_id=eid)
     assert caught.value.code == "reserved_execution_id" and eid in caught.value.message
     assert await store.list() == []
+    assert (await rt.start("leaf", 1, execution_id="orig")).status == "completed"
+    with pytest.raises(ReservedExecutionIdError):  # a fork is an outside start too
+        await rt.fork("orig", new_id=eid, from_step="1")
+    assert [s.execution_id for s in await store.list()] == ["orig"]
     # Ids that only look alike are anyone's.
     for free in ["fam.child", "fam.child.x", "fam.children.1", "fam.child.1a", "child.1"]:
         assert (await rt.start("leaf", 1, execution_id=free)).status == "completed"

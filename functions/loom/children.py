@@ -246,13 +246,13 @@ async def _start_live(
     # gate or timer, the parent would otherwise suspend mid-start and never record the
     # child it created (an orphan its end does not cancel).
     session._inflight += 1  # pyright: ignore[reportPrivateUsage]
+    taken: ChildIdTakenError | None = None
     try:
         with off_scope():
             holder = await session._unless_store_fails(_create(session, step_id, cid, defn, *start))  # pyright: ignore[reportPrivateUsage]
             if holder is not None:
                 taken = await _record_taken(session, step_id, cid, defn, holder)
             else:
-                taken = None
                 crash.point("child_created", step_id)
                 await rt._dispatch(cid, defn.name, "start", f"{cid}:1")  # pyright: ignore[reportPrivateUsage]
                 crash.point("child_dispatched", step_id)

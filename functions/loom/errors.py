@@ -11,6 +11,7 @@ The tree::
     │   ├── InvalidExecutionIdError    an id that breaks the one id rule (loom.ids)
     │   │   └── ReservedExecutionIdError  an outside start of an id of a child flow's form
     │   ├── ExecutionConflictError     same execution id, other flow or input
+    │   ├── MessageConflictError       same message id, other topic or payload
     │   ├── PayloadTooLargeError       a body or payload over the configured limit
     │   ├── InvalidPayloadError        input/output that fails its model
     │   ├── VerdictError               verdict for a step that is not in doubt
@@ -132,6 +133,15 @@ class ExecutionConflictError(InputError):
     """An execution id is already used by another flow or another input."""
 
     code = "conflict"
+
+
+class MessageConflictError(InputError):
+    """A message id already delivered to the execution with another topic or payload.
+
+    A repeat with the same topic and the same exact JSON payload is a no-op instead.
+    """
+
+    code = "conflicting_message"
 
 
 class PayloadTooLargeError(InputError):

@@ -99,6 +99,18 @@ def dump_exact(value: Any, what: str = "value") -> bytes:
         raise InvalidPayloadError(f"{what} is not JSON: {exc}", code="invalid_json") from None
 
 
+_CANONICAL = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True
+)
+
+
+def canonical_json(value: Any) -> str:
+    """``value``'s JSON text with sorted keys: equal for equal JSON values, and only for
+    them (``1``, ``1.0`` and ``true`` differ, as Python's ``==`` does not tell; the order of
+    an object's keys does not matter). How repeated starts and messages are compared."""
+    return _CANONICAL.encode(value)
+
+
 def check_exact(value: Any, what: str = "value") -> Any:
     """Return ``value`` if :func:`dump_exact` accepts it; else its ``InvalidPayloadError``."""
     dump_exact(value, what)

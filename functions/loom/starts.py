@@ -32,6 +32,7 @@ from loom.durability import claim
 from loom.errors import ExecutionConflictError, ExecutionSupersededError
 from loom.fold import ExecutionState, fold
 from loom.follow_up import follow_up
+from loom.payloads import canonical_json
 from loom.wire import ExecutionPackage, ExecutionResult, known_valid
 
 if TYPE_CHECKING:
@@ -70,9 +71,10 @@ def check_same_start(first: ev.ExecutionStarted, started: ev.ExecutionStarted) -
     Raises:
         ExecutionConflictError: Another flow, input, capabilities or budgets.
     """
-    mine = (started.flow, started.input, started.capabilities, started.budgets)
-    theirs = (first.flow, first.input, first.capabilities, first.budgets)
-    if mine != theirs:
+    mine = (started.flow, started.capabilities, started.budgets)
+    theirs = (first.flow, first.capabilities, first.budgets)
+    # Inputs as exact JSON: Python's ``1 == 1.0 == True`` took another input for this one.
+    if mine != theirs or canonical_json(started.input) != canonical_json(first.input):
         raise ExecutionConflictError(
             f"execution {started.execution_id!r} exists with flow {first.flow!r} and "
             "another input; use a new execution id",

@@ -100,3 +100,10 @@ def test_a_second_redrive_of_failed_redrives_starts_nothing_new(
         assert len(asyncio.run(runtime.list())) == 4
     listed = client.get("/dead-letters?status=failed")  # the listing still shows all four
     assert listed.json is not None and len(listed.json["dead_letters"]) == 4
+    monkeypatch.setattr(CALLS, "bug", False)
+    named = json.dumps({"status": "failed", "execution_ids": ["f-1.redrive-5"]}).encode()
+    one = client.post("/dead-letters/retry", data=named, headers={**JSON, **BEARER})
+    assert one.json is not None, one.data
+    assert [(r["execution_id"], r["action"], r["status"]) for r in one.json["redriven"]] == [
+        ("f-1.redrive-5", "fork", "suspended")  # named, a failed re-drive is re-driven
+    ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any, cast
 
 import functions_framework
@@ -92,7 +93,7 @@ async def test_execute_answers_the_execution_result_json_with_its_folded_state(
 
 @pytest.mark.parametrize("fresh", [True, False], ids=["fresh-worker", "same-worker"])
 async def test_a_suspend_and_its_resume_are_two_independent_execute_calls(
-    worker_env: dict[str, str], side_dir: Any, fresh: bool
+    worker_env: dict[str, str], side_dir: Path, fresh: bool
 ) -> None:
     """Checks: "a suspend followed by a resume are two independent POST /execute calls that
     succeed purely by rebuilding from shared SQLite — the worker keeps nothing in memory
@@ -196,7 +197,7 @@ async def claimed_elsewhere(runtime: Runtime, execution_id: str) -> None:
 
 
 async def test_execute_of_an_execution_another_holder_owns_is_409_superseded(
-    client: FlaskClient, runtime: Runtime, side_dir: Any
+    client: FlaskClient, runtime: Runtime, side_dir: Path
 ) -> None:
     """Checks: "POST /execute answers a refusal because another holder owns the execution
     with 409 { code: "superseded" } instead of a 500", "RemoteWorkerRuntime maps it to

@@ -96,6 +96,27 @@ async def test_a_write_into_a_file_no_longer_at_the_path_is_refused(
         assert _events_at(db, "e-2") == 0
 
 
+@pytest.mark.parametrize("fault", [_delete, _replace], ids=["deleted", "replaced"])
+async def test_a_file_deleted_while_a_group_commits_fails_the_group(
+    store: SqliteEventStore, fault: Callable[[Path], None]
+) -> None:
+    """The check before the transaction passed; the file went while the group's statements
+    ran: the ``COMMIT`` lands in the unlinked file, so the group is failed, not
+    acknowledged (a request that deletes the file stands in for another process)."""
+    db = store.path
+
+    def insert_then_lose_the_file(con: sqlite3.Connection) -> int:
+        con.execute("INSERT INTO events VALUES ('e-1', 2, '{}')")
+        fault(db)
+        return 2
+
+    group = store._group  # pyright: ignore[reportPrivateUsage]
+    writer = store._writer  # pyright: ignore[reportPrivateUsage]
+    with pytest.raises(StoreUnavailableError) as refused:
+        await group.submit(insert_then_lose_the_file, 0, "append", writer)
+    _refused(refused.value, db)
+
+
 async def test_concurrent_appends_in_one_group_are_all_refused(tmp_path: Path) -> None:
     store = SqliteEventStore(tmp_path / "loom.db")
     store.serve_off_loop()

@@ -107,7 +107,7 @@ class SqliteEventStore(EventStore):
         self._readers: ThreadPoolExecutor | None = None
         self._file: tuple[int, int] | None = None  # (device, inode) of the file first opened
         self._where = self.path.absolute()  # (fixed: a later chdir must not move the store)
-        self._group = GroupCommitter(self._write_con, self._forget)
+        self._group = GroupCommitter(self._write_con, self._forget, self._check_file)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -204,6 +204,11 @@ class SqliteEventStore(EventStore):
         check_same_file(self._where, self._file)
         return con
 
+    def _check_file(self) -> None:
+        """After a commit: was the file written still the one at the path, all along? (The
+        check before the transaction cannot see a deletion while it ran.)"""
+        check_same_file(self._where, self._file)
+
     def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any error."""
         con = self._write_con()
@@ -211,6 +216,7 @@ class SqliteEventStore(EventStore):
             con.execute("BEGIN IMMEDIATE")
             result = body(con)
             con.execute("COMMIT")
+            self._check_file()
         except BaseException:
             rollback(con)
             raise

@@ -301,10 +301,11 @@ def completion_inline(
     codec: PayloadCodec, result: Any
 ) -> ExecutionCompleted | ExecutionFailed | None:
     """:func:`completion_event` without its coroutine, when the output is stored inline (most
-    are) or refused; ``None`` when it goes to the blob store (await ``completion_event``)."""
+    are) or is not exact JSON; ``None`` when it is over the inline limit (for the blob store,
+    or too large: await ``completion_event``)."""
     try:
         value = to_json_value(result)
-        raw = dump_exact(value)
+        raw = dump_exact(value, "the flow's output")
     except (InvalidPayloadError, PydanticSerializationError, ValueError) as exc:
         return _output_refused(exc)
     inline = codec.inline(value, raw)

@@ -69,6 +69,9 @@ class ExecutionStarted(_Event):
     forked_from: ForkOrigin | None = None
     queue: str | None = None  # started on a queue (loom.queues)
     partition_key: str | None = None
+    # How its step ids are numbered (loom.context.STEP_NUMBERING); absent: recorded before
+    # the numbering was fixed across Python versions, numbered by the task tree as it comes.
+    step_numbering: int | None = None
 
 
 class ExecutionClaimed(_Event):

@@ -5,7 +5,8 @@ Step ids are positions in the flow's task tree (``"3"``, ``"2.1"``), so the same
 numbers its steps differently when what creates tasks under it changes. It happens without
 anyone touching the flow: ``asyncio.wait_for(ctx.execute(...), t)`` runs the step in a task
 of its own on Python 3.11 (step ``"1.1"``) and in the flow's own task from Python 3.12 on
-(step ``"1"``). A session that then found no record of the step it was asked for would
+(step ``"1"``); executions recorded before Loom numbered that step alike on every Python
+(:mod:`loom.context`) keep the numbering of the Python that recorded them. A session that then found no record of the step it was asked for would
 invoke the effect again under a new key: a non-idempotent effect would run twice.
 
 A flow running one task at a time asks for its recorded steps in the order it made them, so
@@ -63,7 +64,8 @@ class StepTally:
             f"step {missed} (effect {rec.get('effect')!r}, {rec.get('status')}) recorded "
             "before it; the flow numbers its steps differently than when they were recorded "
             "(a changed flow, or a Python or library version that creates tasks differently: "
-            "asyncio.wait_for runs its awaitable in a task of its own on Python 3.11 only)"
+            "an execution recorded before step ids were the same on every Python, where "
+            "asyncio.wait_for ran its awaitable in a task of its own on Python 3.11 only)"
         )
 
     def _effect_steps(self, state: ExecutionState) -> Iterator[tuple[str, StepRecord]]:

@@ -85,8 +85,11 @@ STEP_NUMBERING = 2
 (``None``): the executions recorded before it, numbered by the task tree as it comes."""
 
 _WAIT_FOR = asyncio.wait_for.__code__
-_WAIT_FOR_DEPTH = 6  # wait_for → ensure_future → _ensure_future → create_task, and room
-# for a foreign factory wrapping Loom's (see loom.task_factories)
+# Where ``wait_for``'s frame sits above :func:`made_by_wait_for` when a factory builds its
+# task: 1 the factory, then asyncio's ``create_task`` (none on uvloop, whose is native),
+# ``_ensure_future`` (3.11 only), ``ensure_future``, ``wait_for``; one more for a foreign
+# factory wrapping Loom's (loom.task_factories). Most likely first: each look is one frame.
+_WAIT_FOR_DEPTHS = (5, 4, 6, 3) if sys.version_info < (3, 12) else (4, 3, 5, 6)
 
 
 class Scope:
@@ -146,15 +149,16 @@ def task_factory(
 
 def made_by_wait_for() -> bool:
     """Whether the task factory calling this builds the task ``asyncio.wait_for`` creates for
-    its awaitable (Python 3.11; 3.12 on with ``timeout <= 0``): ``wait_for``'s code among the
-    factory's few nearest callers (``ensure_future`` and the loop's ``create_task``)."""
-    frame = sys._getframe(2)  # pyright: ignore[reportPrivateUsage]  # the factory's caller
-    for _ in range(_WAIT_FOR_DEPTH):
-        if frame is None:
-            return False
-        if frame.f_code is _WAIT_FOR:
-            return True
-        frame = frame.f_back
+    its awaitable (Python 3.11; 3.12 on with ``timeout <= 0``): ``wait_for``'s code at one of
+    the few places it can be above the factory."""
+    # ``sys._getframe(n)`` materializes the one frame it returns: walking ``f_back`` from the
+    # factory would build every frame on the way, several times the cost.
+    for depth in _WAIT_FOR_DEPTHS:
+        try:
+            if sys._getframe(depth).f_code is _WAIT_FOR:  # pyright: ignore[reportPrivateUsage]
+                return True
+        except ValueError:  # the stack is not that deep
+            continue
     return False
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from loom.context import STEP_NUMBERING
+from loom.context import STEP_NUMBERING, install_task_factory
 from loom.events import (
     EVENTS_ADAPTER,
     ChildStarted,
@@ -88,20 +88,30 @@ async def test_an_execution_recorded_without_a_numbering_keeps_the_task_tree():
     assert len(CALLS) == len(OLD_STEPS)
 
 
-async def test_a_wait_for_task_under_a_foreign_task_factory_shares_the_callers_scope():
-    """Another library's factory on the loop: Loom composes with it, numbering unchanged."""
+@pytest.mark.parametrize("wraps_loom", [False, True])
+async def test_a_wait_for_task_under_a_foreign_task_factory_shares_the_callers_scope(
+    wraps_loom: bool,
+):
+    """Another library's factory on the loop, installed before Loom's or wrapping it: the
+    step under ``wait_for`` is numbered as with Loom's alone."""
     loop = asyncio.get_running_loop()
+    before = loop.get_task_factory()
+    if wraps_loom:
+        install_task_factory(loop)
+    found = loop.get_task_factory()
     built: list[object] = []
 
-    def theirs(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> asyncio.Task[Any]:
+    def theirs(loop: asyncio.AbstractEventLoop, coro: Any, **options: Any) -> asyncio.Future[Any]:
         built.append(coro)
+        if found is not None:
+            return found(loop, coro, **options)
         return asyncio.Task(coro, loop=loop, **options)
 
-    before = loop.get_task_factory()
     loop.set_task_factory(theirs)
     try:
         CALLS.clear()
         done = await Runtime(app, InMemoryEventStore()).start("deadlines", None, execution_id="f")
+        assert (loop.get_task_factory() is theirs) == wraps_loom  # composed only if needed
     finally:
         loop.set_task_factory(before)
     assert done.status == "completed" and built

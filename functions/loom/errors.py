@@ -9,6 +9,7 @@ The tree::
     │   ├── UnknownEffectError         no effect registered under that name
     │   ├── UnknownExecutionError      no execution with that id
     │   ├── InvalidExecutionIdError    an id that breaks the one id rule (loom.ids)
+    │   │   └── ReservedExecutionIdError  an outside start of an id of a child flow's form
     │   ├── ExecutionConflictError     same execution id, other flow or input
     │   ├── MessageConflictError       same message id, other topic or payload
     │   ├── PayloadTooLargeError       a body or payload over the configured limit
@@ -35,6 +36,8 @@ The tree::
     ├── NondeterminismError            replay diverged from the recorded history
     ├── EffectFailedError              an effect failed for good (raised into the flow)
     ├── ChildFlowFailedError           a child flow failed or was cancelled (into the parent)
+    ├── ChildIdTakenError              a child's id is held by another execution (into the
+    │                                  parent)
     ├── EffectOutcomeUnknownError      an effect cannot tell whether its side effect happened
     ├── GateTimeoutError               a gate's timeout passed before its resume
     │   └── MessageTimeoutError        ctx.recv's timeout passed before a message came
@@ -116,6 +119,14 @@ class InvalidExecutionIdError(InputError):
     """An execution or case id breaks the id rule of :mod:`loom.ids`. Nothing was written."""
 
     code = "invalid_execution_id"
+
+
+class ReservedExecutionIdError(InvalidExecutionIdError):
+    """An outside start (HTTP, CLI, Python API, fork) asked for an id of the form the engine
+    gives child flows (``{parent}.child.{step}``, see :func:`loom.children.child_id`). Nothing
+    was written."""
+
+    code = "reserved_execution_id"
 
 
 class ExecutionConflictError(InputError):
@@ -298,6 +309,33 @@ class ChildFlowFailedError(LoomError):
             details={"child_id": child_id, "flow": flow, "status": status, "error": error},
         )
         self.child_id, self.flow, self.status, self.error = child_id, flow, status, error
+
+
+class ChildIdTakenError(LoomError):
+    """The id a child flow start would give its child is held by another execution (of
+    another parent, or another flow); raised into the parent's flow, which may catch it.
+    Recorded in the parent's log, so every replay raises it again.
+
+    Attributes:
+        child_id: The id asked for.
+        holder_flow: The flow of the execution holding it.
+        holder_parent: The parent execution id of the holder (None: started from outside).
+    """
+
+    code = "child_id_taken"
+
+    def __init__(
+        self, message: str, *, child_id: str, holder_flow: str, holder_parent: str | None
+    ) -> None:
+        super().__init__(
+            message,
+            details={
+                "child_id": child_id,
+                "holder_flow": holder_flow,
+                "holder_parent": holder_parent,
+            },
+        )
+        self.child_id, self.holder_flow, self.holder_parent = child_id, holder_flow, holder_parent
 
 
 class EffectFailedError(LoomError):

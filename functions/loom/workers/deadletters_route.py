@@ -95,7 +95,10 @@ def redrive_dead_letters(s: Services, request: Request, args: Sequence[str]) -> 
             check_caller(s, request, "retry", eid, raw, body.flow)
         rows = run(_named(s, named, body, since))
     else:
-        rows = run(find(s.runtime, body.status, flow=body.flow, since=since, limit=body.limit))
+        found = find(
+            s.runtime, body.status, flow=body.flow, since=since, limit=body.limit, bulk=True
+        )  # (a bulk selection: re-drives of failed executions are left out)
+        rows = run(found)
         _check_each(s, request, raw, rows)  # before any is re-driven: all or nothing
     who = caller(request) or principal  # (the caller check ran after the operator check)
     by = f"{body.by} (via {who})" if body.by else who

@@ -56,6 +56,16 @@ async def deadlines(ctx: FlowContext, _: None) -> dict[str, Any]:
     return {"fast": fast, "slow": slow, "zero": zero, "pair": pair, "last": last}
 
 
+@app.flow("cut")
+async def cut(ctx: FlowContext, _: None) -> list[str]:
+    """A step cut short by ``wait_for`` in the flow's own scope, then two more steps."""
+    try:
+        slow = await asyncio.wait_for(ctx.execute(nap, 0.3), 0.05)
+    except TimeoutError:
+        slow = "timed out"
+    return [slow, await ctx.execute(note, "a"), await ctx.execute(note, "b")]
+
+
 @app.flow("parent")
 async def parent(ctx: FlowContext, _: None) -> Any:
     """A child flow started from inside a ``wait_for``."""

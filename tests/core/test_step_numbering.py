@@ -160,6 +160,25 @@ async def test_a_fork_keeps_its_origins_numbering():
     assert [f"fork:{s}" for s in OLD_STEPS[2:]] == CALLS  # the copied prefix ran no effect
 
 
+async def test_a_fork_cut_before_a_cut_short_step_landed_runs_it_again():
+    """The step ``wait_for`` cut short landed after the steps that followed it; a fork cut
+    between them holds those steps but not it. Its replay asks for it first: no divergence,
+    on any Python (on 3.11 it runs in a task of its own; from 3.12 on in the flow's)."""
+    CALLS.clear()
+    rt = Runtime(app, InMemoryEventStore())
+    done = await rt.start("cut", None, execution_id="c")
+    assert done.output == ["timed out", "a", "b"]
+    assert [e.step_id for e in await rt.history("c") if isinstance(e, EffectCompleted)] == [
+        "2",
+        "3",
+        "1",
+    ]
+    CALLS.clear()
+    forked = await rt.fork("c", "3", new_id="cf")
+    assert (forked.status, forked.output, forked.parked_reason) == ("completed", done.output, None)
+    assert CALLS == ["cf:1", "cf:3"]  # step 2 served from the copy
+
+
 # -- across Python versions ------------------------------------------------------------------
 
 

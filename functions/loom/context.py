@@ -85,11 +85,12 @@ STEP_NUMBERING = 2
 (``None``): the executions recorded before it, numbered by the task tree as it comes."""
 
 _WAIT_FOR = asyncio.wait_for.__code__
-# Where ``wait_for``'s frame sits above :func:`made_by_wait_for` when a factory builds its
-# task: 1 the factory, then asyncio's ``create_task`` (none on uvloop, whose is native),
-# ``_ensure_future`` (3.11 only), ``ensure_future``, ``wait_for``; one more for a foreign
+_ENSURE_FUTURE = asyncio.ensure_future.__code__
+# Where ``wait_for``'s call to ``ensure_future`` sits above :func:`made_by_wait_for` when a
+# factory builds the task: 1 the factory, then asyncio's ``create_task`` (none on uvloop,
+# whose is native), ``_ensure_future`` (3.11 only), ``ensure_future``; one more for a foreign
 # factory wrapping Loom's (loom.task_factories). Most likely first: each look is one frame.
-_WAIT_FOR_DEPTHS = (5, 4, 6, 3) if sys.version_info < (3, 12) else (4, 3, 5, 6)
+_ENSURE_FUTURE_DEPTHS = (4, 3, 5) if sys.version_info < (3, 12) else (3, 2, 4)
 
 
 class Scope:
@@ -149,16 +150,20 @@ def task_factory(
 
 def made_by_wait_for() -> bool:
     """Whether the task factory calling this builds the task ``asyncio.wait_for`` creates for
-    its awaitable (Python 3.11; 3.12 on with ``timeout <= 0``): ``wait_for``'s code at one of
-    the few places it can be above the factory."""
+    its awaitable (Python 3.11; 3.12 on with ``timeout <= 0``): ``ensure_future`` called by
+    ``wait_for`` itself, at one of the few places it can be above the factory. (Not any
+    ``wait_for`` further up: from 3.12 its awaitable runs in the caller's task, and the tasks
+    that awaitable creates take scopes of their own.)"""
     # ``sys._getframe(n)`` materializes the one frame it returns: walking ``f_back`` from the
     # factory would build every frame on the way, several times the cost.
-    for depth in _WAIT_FOR_DEPTHS:
+    for depth in _ENSURE_FUTURE_DEPTHS:
         try:
-            if sys._getframe(depth).f_code is _WAIT_FOR:  # pyright: ignore[reportPrivateUsage]
-                return True
+            frame = sys._getframe(depth)  # pyright: ignore[reportPrivateUsage]
         except ValueError:  # the stack is not that deep
             continue
+        if frame.f_code is _ENSURE_FUTURE:
+            caller = frame.f_back
+            return caller is not None and caller.f_code is _WAIT_FOR
     return False
 
 

@@ -66,6 +66,17 @@ async def cut(ctx: FlowContext, _: None) -> list[str]:
     return [slow, await ctx.execute(note, "a"), await ctx.execute(note, "b")]
 
 
+@app.flow("nested")
+async def nested(ctx: FlowContext, _: None) -> list[str]:
+    """``wait_for`` around a coroutine that creates tasks of its own, then a step."""
+
+    async def both() -> list[str]:
+        got = await asyncio.gather(ctx.execute(note, "a"), ctx.execute(note, "b"))
+        return [*got, await asyncio.ensure_future(ctx.execute(note, "c"))]
+
+    return [*await asyncio.wait_for(both(), 30), await ctx.execute(note, "d")]
+
+
 @app.flow("parent")
 async def parent(ctx: FlowContext, _: None) -> Any:
     """A child flow started from inside a ``wait_for``."""

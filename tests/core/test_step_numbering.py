@@ -88,6 +88,16 @@ async def test_an_execution_recorded_without_a_numbering_keeps_the_task_tree():
     assert len(CALLS) == len(OLD_STEPS)
 
 
+async def test_tasks_created_under_wait_for_take_scopes_of_their_own():
+    """Only the task ``wait_for`` itself creates shares its caller's scope; the tasks its
+    awaitable creates are numbered as anywhere else (from 3.12 that awaitable runs in the
+    caller's task, with ``wait_for`` further up the stack)."""
+    CALLS.clear()
+    done = await Runtime(app, InMemoryEventStore()).start("nested", None, execution_id="n")
+    assert (done.status, done.output) == ("completed", ["a", "b", "c", "d"])
+    assert [f"n:{s}" for s in ("1.1", "2.1", "3.1", "4")] == CALLS
+
+
 @pytest.mark.parametrize("wraps_loom", [False, True])
 async def test_a_wait_for_task_under_a_foreign_task_factory_shares_the_callers_scope(
     wraps_loom: bool,

@@ -21,6 +21,7 @@ The tree::
     │   ├── NotForkableError           fork from a step that cannot be reused (loom.fork)
     │   ├── EventNotFoundError         no value published under that key (in time)
     │   ├── NoOpenGateError            a strict resume that no open gate waits for
+    │   ├── GateTimedOutError          a resume of a gate whose timeout already passed
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
     │   └── MissingExtraError          a backend's library is not installed (names the extra)
@@ -196,6 +197,13 @@ class NoOpenGateError(InputError):
     code = "no_open_gate"
 
 
+class GateTimedOutError(InputError):
+    """A resume (a reply) for a gate whose timeout already passed: the timeout won, the
+    reply is refused (HTTP 409). ``details`` name the gate and when it timed out."""
+
+    code = "gate_timed_out"
+
+
 class ExecutionFinishedError(InputError):
     """The execution already ended; the request cannot apply to it."""
 
@@ -347,7 +355,8 @@ class EffectFailedError(LoomError):
         effect: The effect's registered name.
         step_id: The step that failed.
         error_code: ``error`` (the effect raised), ``timeout``, ``unauthorized``,
-            ``budget`` or ``verdict`` (an operator said it failed).
+            ``budget``, ``verdict`` (an operator said it failed), ``invalid_output`` or
+            ``output_too_large`` (it returned a value the log cannot record).
         error_type: The class name of the original exception, when there was one.
     """
 

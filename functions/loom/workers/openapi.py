@@ -54,7 +54,8 @@ _ERRORS = {
     404: "Unknown execution or flow",
     405: "Method not allowed on this path",
     409: "Superseded (another holder owns the execution), a conflicting start or "
-    "message, or a request for a finished execution",
+    "message, a request for a finished execution, or a reply to a gate whose timeout "
+    "passed first (code gate_timed_out)",
     413: "Request body over the limit (default 1 MiB), or a payload over a store limit "
     "(code store_limit, the limit in details; not worth a retry)",
     415: "Content-Type is not application/json",

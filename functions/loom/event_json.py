@@ -41,35 +41,41 @@ _OPTIONS = (
 )
 _SCALARS = (bool, int, float, str)
 
-Check = Callable[[dict[str, Any]], bool]
+Writer = Callable[[dict[str, Any]], "str | None"]
 Kinds = tuple[type, ...] | None  # the exact types a field may hold; None: any (orjson decides)
 
-# Per class: the check its field dict must pass for orjson to write it, or None when
-# pydantic writes every instance.
-_CHECKS: dict[type, Check | None] = {}
+# Per class: what writes its field dict (``None`` when it cannot be done exactly), or
+# ``None`` when pydantic writes every instance.
+_WRITERS: dict[type, Writer | None] = {}
 
 
 def fast_json(model: BaseModel) -> str | None:
     """``model.model_dump_json()``'s text, by orjson; ``None`` where that is not certain."""
     cls = type(model)
-    check = _CHECKS[cls] if cls in _CHECKS else _check_once(cls)
-    values: dict[str, Any] = model.__dict__  # pyright: ignore[reportAssignmentType]
+    write = _WRITERS[cls] if cls in _WRITERS else _writer_once(cls)
+    return None if write is None else write(model.__dict__)  # pyright: ignore[reportArgumentType]
+
+
+def _writer_once(cls: type[BaseModel]) -> Writer | None:
+    write = _WRITERS[cls] = _compile(cls)
+    return write
+
+
+# The writer of one class: its check is one expression, compiled with the write (a Python
+# call per field, or a second one for the check, would cost a good part of orjson's write).
+_WRITER = """
+def write(v):
     try:
-        if check is None or not check(values):
-            return None
-        return orjson.dumps(values, option=_OPTIONS).decode()
-    except (KeyError, TypeError):  # a field missing; a value orjson does not write as pydantic
-        return None  # (orjson.JSONEncodeError is a TypeError)
+        if {check}:
+            return dumps(v, option=options).decode()
+    except (KeyError, TypeError):  # a field missing; a value orjson writes otherwise
+        pass  # (orjson.JSONEncodeError is a TypeError)
+    return None
+"""
 
 
-def _check_once(cls: type[BaseModel]) -> Check | None:
-    check = _CHECKS[cls] = _compile(cls)
-    return check
-
-
-def _compile(cls: type[BaseModel]) -> Check | None:
-    """The check of ``cls``'s field dicts (one expression, compiled: a Python function per
-    field would cost more than orjson's whole write), or ``None``: pydantic writes them."""
+def _compile(cls: type[BaseModel]) -> Writer | None:
+    """The writer of ``cls``'s field dicts, or ``None``: pydantic writes them all."""
     config = cls.model_config
     decorators = cls.__pydantic_decorators__
     if (
@@ -84,7 +90,7 @@ def _compile(cls: type[BaseModel]) -> Check | None:
     # With as many keys as fields and every field found, the dict holds the fields alone
     # (pydantic skips a key that is no field, orjson would write it).
     terms = [f"len(v) == {len(cls.model_fields)}"]
-    names: dict[str, Any] = {}
+    names: dict[str, Any] = {"dumps": orjson.dumps, "options": _OPTIONS}
     for index, (name, info) in enumerate(cls.model_fields.items()):
         if info.alias or info.serialization_alias or info.exclude:
             return None
@@ -92,15 +98,16 @@ def _compile(cls: type[BaseModel]) -> Check | None:
             kinds, contents = _kinds(info.annotation)
         except _Unsupported:
             return None
-        term = f"v[{name!r}]"
+        term = f"{name!r} in v"  # (a field of any type: only there)
         if kinds is not None:
             names[f"k{index}"] = kinds[0] if len(kinds) == 1 else frozenset(kinds)
-            term = f"type({term}) {'is' if len(kinds) == 1 else 'in'} k{index}"
+            term = f"type(v[{name!r}]) {'is' if len(kinds) == 1 else 'in'} k{index}"
         if contents is not None:
             names[f"c{index}"] = contents
             term = f"{term} and c{index}(v[{name!r}])"
         terms.append(term)
-    return eval(f"lambda v: {' and '.join(terms)}", names)  # (built from field names only)
+    exec(_WRITER.format(check=" and ".join(terms)), names)  # (built from field names only)
+    return names["write"]
 
 
 class _Unsupported(Exception):

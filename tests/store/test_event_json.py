@@ -200,6 +200,8 @@ def test_the_hot_events_take_the_orjson_path() -> None:
         ev.EffectCompleted(step_id="1", effect="noop", output={"a": [1, 2.5]}, seq=3, at=1.5),
         ev.ExecutionClaimed(holder="h:1", until=30.5, seq=2, at=0.5),
         ev.ExecutionCompleted(output="done", seq=4, at=2.0),
+        ev.EffectCompleted(step_id="2", effect="noop", output=0, seq=5, at=2.5),  # falsy values
+        ev.ExecutionCompleted(output=None, seq=6, at=3.0),
         ev.ExecutionStarted(execution_id="e", flow="f", input=[1], budgets={"usd": 2.0}),
         ev.ExecutionSuspended(step_id="1", on="gate", correlation_key="k", wake_at=5.0),
     ]

@@ -41,41 +41,66 @@ _OPTIONS = (
 )
 _SCALARS = (bool, int, float, str)
 
-Writer = Callable[[dict[str, Any]], "str | None"]
+Writer = Callable[[Any], str]
+Fast = Callable[[dict[str, Any]], "str | None"]
 Kinds = tuple[type, ...] | None  # the exact types a field may hold; None: any (orjson decides)
 
-# Per class: what writes its field dict (``None`` when it cannot be done exactly), or
-# ``None`` when pydantic writes every instance.
-_WRITERS: dict[type, Writer | None] = {}
+
+def pydantic_json(model: BaseModel) -> str:
+    """Exactly ``model.model_dump_json()`` (the serializer's defaults are the method's),
+    without the method's keyword handling."""
+    return model.__pydantic_serializer__.to_json(model).decode()
+
+
+# Per class: what writes its instances (orjson where certain, else pydantic), and its
+# orjson part alone, or ``None`` when pydantic writes every instance.
+WRITERS: dict[type, Writer] = {}
+_FAST: dict[type, Fast | None] = {}
 
 
 def fast_json(model: BaseModel) -> str | None:
-    """``model.model_dump_json()``'s text, by orjson; ``None`` where that is not certain."""
+    """``model.model_dump_json()``'s text by orjson; ``None`` where that is not certain."""
     cls = type(model)
-    write = _WRITERS[cls] if cls in _WRITERS else _writer_once(cls)
-    return None if write is None else write(model.__dict__)  # pyright: ignore[reportArgumentType]
+    writer_of(cls)
+    fast = _FAST[cls]
+    return None if fast is None else fast(model.__dict__)  # pyright: ignore[reportArgumentType]
 
 
-def _writer_once(cls: type[BaseModel]) -> Writer | None:
-    write = _WRITERS[cls] = _compile(cls)
-    return write
+def writer_of(cls: type[BaseModel]) -> Writer:
+    """The writer of ``cls``'s instances (made once, kept in :data:`WRITERS`)."""
+    found = WRITERS.get(cls)
+    if found is None:
+        compiled = _compile(cls)
+        _FAST[cls] = None if compiled is None else compiled[0]
+        found = WRITERS[cls] = pydantic_json if compiled is None else compiled[1]
+    return found
 
 
-# The writer of one class: its check is one expression, compiled with the write (a Python
-# call per field, or a second one for the check, would cost a good part of orjson's write).
-_WRITER = """
-def write(v):
+# The code of one class: its check is one expression, compiled into the write (a Python
+# call per field, or a call for the check, would cost a good part of orjson's write).
+_CODE = """
+def fast(v):
     try:
         if {check}:
             return dumps(v, option=options).decode()
     except (KeyError, TypeError):  # a field missing; a value orjson writes otherwise
         pass  # (orjson.JSONEncodeError is a TypeError)
     return None
+
+def write(model):
+    v = model.__dict__
+    try:
+        if {check}:
+            return dumps(v, option=options).decode()
+    except (KeyError, TypeError):
+        pass
+    return model.__pydantic_serializer__.to_json(model).decode()
 """
 
 
-def _compile(cls: type[BaseModel]) -> Writer | None:
-    """The writer of ``cls``'s field dicts, or ``None``: pydantic writes them all."""
+def _compile(cls: type[BaseModel]) -> tuple[Fast, Writer] | None:
+    """The orjson writer of ``cls``'s field dicts and the writer of its instances (orjson,
+    else pydantic), or ``None``: pydantic writes them all."""
     config = cls.model_config
     decorators = cls.__pydantic_decorators__
     if (
@@ -106,8 +131,8 @@ def _compile(cls: type[BaseModel]) -> Writer | None:
             names[f"c{index}"] = contents
             term = f"{term} and c{index}(v[{name!r}])"
         terms.append(term)
-    exec(_WRITER.format(check=" and ".join(terms)), names)  # (built from field names only)
-    return names["write"]
+    exec(_CODE.format(check=" and ".join(terms)), names)  # (built from field names only)
+    return names["fast"], names["write"]
 
 
 class _Unsupported(Exception):

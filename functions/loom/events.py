@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from loom.event_json import fast_json
+from loom.event_json import WRITERS, writer_of
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -442,10 +442,8 @@ def event_to_json(event: Event) -> str:
     (:mod:`loom.event_json`, a fifth of the cost, paid once per event written), else by the
     model's serializer directly (the method's defaults, without its keyword handling).
     """
-    body = fast_json(event)
-    if body is None:
-        body = event.__pydantic_serializer__.to_json(event).decode()
-    return body
+    cls = type(event)
+    return (WRITERS[cls] if cls in WRITERS else writer_of(cls))(event)
 
 
 def event_to_dict(event: Event) -> dict[str, Any]:

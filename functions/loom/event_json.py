@@ -117,7 +117,12 @@ def _compile(cls: type[BaseModel]) -> tuple[Fast, Writer] | None:
     terms = [f"len(v) == {len(cls.model_fields)}"]
     names: dict[str, Any] = {"dumps": orjson.dumps, "options": _OPTIONS}
     for index, (name, info) in enumerate(cls.model_fields.items()):
-        if info.alias or info.serialization_alias or info.exclude:
+        if (
+            info.alias
+            or info.serialization_alias
+            or info.exclude
+            or getattr(info, "exclude_if", None)  # (pydantic 2.11 on: excluded by value)
+        ):
             return None
         try:
             kinds, contents = _kinds(info.annotation)

@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from loom import events as ev
-from loom.event_json import fast_json
+from loom.event_json import fast_json, writer_of
 from loom.events import event_to_json, unvalidated
 
 EVENT_CLASSES: list[type[Any]] = [
@@ -209,3 +210,26 @@ def test_the_hot_events_take_the_orjson_path() -> None:
         assert fast_json(event) == event.model_dump_json()
     # A model-typed field (the error of a failure) is written by pydantic: no fast path.
     assert fast_json(ev.ExecutionFailed(error=ev.ErrorInfo(message="m"))) is None
+
+
+class Aliased(BaseModel):
+    x: int = Field(default=1, serialization_alias="y")
+
+
+class Serialized(BaseModel):
+    x: float = 1.0
+
+    @field_serializer("x")
+    def _x(self, value: float) -> str:
+        return f"custom {value}"
+
+
+class NaNAsString(BaseModel):
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+    x: float = math.nan
+
+
+@pytest.mark.parametrize("model", [Aliased(), Serialized(), NaNAsString()])
+def test_a_model_that_writes_itself_its_own_way_goes_to_pydantic(model: BaseModel) -> None:
+    assert fast_json(model) is None
+    assert writer_of(type(model))(model) == model.model_dump_json()

@@ -9,6 +9,7 @@ from loom.app import Loom, Retry
 from loom.context import EffectContext, FlowContext
 from loom.errors import (
     ChildFlowFailedError,
+    ChildIdTakenError,
     EffectFailedError,
     ExecutionSupersededError,
     GateTimeoutError,
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ChildFlowFailedError",
+    "ChildIdTakenError",
     "EffectContext",
     "EffectFailedError",
     "ExecutionSupersededError",

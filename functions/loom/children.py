@@ -22,6 +22,15 @@ no-op). A failed or cancelled child raises :class:`~loom.errors.ChildFlowFailedE
 When the parent ends, its children still running are cancelled (``on_cancel="cancel"``,
 the default) or left alone (``"abandon"``); a parent whose wait on a child is cancelled
 requests the child's cancel at once.
+
+The child's id is the engine's: an id of the child form (``{parent}.child.{step}``, the
+step being numbers joined by dots) is refused to every outside start (HTTP, CLI, the
+Python API, a fork) with :class:`~loom.errors.ReservedExecutionIdError` (HTTP 400). An
+execution holding the id anyway (created before that rule, or written to the store by
+hand) that is not this child (another parent, step or flow) makes the start fail in the
+flow with :class:`~loom.errors.ChildIdTakenError` (``child_id_taken``), naming the holder's
+flow and parent. The failure is recorded as the step's ``EffectFailed`` (effect
+``loom.child:{flow}``), so a replay raises it again without looking at the store.
 """
 
 from __future__ import annotations
@@ -29,24 +38,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import logging
+import re
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from loom import cancellation, crash, queues
 from loom import events as ev
 from loom.app import FlowDef, to_json_value
+from loom.child_ids import check_outside_id
 from loom.context import off_scope
 from loom.durability import force
 from loom.errors import (
     ChildFlowFailedError,
+    ChildIdTakenError,
     ExecutionFinishedError,
     InputError,
     LoomError,
     UnknownExecutionError,
     UnknownFlowError,
 )
-from loom.fold import _HEAD, _STEP, ExecutionState, resume_key  # pyright: ignore[reportPrivateUsage]
+from loom.fold import _HEAD, _STEP, ExecutionState, StepRecord, resume_key  # pyright: ignore[reportPrivateUsage]
 from loom.ids import MAX_ID_BYTES
 from loom.timeouts import deadline_for
 
@@ -55,7 +68,7 @@ if TYPE_CHECKING:
     from loom.runtime import Runtime
     from loom.session import Session
 
-__all__ = ["CHILD_GATE", "ChildFlow", "OnCancel", "child_id", "start_flow"]
+__all__ = ["CHILD_GATE", "ChildFlow", "OnCancel", "check_outside_id", "child_id", "start_flow"]
 
 log = logging.getLogger("loom")
 
@@ -76,6 +89,11 @@ def child_id(parent_id: str, step_id: str, run: int = 1) -> str:
         return plain
     digest = hashlib.sha256(parent.encode()).hexdigest()[:40]
     return f"{digest}.child.{step_id}"
+
+
+def _child_step_effect(flow: str) -> str:
+    """The ``effect`` of a child start's step record (``ChildStarted``, or its failure)."""
+    return f"loom.child:{flow}"
 
 
 def _flow_def(session: Session, flow: str | Callable[..., Any]) -> FlowDef:
@@ -154,6 +172,9 @@ async def start_flow(
     _visit(session, step_id)
     recorded = session.state.children.get(step_id)
     cid = child_id(session.execution_id, step_id, session.state.run)
+    failed = session.state.steps.get(step_id) if recorded is None else None
+    if failed is not None:  # the start failed, recorded: raise it again
+        await _recorded_failure(session, step_id, defn, failed)
     if recorded is None:
         session._check_unused(step_id, f"child flow {defn.name!r}")  # pyright: ignore[reportPrivateUsage]
         await force(session)  # the child must not see steps the log may yet lose
@@ -164,6 +185,45 @@ async def start_flow(
             step_id, f"step {step_id}: log has child flow {recorded['flow']!r}, flow {defn.name!r}"
         )
     return ChildFlow(session, step_id, cid, defn, on_cancel)
+
+
+async def _recorded_failure(
+    session: Session, step_id: str, defn: FlowDef, rec: StepRecord
+) -> NoReturn:
+    """Raise the recorded failure of the child start at ``step_id`` (parks on another step)."""
+    if rec.get("effect") != _child_step_effect(defn.name) or rec.get("status") != "failed":
+        session._park(  # pyright: ignore[reportPrivateUsage]
+            step_id, f"step {step_id}: log has {rec.get('effect')!r}, flow starts {defn.name!r}"
+        )
+    _visit(session, step_id)
+    await session._turn(rec.get("seq", 0))  # pyright: ignore[reportPrivateUsage]
+    error = rec.get("error") or {}
+    raise _taken_from(str(error.get("message", "")))
+
+
+# The recorded message names the holder in JSON strings, so a replay rebuilds the error's
+# attributes from the log alone (an ``ErrorInfo`` keeps code, type and message only).
+_TAKEN = (
+    "child flow id {cid} is held by an execution of flow {flow} with parent {parent}, "
+    "not by this start's child; the child start fails"
+)
+_TAKEN_RE = re.compile(
+    r'child flow id ("(?:[^"\\]|\\.)*") is held by an execution of flow ("(?:[^"\\]|\\.)*")'
+    r' with parent ("(?:[^"\\]|\\.)*"|null)'
+)
+
+
+def _taken(cid: str, holder: ev.ExecutionStarted) -> ChildIdTakenError:
+    parent = (holder.parent or {}).get("execution_id")
+    dumped = {"cid": json.dumps(cid), "flow": json.dumps(holder.flow)}
+    message = _TAKEN.format(**dumped, parent=json.dumps(parent))
+    return ChildIdTakenError(message, child_id=cid, holder_flow=holder.flow, holder_parent=parent)
+
+
+def _taken_from(message: str) -> ChildIdTakenError:
+    found = _TAKEN_RE.match(message)
+    cid, flow, parent = (json.loads(g) for g in found.groups()) if found else ("", "", None)
+    return ChildIdTakenError(message, child_id=cid, holder_flow=flow, holder_parent=parent)
 
 
 def _visit(session: Session, step_id: str) -> None:
@@ -186,22 +246,41 @@ async def _start_live(
     # gate or timer, the parent would otherwise suspend mid-start and never record the
     # child it created (an orphan its end does not cancel).
     session._inflight += 1  # pyright: ignore[reportPrivateUsage]
+    taken: ChildIdTakenError | None = None
     try:
         with off_scope():
-            await session._unless_store_fails(_create(session, step_id, cid, defn, *start))  # pyright: ignore[reportPrivateUsage]
-            crash.point("child_created", step_id)
-            await rt._dispatch(cid, defn.name, "start", f"{cid}:1")  # pyright: ignore[reportPrivateUsage]
-            crash.point("child_dispatched", step_id)
-            started = ev.ChildStarted(step_id=step_id, child_id=cid, flow=defn.name, on_cancel=on_cancel)  # type: ignore[arg-type]  # fmt: skip
-            await session.append([started])
+            holder = await session._unless_store_fails(_create(session, step_id, cid, defn, *start))  # pyright: ignore[reportPrivateUsage]
+            if holder is not None:
+                taken = await _record_taken(session, step_id, cid, defn, holder)
+            else:
+                crash.point("child_created", step_id)
+                await rt._dispatch(cid, defn.name, "start", f"{cid}:1")  # pyright: ignore[reportPrivateUsage]
+                crash.point("child_dispatched", step_id)
+                started = ev.ChildStarted(step_id=step_id, child_id=cid, flow=defn.name, on_cancel=on_cancel)  # type: ignore[arg-type]  # fmt: skip
+                await session.append([started])
     finally:
         session._inflight -= 1  # pyright: ignore[reportPrivateUsage]
         session._poke()  # pyright: ignore[reportPrivateUsage]
+    if taken is not None:  # the outcome reaches the flow in log order, as a failed step's
+        await session._turn(session.state.steps[step_id].get("seq", 0))  # pyright: ignore[reportPrivateUsage]
+        raise taken
+
+
+async def _record_taken(
+    session: Session, step_id: str, cid: str, defn: FlowDef, holder: ev.ExecutionStarted
+) -> ChildIdTakenError:
+    """Record the child start at ``step_id`` as failed (the id is taken); the error."""
+    error = _taken(cid, holder)
+    info = ev.ErrorInfo(code=error.code, type=type(error).__name__, message=error.message)
+    failed = ev.EffectFailed(step_id=step_id, effect=_child_step_effect(defn.name), error=info)
+    await session.append([failed])
+    return error
 
 
 async def _create(
     session: Session, step_id: str, cid: str, defn: FlowDef, value: Any, queue: QueueRef | None
-) -> None:
+) -> ev.ExecutionStarted | None:
+    """Create the child; the start of the execution holding ``cid`` if it is not this child."""
     rt, now = session.rt, session.rt.clock()
     parsed = to_json_value(defn.typed.parse_input(value))
     stored, _ = await rt.payloads.encode(parsed, f"{cid}/input")
@@ -219,7 +298,8 @@ async def _create(
     )
     created, first = await rt.store.create(started)
     if not created and (first.parent, first.flow) != (parent, defn.name):
-        session._park(step_id, f"step {step_id}: execution {cid!r} exists and is not this child")  # pyright: ignore[reportPrivateUsage]
+        return first
+    return None
 
 
 async def _cancel(rt: Runtime, cid: str, reason: str) -> None:
@@ -293,7 +373,7 @@ def _child_started(s: ExecutionState, e: ev.ChildStarted) -> None:
 
 def _child_step(s: ExecutionState, e: ev.ChildStarted) -> None:
     # A step record too, so an effect called where the log started a child diverges.
-    s.steps[e.step_id] = {"effect": f"loom.child:{e.flow}", "status": "child"}
+    s.steps[e.step_id] = {"effect": _child_step_effect(e.flow), "status": "child"}
 
 
 _HEAD["ChildStarted"] = _child_started

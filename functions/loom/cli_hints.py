@@ -17,6 +17,7 @@ import click
 
 from loom.cli_authority import local_principal
 from loom.errors import NoOpenGateError
+from loom.late_replies import timed_out_gate
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
@@ -35,8 +36,8 @@ async def unmatched_gate(runtime: Runtime, execution_id: str, on: str, key: str)
     that race their gate; but a typo in ``--on`` or ``--key`` looks just like that.
     """
     state = await runtime.load_state(execution_id)
-    if state.finished:
-        return None  # the resume itself says so
+    if state.finished or timed_out_gate(state, on, key) is not None:
+        return None  # the resume itself says so (a gate that timed out: gate_timed_out)
     gates = list(state.open_gates().values())
     if any(g["on"] == on and g["correlation_key"] == key for g in gates):
         return None

@@ -19,7 +19,13 @@ from loom.cli_types import EXECUTION_ID
 @click.argument("execution_id", type=EXECUTION_ID)
 @click.argument("topic")
 @click.argument("payload", default="null")
-@click.option("--id", "message_id", default=None, help="Message id: a repeat is a no-op.")
+@click.option(
+    "--id",
+    "message_id",
+    default=None,
+    help="Message id: a repeat with the same topic and payload is a no-op; another "
+    "payload under a used id is refused.",
+)
 @click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
 @click.pass_obj
 def send(

@@ -1,8 +1,10 @@
-"""``loom retry ID``: run a parked execution again; ``loom retry --status …``: in bulk.
+"""``loom retry ID``: run a parked execution again, or re-drive a failed one as a fork;
+``loom retry --status …``: in bulk.
 
 The bulk form selects dead letters (``loom.deadletters``): ``--status poison|parked|failed``,
-narrowed by ``--flow`` and ``--since``, and re-drives them, or with ``--dry-run`` only lists
-what it would do.
+narrowed by ``--flow`` and ``--since``, re-drives of failed executions left out (a second
+bulk retry starts nothing new), and re-drives them, or with ``--dry-run`` only lists what it
+would do.
 """
 
 from __future__ import annotations
@@ -12,7 +14,17 @@ import json
 import click
 
 from loom.cli import Embedded, Settings, _print_result, _with  # pyright: ignore[reportPrivateUsage]
-from loom.deadletters import KINDS, Redrive, check_kind, find, parse_since, redrive
+from loom.deadletters import (
+    KINDS,
+    Redrive,
+    check_kind,
+    find,
+    parse_since,
+    redrive,
+    redrive_by_id,
+)
+from loom.ids import check_execution_id
+from loom.wire import ExecutionResult
 
 
 @click.command()
@@ -36,23 +48,36 @@ def retry(
     dry_run: bool,
     as_json: bool,
 ) -> None:
-    """Run a parked execution again (after a poison park, or fixed code for a divergence),
-    or with --status, every dead letter of that kind (failed ones are re-run as forks)."""
+    """Run a parked execution again (after a poison park, or fixed code for a divergence), or
+    re-run a failed one as a fork; with --status, every dead letter of that kind (failed ones
+    are re-run as forks; re-drives that failed again are not selected)."""
     if (execution_id is None) == (status is None):
         raise click.UsageError("give an EXECUTION_ID, or --status for a bulk re-drive")
     if status is None and (flow or since or dry_run or as_json):
         raise click.UsageError("--flow, --since, --dry-run and --json go with --status")
     if status is None:
-        _print_result(_with(settings, lambda env: env.runtime.retry(execution_id or "", by=by)))
+        done = _with(settings, lambda env: _one(env, execution_id or "", by))
+        if isinstance(done, Redrive):
+            _render([done], False, False)
+        else:
+            _print_result(done)
         return
     kind = check_kind(status)
 
     async def body(env: Embedded) -> list[Redrive]:
         after = parse_since(since, env.runtime.clock()) if since else None
-        letters = await find(env.runtime, kind, flow=flow, since=after, limit=limit)
+        letters = await find(env.runtime, kind, flow=flow, since=after, limit=limit, bulk=True)
         return await redrive(env.runtime, letters, by=by, dry_run=dry_run)
 
     _render(_with(settings, body), dry_run, as_json)
+
+
+async def _one(env: Embedded, execution_id: str, by: str) -> Redrive | ExecutionResult:
+    """A failed execution is re-driven as a fork (a failed re-drive too); else retried."""
+    row = await env.runtime.store.summary(check_execution_id(execution_id))
+    if row.status == "failed":
+        return await redrive_by_id(env.runtime, execution_id, by=by)
+    return await env.runtime.retry(execution_id, by=by)
 
 
 def _render(done: list[Redrive], dry_run: bool, as_json: bool) -> None:

@@ -258,6 +258,8 @@ class FlowContext:
         Raises:
             UnknownExecutionError: No such execution.
             ExecutionFinishedError: It already ended.
+            MessageConflictError: The receiver already holds another message under this
+                step's message id (someone else sent one under it).
         """
         from loom import messages
 

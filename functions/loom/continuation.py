@@ -26,8 +26,25 @@ the budgets. Message ids the ended run received still deduplicate in the new run
 retrying across the boundary is recognised); ids from runs before it are dropped, so what
 is kept stays bounded.
 
-A run continues only when no step is in flight in another task (await them first): a
-step's outcome must never land in the next run's history.
+Other tasks of the flow are abandoned where the continue finds them, as Temporal abandons
+the activities still pending when a workflow continues as new. The rule reads only the log,
+so a live run and any replay of it decide alike: the ended run is the events before
+``ExecutionContinued``, and nothing after it belongs to that run. In the flow's terms:
+
+* ``continue_as_new`` never waits for, and never fails on, a step still in flight in
+  another task. A step whose outcome is in the log before the continue point stays in the
+  ended run's history; a step whose outcome is not there is abandoned: its effect may have
+  run (or may still be running when the call ends), its outcome is recorded nowhere and the
+  next run does not see it. The same holds for a child start or a message send in flight
+  (the child may exist, the message may have been delivered, the ended run records neither).
+  Await what you need first.
+* From the continue point on, the session appends nothing more: any write an abandoned
+  step would make raises the continue signal in its task, and each ``ctx`` call raises it.
+  When the call ends, the tasks still running are cancelled, as every session's are.
+
+Because the ended run is never replayed again (loads and replays start at the last
+``ExecutionContinued``) and a run that crashed before the continue point replays up to it
+and continues again, a replay can never find a decision the live run took otherwise.
 """
 
 from __future__ import annotations
@@ -139,17 +156,16 @@ async def continue_as_new(session: Session, value: Any) -> NoReturn:
 
     Raises:
         InvalidPayloadError: ``value`` does not fit the flow's input model.
-        LoomError: A step is still in flight in another task (``continue_in_flight``).
     """
     await session.timers.landed()  # steps whose await was abandoned belong to this run
-    _check_alone(session)
+    _check_signal(session)
     await cancellation.checkpoint(session)  # a pending cancel arrives here, not in the next run
     parsed = to_json_value(session.flow.typed.parse_input(value))
     with off_scope():
         stored, _ = await session._unless_store_fails(  # pyright: ignore[reportPrivateUsage]
             session.rt.payloads.encode(parsed, f"{session.execution_id}/input")
         )
-    _check_alone(session)  # nothing may have started while the input was stored
+    _check_signal(session)  # (a cancel or a failed store may have come meanwhile)
     # From here on no other step starts (each ctx call raises this signal), and after the
     # append this call appends nothing more: the log belongs to the next run.
     session.signal = _ContinueSignal()
@@ -162,15 +178,9 @@ async def continue_as_new(session: Session, value: Any) -> NoReturn:
     raise session.signal
 
 
-def _check_alone(session: Session) -> None:
+def _check_signal(session: Session) -> None:
     if session.signal is not None:
         raise session.signal
-    in_flight = session._inflight  # pyright: ignore[reportPrivateUsage]
-    if in_flight:
-        raise LoomError(
-            f"continue_as_new with {in_flight} step(s) still in flight; await them first",
-            code="continue_in_flight",
-        )
 
 
 async def _append_continued(session: Session, stored: Any) -> None:
@@ -181,6 +191,9 @@ async def _append_continued(session: Session, stored: Any) -> None:
     except (AbortSignal, SupersededSignal) as signal:  # the store failed, or we were overtaken
         session.signal = signal
         raise
+    # The continue point: what an abandoned step of the ended run would append now raises
+    # instead (set before anything else runs, so no outcome can slip in behind the event).
+    session.journal.closed = session.signal
     crash.point("after_continue")  # the next run is in the log, not yet dispatched
     if not msgs.dry(session):
         await _start_next_run(session, event.seq)

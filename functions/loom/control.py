@@ -15,6 +15,7 @@ from loom import events as ev
 from loom.app import to_json_value
 from loom.errors import AppendConflictError, ExecutionFinishedError, ExecutionSupersededError
 from loom.fold import ExecutionState, fold, resume_key
+from loom.late_replies import timed_out_gate
 from loom.store.base import AppendRequest, StatusChange
 from loom.timeouts import overdue
 from loom.verdicts import current_episode, verdict_event
@@ -62,7 +63,11 @@ async def resume(
 ) -> ExecutionResult:
     """The body of :meth:`Runtime.resume <loom.runtime.Runtime.resume>`."""
     state = await rt.load_state(execution_id)
-    if resume_key(on, correlation_key) in state.resumes:
+    key = resume_key(on, correlation_key)
+    late = timed_out_gate(state, on, correlation_key, rt.clock())  # (``loom.late_replies``)
+    if late is not None:
+        raise late
+    if key in state.resumes:
         # A redelivered resume (at-least-once transports) is a no-op, even after the end.
         return await rt.report(state, include_state=False)
     if state.finished:
@@ -84,6 +89,10 @@ async def resume(
     ran = await rt._dispatch(  # pyright: ignore[reportPrivateUsage]
         execution_id, state.flow, "resume", f"{execution_id}:{state.last_seq}"
     )
+    # The deadline passed while it was appended: the fold gave the gate to the timeout.
+    late = timed_out_gate(state, on, correlation_key)
+    if late is not None:
+        raise late
     return ran or await rt.report(state, include_state=False)
 
 

@@ -11,14 +11,24 @@ Re-driving a parked execution is ``Runtime.retry``: its park is lifted and it ru
 deployed code. Re-driving a failed one is a fork (``loom.fork``) that reuses every step before
 the one that failed it (the last step to fail, when the failure came right after it; otherwise
 all its steps, the flow's own code running again from there). The fork's id is derived from the
-original's and the failure's position, so re-driving twice starts one execution, and a letter
-already re-driven is reported as such. ``--dry-run`` lists what would be done and writes
-nothing. One letter's failure to re-drive is reported with it and does not stop the others.
+original's and the failure's position (:func:`redrive_id`), so re-driving twice starts one
+execution, and a letter already re-driven is reported as such. ``--dry-run`` lists what would
+be done and writes nothing. One letter's failure to re-drive is reported with it and does not
+stop the others.
+
+What a bulk re-drive selects (``bulk=True`` of :func:`find`): the executions of the kind (and
+flow, and changed since) that are not themselves re-drives. A re-drive that failed again is
+reported under its original (``none``: already re-driven, with the re-drive's status), so a
+second bulk retry of the same selection starts nothing new, however often it runs. A re-drive
+is an execution forked from another (``forked_from``) under that one's :func:`redrive_id`.
+One execution, a failed re-drive included, is re-driven by its id (:func:`redrive_by_id`,
+``loom retry ID``). The listing (``GET /dead-letters``) shows every execution of the kind.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -26,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from loom import events as ev
 from loom.errors import InputError, LoomError, UnknownExecutionError
-from loom.ids import id_problem
+from loom.ids import check_execution_id, id_problem
 from loom.poison import POISON
 from loom.retention import parse_age
 from loom.store.base import ExecutionSummary, ListCursor
@@ -110,15 +120,33 @@ async def find(
     flow: str | None = None,
     since: float | None = None,
     limit: int = 1000,
+    bulk: bool = False,
 ) -> list[ExecutionSummary]:
-    """Dead letters of ``kind``, oldest first, at most ``limit`` (the store's summaries)."""
+    """Dead letters of ``kind``, oldest first, at most ``limit`` (the store's summaries);
+    with ``bulk``, what a bulk re-drive selects: re-drives left out (module docstring)."""
     found: list[ExecutionSummary] = []
     async for row in _rows(runtime, "failed" if kind == "failed" else "suspended"):
-        if _matches(row, kind, flow, since):
+        if _matches(row, kind, flow, since) and not (bulk and await is_redrive(runtime, row)):
             found.append(row)
             if len(found) >= limit:
                 break
     return found
+
+
+_REDRIVE_FORM: Final = re.compile(r".+\.redrive-([0-9]+)", re.DOTALL)
+
+
+async def is_redrive(runtime: Runtime, row: ExecutionSummary) -> bool:
+    """Whether ``row`` is the re-drive of another execution: forked from it under its
+    :func:`redrive_id` (only an id of that form costs a read)."""
+    form = _REDRIVE_FORM.fullmatch(row.execution_id)
+    if form is None or row.status != "failed":  # (only failed letters are forked)
+        return False
+    first = (await runtime.store.read(row.execution_id))[0]
+    origin = first.forked_from if isinstance(first, ev.ExecutionStarted) else None
+    return origin is not None and row.execution_id == redrive_id(
+        origin.execution_id, int(form.group(1))
+    )
 
 
 def _matches(row: ExecutionSummary, kind: Kind, flow: str | None, since: float | None) -> bool:
@@ -148,6 +176,23 @@ async def redrive(
 ) -> list[Redrive]:
     """Re-drive each letter (see the module docstring); on ``dry_run`` only say how."""
     return [await _one(runtime, row, by, dry_run) for row in letters]
+
+
+async def redrive_by_id(runtime: Runtime, execution_id: str, *, by: str) -> Redrive:
+    """Re-drive one execution, whatever selected it: a failed one (a failed re-drive too) is
+    forked as a bulk re-drive would, a parked one retried.
+
+    Raises:
+        UnknownExecutionError: No such execution.
+        NotParkedError: It is neither failed nor parked.
+    """
+    row = await runtime.store.summary(check_execution_id(execution_id))
+    if row.status != "failed":
+        result = await runtime.retry(execution_id, by=by)
+        return Redrive(
+            execution_id, row.flow, row.parked_reason or "", "retry", None, result.status
+        )
+    return await _one(runtime, row, by, False)
 
 
 async def _one(runtime: Runtime, row: ExecutionSummary, by: str, dry_run: bool) -> Redrive:

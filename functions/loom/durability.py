@@ -125,8 +125,8 @@ class BatchedJournal(Journal):
         """Keep ``events`` unforced if nothing forces a durable point (see
         :meth:`Journal.defer_now`): the whole of an idempotent step's append."""
         now = self.rt.clock()
-        if now + self.rt.claim_ttl / 2 > self.claim_until:
-            return False  # a claim extension is due: it is written at once
+        if now + self.rt.claim_ttl / 2 > self.claim_until or self.closed is not None:
+            return False  # a claim extension is due, or the run ended: ``try_append`` says
         batch = [*self.pending, *events]
         if not batch or not self._deferrable(batch):
             return False
@@ -138,6 +138,8 @@ class BatchedJournal(Journal):
         return True
 
     async def try_append(self, events: Sequence[ev.Event]) -> bool:
+        if self.closed is not None:
+            raise self.closed
         batch = self._batch(events)
         if not batch:
             return True
@@ -251,7 +253,7 @@ class StrictJournal(BatchedJournal):
         where they take eight (``tests/core/test_fast_step.py`` compares the two).
         """
         rt, state = self.rt, self.state
-        if self.lock._locked or self.pending or self.unforced:  # pyright: ignore[reportPrivateUsage]
+        if self.lock._locked or self.pending or self.unforced or self.closed is not None:  # pyright: ignore[reportPrivateUsage]
             return False  # (the lock: ``Session.append`` asks ``locked()``, a call)
         session = self.session
         if session is None or session.order.open_tasks > 1:

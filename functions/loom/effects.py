@@ -154,7 +154,7 @@ async def invoke_with_retry(
 
 
 async def retry_after(
-    failure: Exception,
+    failure: BaseException,
     started: float,
     defn: EffectDef,
     ectx: EffectContext,
@@ -194,13 +194,17 @@ async def retry_after(
             exc = attempt_failure(again, attempt_ctx)
 
 
-def attempt_failure(exc: BaseException, ectx: EffectContext) -> Exception:
+def attempt_failure(exc: BaseException, ectx: EffectContext) -> BaseException:
     """The error an attempt of the effect of ``ectx`` failed with, to record and retry.
 
-    Raises what must unwind instead: a control-flow signal, a cancel of the task running it
-    (:func:`unrequested` tells it from a ``CancelledError`` the effect raised itself),
+    Any ``BaseException`` of the effect's own (``class Halt(BaseException)``, a group of
+    errors) is its error like an ``Exception``: recorded with its type and message, retried
+    per its policy. Let through, it failed the whole execution naming no effect and left a
+    non-idempotent effect's intent open. Raises what must unwind instead: the engine's
+    control-flow signals and ``GeneratorExit`` as they are, a cancel of the task running it
+    (:func:`unrequested` tells it from a ``CancelledError`` the effect raised itself), and
     ``SystemExit``/``KeyboardInterrupt`` as an abort (asyncio would stop the whole loop with
-    them, see :mod:`loom.exits`), and any other ``BaseException`` as it is.
+    them, see :mod:`loom.exits`).
     """
     if isinstance(exc, Exception):
         return exc
@@ -208,7 +212,41 @@ def attempt_failure(exc: BaseException, ectx: EffectContext) -> Exception:
         return unrequested(exc)
     if isinstance(exc, EXITS):
         raise exited(ectx, exc) from exc
-    raise exc
+    if isinstance(exc, _UNWINDS):
+        raise exc
+    if isinstance(exc, BaseExceptionGroup):
+        return _group_failure(exc, ectx)  # pyright: ignore[reportUnknownArgumentType]
+    return exc
+
+
+# What an attempt lets through untouched: the engine's signals (a suspension, a park, a
+# supersession…, all ``loom.context._Signal``) and a generator being closed.
+_UNWINDS = (Signal, GeneratorExit)
+
+
+def _group_failure(group: BaseExceptionGroup[BaseException], ectx: EffectContext) -> BaseException:
+    """A group the effect raised, as its error, unless a member must unwind (a signal, an
+    exit, a cancel of the task): then that decides, as it would have alone."""
+    for kinds in (_UNWINDS, EXITS, asyncio.CancelledError):
+        found = group.subgroup(kinds)
+        if found is not None:
+            first = _first_leaf(found)
+            if isinstance(first, asyncio.CancelledError):
+                task = asyncio.current_task()
+                if task is None or task.cancelling():  # (as ``unrequested`` tells)
+                    raise group
+                continue
+            if isinstance(first, EXITS):
+                raise exited(ectx, first) from group
+            raise group
+    return group
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    leaf: BaseException = group
+    while isinstance(leaf, BaseExceptionGroup):
+        leaf = leaf.exceptions[0]  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
+    return leaf  # pyright: ignore[reportUnknownVariableType]
 
 
 def unrequested(exc: asyncio.CancelledError) -> Exception:

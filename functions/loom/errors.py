@@ -9,7 +9,9 @@ The tree::
     │   ├── UnknownEffectError         no effect registered under that name
     │   ├── UnknownExecutionError      no execution with that id
     │   ├── InvalidExecutionIdError    an id that breaks the one id rule (loom.ids)
+    │   │   └── ReservedExecutionIdError  an outside start of an id of a child flow's form
     │   ├── ExecutionConflictError     same execution id, other flow or input
+    │   ├── MessageConflictError       same message id, other topic or payload
     │   ├── PayloadTooLargeError       a body or payload over the configured limit
     │   ├── InvalidPayloadError        input/output that fails its model
     │   ├── VerdictError               verdict for a step that is not in doubt
@@ -19,6 +21,7 @@ The tree::
     │   ├── NotForkableError           fork from a step that cannot be reused (loom.fork)
     │   ├── EventNotFoundError         no value published under that key (in time)
     │   ├── NoOpenGateError            a strict resume that no open gate waits for
+    │   ├── GateTimedOutError          a resume of a gate whose timeout already passed
     │   └── ExecutionFinishedError     the execution already ended
     ├── ConfigurationError             a bad store URL, app path, option
     │   └── MissingExtraError          a backend's library is not installed (names the extra)
@@ -34,6 +37,8 @@ The tree::
     ├── NondeterminismError            replay diverged from the recorded history
     ├── EffectFailedError              an effect failed for good (raised into the flow)
     ├── ChildFlowFailedError           a child flow failed or was cancelled (into the parent)
+    ├── ChildIdTakenError              a child's id is held by another execution (into the
+    │                                  parent)
     ├── EffectOutcomeUnknownError      an effect cannot tell whether its side effect happened
     ├── GateTimeoutError               a gate's timeout passed before its resume
     │   └── MessageTimeoutError        ctx.recv's timeout passed before a message came
@@ -117,10 +122,27 @@ class InvalidExecutionIdError(InputError):
     code = "invalid_execution_id"
 
 
+class ReservedExecutionIdError(InvalidExecutionIdError):
+    """An outside start (HTTP, CLI, Python API, fork) asked for an id of the form the engine
+    gives child flows (``{parent}.child.{step}``, see :func:`loom.children.child_id`). Nothing
+    was written."""
+
+    code = "reserved_execution_id"
+
+
 class ExecutionConflictError(InputError):
     """An execution id is already used by another flow or another input."""
 
     code = "conflict"
+
+
+class MessageConflictError(InputError):
+    """A message id already delivered to the execution with another topic or payload.
+
+    A repeat with the same topic and the same exact JSON payload is a no-op instead.
+    """
+
+    code = "conflicting_message"
 
 
 class PayloadTooLargeError(InputError):
@@ -173,6 +195,13 @@ class NoOpenGateError(InputError):
     """A strict resume (``loom resume --strict``) that no open gate waits for."""
 
     code = "no_open_gate"
+
+
+class GateTimedOutError(InputError):
+    """A resume (a reply) for a gate whose timeout already passed: the timeout won, the
+    reply is refused (HTTP 409). ``details`` name the gate and when it timed out."""
+
+    code = "gate_timed_out"
 
 
 class ExecutionFinishedError(InputError):
@@ -290,6 +319,33 @@ class ChildFlowFailedError(LoomError):
         self.child_id, self.flow, self.status, self.error = child_id, flow, status, error
 
 
+class ChildIdTakenError(LoomError):
+    """The id a child flow start would give its child is held by another execution (of
+    another parent, or another flow); raised into the parent's flow, which may catch it.
+    Recorded in the parent's log, so every replay raises it again.
+
+    Attributes:
+        child_id: The id asked for.
+        holder_flow: The flow of the execution holding it.
+        holder_parent: The parent execution id of the holder (None: started from outside).
+    """
+
+    code = "child_id_taken"
+
+    def __init__(
+        self, message: str, *, child_id: str, holder_flow: str, holder_parent: str | None
+    ) -> None:
+        super().__init__(
+            message,
+            details={
+                "child_id": child_id,
+                "holder_flow": holder_flow,
+                "holder_parent": holder_parent,
+            },
+        )
+        self.child_id, self.holder_flow, self.holder_parent = child_id, holder_flow, holder_parent
+
+
 class EffectFailedError(LoomError):
     """An effect failed for good: retries exhausted, not retryable, or not authorized.
 
@@ -299,7 +355,8 @@ class EffectFailedError(LoomError):
         effect: The effect's registered name.
         step_id: The step that failed.
         error_code: ``error`` (the effect raised), ``timeout``, ``unauthorized``,
-            ``budget`` or ``verdict`` (an operator said it failed).
+            ``budget``, ``verdict`` (an operator said it failed), ``invalid_output`` or
+            ``output_too_large`` (it returned a value the log cannot record).
         error_type: The class name of the original exception, when there was one.
     """
 

@@ -57,7 +57,7 @@ async def invoke(session: EffectSteps, step_id: str, defn: EffectDef, value: Any
         outcome = _returned(await defn.fn(ectx, value), 1, time.perf_counter() - started)
     except BaseException as exc:  # (what must unwind is raised again: ``attempt_failure``)
         outcome = attempt_failure(exc, ectx)  # (retried outside: a later error has no context)
-    if isinstance(outcome, Exception):
+    if isinstance(outcome, BaseException):
         rt = session.rt
         before_retry = session._retrying  # pyright: ignore[reportPrivateUsage]
         outcome = await retry_after(

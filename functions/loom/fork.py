@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
 from loom.app import to_json_value
+from loom.child_ids import check_outside_id
 from loom.errors import AppendConflictError, ExecutionConflictError, NotForkableError
 from loom.fold import _HEAD, ExecutionState, fold  # pyright: ignore[reportPrivateUsage]
 from loom.ids import check_execution_id
@@ -181,7 +182,7 @@ async def fork(
     kept = prefix(events, cut, step)
     first = events[0]
     assert isinstance(first, ev.ExecutionStarted)
-    eid = check_execution_id(new_id) if new_id is not None else str(uuid.uuid4())
+    eid = check_outside_id(check_execution_id(new_id)) if new_id is not None else str(uuid.uuid4())
     if eid == execution_id:
         raise ExecutionConflictError(
             "a fork needs a new execution id, not the original's", details={"execution_id": eid}

@@ -75,6 +75,9 @@ class Journal:
     """Appends for one session. Callers hold :attr:`lock` around :meth:`try_append`."""
 
     dry = False  # a replay that writes nothing (no live timer fires in one, either)
+    # Set at a continue point (``loom.continuation``): the run ended, nothing more may be
+    # appended to it; each append raises this instead.
+    closed: BaseException | None = None
 
     def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
         self.rt = runtime
@@ -92,6 +95,8 @@ class Journal:
         Raises:
             SupersededSignal: Another holder claimed the execution, or it was cancelled.
         """
+        if self.closed is not None:
+            raise self.closed
         if self.pending and not await self._write_decisions_ahead(len(events) + 1):
             return False  # (+ 1: room for a claim extension)
         batch = self._batch(events)
@@ -260,6 +265,8 @@ class DryJournal(Journal):
         self.tail: list[ev.Event] = []
 
     async def try_append(self, events: Sequence[ev.Event]) -> bool:
+        if self.closed is not None:
+            raise self.closed
         self.tail.extend([*self.pending, *events])
         self.pending = []
         return True

@@ -16,10 +16,14 @@ How it maps onto the log:
 * A ``recv`` whose timeout passed fills its slot as timed out (the runtime's own resume when
   the deadline is due, or the fold when a message arrives after the recorded deadline), and
   the message goes to the next slot: nothing is lost to a timed-out receiver.
-* ``message_id`` deduplicates. ``ctx.send`` at step ``s`` of execution ``e`` sends with id
-  ``"e:s"`` (its step key: ``"e#run2:s"`` in a second run) and records :class:`~loom.events.MessageSent` in the sender's log after the
-  delivery: a crash in between replays the send, and the receiver drops the second copy.
-  Callers from outside may pass their own id for the same guarantee.
+* ``message_id`` deduplicates: a repeat with the same topic and payload (exact JSON) is
+  dropped; one with another topic or payload is refused with
+  :class:`~loom.errors.MessageConflictError` (see :mod:`loom.message_repeats`).
+  ``ctx.send`` at step ``s`` of execution ``e`` sends with id ``"e:s"`` (its step key:
+  ``"e#run2:s"`` in a second run) and records :class:`~loom.events.MessageSent` in the
+  sender's log after the delivery: a crash in between replays the send, and the receiver
+  drops the second copy (a replay that sends another payload fails the step with the
+  conflict, recorded). Callers from outside may pass their own id for the same guarantee.
 
 A message to an unknown execution raises :class:`~loom.errors.UnknownExecutionError`; to a
 finished one, :class:`~loom.errors.ExecutionFinishedError` (from a flow: recorded with the
@@ -48,6 +52,7 @@ from loom.errors import (
     InvalidExecutionIdError,
     InvalidPayloadError,
     LoomError,
+    MessageConflictError,
     MessageTimeoutError,
     StoreError,
     UnknownExecutionError,
@@ -56,6 +61,8 @@ from loom.fold import _HEAD as HEAD  # pyright: ignore[reportPrivateUsage]
 from loom.fold import _STEP as STEP  # pyright: ignore[reportPrivateUsage]
 from loom.fold import ExecutionState, GateRecord, evolve, resume_key
 from loom.ids import check_execution_id
+from loom.message_repeats import check_same_message
+from loom.payloads import dump_exact
 from loom.store.base import AppendRequest, StatusChange
 
 if TYPE_CHECKING:
@@ -72,6 +79,7 @@ RECV: Final = "loom.recv"
 SEND: Final = "loom.send"
 """The step record of a ``ctx.send`` (what the log shows in place of an effect name)."""
 MAX_TOPIC: Final = 256
+_UNSET: Final = object()
 
 # Errors a failed delivery records with the sender's step and raises again on replay.
 _RECORDED: dict[str, type[LoomError]] = {
@@ -81,6 +89,7 @@ _RECORDED: dict[str, type[LoomError]] = {
         ExecutionFinishedError,
         InvalidExecutionIdError,
         InvalidPayloadError,
+        MessageConflictError,
     )
 }
 
@@ -181,20 +190,27 @@ async def deliver(
         UnknownExecutionError: No such execution.
         ExecutionFinishedError: The execution ended (and never had this message).
         InvalidPayloadError: ``payload`` is not exact JSON.
+        MessageConflictError: ``message_id`` came before with another topic or payload
+            (:mod:`loom.message_repeats`); nothing is written.
     """
     check_topic(topic)
     eid = check_execution_id(execution_id)
     await rt.require(eid)
-    stored, _ = await rt.payloads.encode(to_json_value(payload), f"{eid}/message")
+    value = to_json_value(payload)
+    raw = dump_exact(value, "message payload")  # refused before anything is read or written
     state = await rt.load_state(eid)
+    stored: Any = _UNSET  # encoded once, and only for a message that is new
     for _ in range(20):
         if message_id in state.message_ids:
+            await check_same_message(rt, state, message_id, topic, value)
             return state, False
         if state.finished:
             raise ExecutionFinishedError(
                 f"execution {eid!r} is {state.status}; message on {topic!r} refused",
                 details={"execution_id": eid, "status": state.status, "topic": topic},
             )
+        if stored is _UNSET:
+            stored, _ = await rt.payloads.encode(value, f"{eid}/message", raw)
         event = ev.MessageReceived(
             topic=topic, message_id=message_id, payload=stored, sender=sender, by=by
         )
@@ -298,11 +314,20 @@ async def send(session: Session, step_id: str, to: str, topic: str, payload: Any
         rec = session.state.steps[step_id]
     elif rec.get("effect") != SEND:
         _diverged(session, step_id, f"log has effect {rec.get('effect')!r}, flow called send()")
+    _visit(session, step_id)
     await session._turn(rec.get("seq", 0))  # pyright: ignore[reportPrivateUsage]
     if rec.get("status") == "failed":
         info = rec.get("error") or {}
         kind = _RECORDED.get(info.get("code", ""), LoomError)
         raise kind(info.get("message", "message not delivered"), details={"step_id": step_id})
+
+
+def _visit(session: Session, step_id: str) -> None:
+    """Count the send as reached for the pre-deploy replay check (its ``visited`` set):
+    without it every recorded send looked like a step the code no longer reaches."""
+    visited: object = getattr(session, "visited", None)
+    if isinstance(visited, set):
+        visited.add(step_id)  # pyright: ignore[reportUnknownMemberType]
 
 
 def _diverged(session: Session, step_id: str, what: str) -> NoReturn:
@@ -339,10 +364,22 @@ async def _deliver_live(
         if delivered and state.execution_id != session.execution_id:
             await _wake_quietly(session.rt, state)
     except tuple(_RECORDED.values()) as exc:
-        return ev.ErrorInfo(code=exc.code, type=type(exc).__name__, message=exc.message)
+        return _recorded(session, step_id, to, exc)
     except (StoreError, ConfigurationError, ExecutionSupersededError) as exc:
         session._raise(AbortSignal(exc))  # pyright: ignore[reportPrivateUsage]
     finally:
         session._inflight -= 1  # pyright: ignore[reportPrivateUsage]
         session._poke()  # pyright: ignore[reportPrivateUsage]
     return None
+
+
+def _recorded(session: Session, step_id: str, to: str, exc: LoomError) -> ev.ErrorInfo:
+    """What the sender's step records of an undeliverable message (raised on replay)."""
+    message = exc.message
+    if isinstance(exc, MessageConflictError):  # the flow cannot pick another id: say why
+        message = (
+            f"send at step {step_id}: {to!r} already holds another message under this "
+            f"step's id {_id(session, step_id)!r} (sent from outside under it, or by code "
+            "that sent another payload here before)"
+        )
+    return ev.ErrorInfo(code=exc.code, type=type(exc).__name__, message=message)

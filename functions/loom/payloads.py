@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pydantic_core import PydanticSerializationError
 
 from loom.app import to_json_value
-from loom.errors import BlobRefError, ConfigurationError, InvalidPayloadError
+from loom.errors import BlobRefError, ConfigurationError, InvalidPayloadError, PayloadTooLargeError
 from loom.events import (
     SCHEMA_VERSION,
     ErrorInfo,
@@ -97,6 +97,18 @@ def dump_exact(value: Any, what: str = "value") -> bytes:
         raise InvalidPayloadError(f"{what} is not JSON: {exc}", code="invalid_json") from None
     except (UnicodeEncodeError, TypeError, RecursionError) as exc:
         raise InvalidPayloadError(f"{what} is not JSON: {exc}", code="invalid_json") from None
+
+
+_CANONICAL = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, sort_keys=True
+)
+
+
+def canonical_json(value: Any) -> str:
+    """``value``'s JSON text with sorted keys: equal for equal JSON values, and only for
+    them (``1``, ``1.0`` and ``true`` differ, as Python's ``==`` does not tell; the order of
+    an object's keys does not matter). How repeated starts and messages are compared."""
+    return _CANONICAL.encode(value)
 
 
 def check_exact(value: Any, what: str = "value") -> Any:
@@ -172,6 +184,24 @@ class PayloadCodec:
             return None
         return (_escape(value) if isinstance(value, dict) else value), size  # (a call less)
 
+    def too_large(self, size: int, what: str) -> ErrorInfo | None:
+        """Why a value of ``size`` JSON bytes (``what``, e.g. "step 3's output") cannot be
+        recorded: over the inline limit with no blob store to take it; else ``None``.
+
+        Recorded as the step's (or the execution's) failure, code ``output_too_large``: the
+        value will be as large on every redelivery, so raising (as :meth:`encode` does, for
+        the values it refuses as input) ran an idempotent effect again on each until the
+        execution was parked as poison.
+        """
+        if self.blobs is not None or size <= self.threshold:
+            return None
+        message = (
+            f"{what} is {size} bytes, over the {self.threshold}-byte limit of a value kept in "
+            "the log, and no blob store is configured to take it; a blob store (LOOM_BLOBS, "
+            "or Runtime(blobs=...)) lifts the limit"
+        )
+        return ErrorInfo(code="output_too_large", type=None, message=message)
+
     async def encode(self, value: Any, key: str, raw: bytes | None = None) -> tuple[Any, int]:
         """Return ``(stored, size)``: the stored form of ``value`` and its JSON size in bytes.
 
@@ -184,16 +214,19 @@ class PayloadCodec:
         Raises:
             InvalidPayloadError: Not exact JSON (see :func:`dump_exact`).
             InvalidExecutionIdError: The key does not start with a valid execution id.
-            ConfigurationError: Over the threshold with no blob store.
+            PayloadTooLargeError: Over the threshold with no blob store (a start input or
+                resume payload: 413; a value the flow records: raised into the flow).
         """
         raw = raw or dump_exact(value)
         size = len(raw)
         if size <= self.threshold:
             return _escape(value), size
-        if self.blobs is None:
-            raise ConfigurationError(
-                f"a payload of {size} bytes exceeds the {self.threshold}-byte limit and no "
-                "blob store is configured (set LOOM_BLOBS)"
+        if self.blobs is None:  # (bad input, not a setting: the same value fails every time)
+            raise PayloadTooLargeError(
+                f"a payload of {size} bytes exceeds the {self.threshold}-byte limit of a value "
+                "kept in the log and no blob store is configured to take it; a blob store "
+                "(LOOM_BLOBS, or Runtime(blobs=...)) lifts the limit",
+                details={"size": size, "limit": self.threshold},
             )
         check_execution_id(key.split("/", 1)[0])
         # Blob keys are write-once; the content hash keeps an idempotent effect that returns
@@ -248,10 +281,15 @@ async def completion_event(
     codec: PayloadCodec, result: Any, execution_id: str
 ) -> ExecutionCompleted | ExecutionFailed:
     """How a flow's return value is recorded: completed with its stored form, or failed
-    with ``code="invalid_output"`` when it is not exact JSON (never stored as ``null``)."""
+    with ``code="invalid_output"`` when it is not exact JSON (never stored as ``null``), or
+    ``code="output_too_large"`` when it is over the inline limit with no blob store."""
     try:
         value = to_json_value(result)
-        stored, _ = await codec.encode(value, f"{execution_id}/output")
+        raw = dump_exact(value, "the flow's output")
+        too_large = codec.too_large(len(raw), "the flow's output")
+        if too_large is not None:
+            return ExecutionFailed(error=too_large)
+        stored, _ = await codec.encode(value, f"{execution_id}/output", raw)
     # (ValueError too: bytes that are not UTF-8 raise UnicodeDecodeError, a too deep value
     # ValueError; either escaped as a bare 500, retried until the execution was poison.)
     except (InvalidPayloadError, PydanticSerializationError, ValueError) as exc:

@@ -21,6 +21,7 @@ from loom import events as ev
 from loom.app import Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.cancellation import request_cancel
+from loom.child_ids import check_outside_id
 from loom.claims import claim_is_live, new_holder
 from loom.errors import (
     ExecutionSupersededError,
@@ -36,6 +37,7 @@ from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, park_poison, poisoned
 from loom.starts import (
     check_same_start,
     never_ran,
+    note_created,
     run_handed,
     run_session,
     runs_here,
@@ -180,8 +182,14 @@ class Runtime:
             InvalidPayloadError: The input fails the flow's input model.
             ExecutionConflictError: The id exists with another flow or input.
             InvalidExecutionIdError: ``execution_id`` breaks the id rule (:mod:`loom.ids`).
+            ReservedExecutionIdError: ``execution_id`` has a child flow's form
+                (:mod:`loom.children`).
         """
-        eid = check_execution_id(execution_id) if execution_id is not None else str(uuid.uuid4())
+        eid = (
+            check_outside_id(check_execution_id(execution_id))  # (child ids are the engine's)
+            if execution_id is not None
+            else str(uuid.uuid4())
+        )
         defn = self.app.get_flow(flow, version)
         if by is not None:
             self.grants.check(by, flow, capabilities)
@@ -205,7 +213,9 @@ class Runtime:
             return here
         created, first = (False, here) if here is not None else await self.store.create(started)
         crash.point("after_start")
-        if not created:  # a repeat: run it if it never ran (see ``loom.starts``)
+        if created:
+            note_created(eid)
+        else:  # a repeat: run it if it never ran (see ``loom.starts``)
             check_same_start(first, started)
             state = await self.load_state(eid)
             if not (run and never_ran(state, self.clock())):

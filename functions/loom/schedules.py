@@ -10,7 +10,10 @@ likes: ``loom serve`` runs one every few seconds, and in production a single Clo
 job calls ``POST /tasks/schedules`` on the tasks service every minute. A pass works out from
 its own clock which ticks are due, and starts each as the execution
 ``schedule:{name}@{tick, UTC, ISO-8601}``. Starts are idempotent by execution id, so a tick
-delivered twice, late, by two passes at once or by two processes starts one execution.
+delivered twice, late, by two passes at once or by two processes starts one execution, and
+exactly one pass reports it ``started``: the one whose start created it (the store's create
+decides, atomically); every other pass reports it with ``started`` false and the status it
+found, however close the race.
 
 Which ticks a pass starts (the missed-tick policy):
 
@@ -37,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 from loom.cron import Cron
 from loom.errors import ConfigurationError, LoomError, UnknownExecutionError
 from loom.ids import check_execution_id
+from loom.starts import noting_creates
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
@@ -135,7 +139,7 @@ class Fired:
         schedule: The schedule's name.
         tick: The tick, UTC ISO-8601.
         execution_id: The tick's execution.
-        started: Whether this pass created it (False: an earlier delivery did).
+        started: Whether this pass created it (False: an earlier or racing pass did).
         status: Where the execution stands, or ``error``.
         error: Why it could not be started, if it could not.
     """
@@ -187,13 +191,14 @@ async def _fire(runtime: Runtime, schedule: Schedule, tick: datetime) -> Fired:
         known = await _summary(runtime, eid)
         if known is not None:  # the common repeat: no flow lookup, no write
             return Fired(schedule.name, iso, eid, False, known.status)
-        result = await runtime.start(
-            schedule.flow, schedule.input, execution_id=eid, by=f"{PREFIX}{schedule.name}"
-        )
+        with noting_creates() as created:  # a racing pass may create it first
+            result = await runtime.start(
+                schedule.flow, schedule.input, execution_id=eid, by=f"{PREFIX}{schedule.name}"
+            )
     except LoomError as exc:
         log.error("schedule %s tick %s: %s", schedule.name, iso, exc.message)
         return Fired(schedule.name, iso, eid, False, "error", f"{exc.code}: {exc.message}")
-    return Fired(schedule.name, iso, eid, True, result.status)
+    return Fired(schedule.name, iso, eid, eid in created, result.status)
 
 
 async def _summary(runtime: Runtime, eid: str) -> ExecutionSummary | None:

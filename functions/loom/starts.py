@@ -18,7 +18,9 @@ as any crashed worker's does.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Generator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,7 @@ from loom.durability import claim
 from loom.errors import ExecutionConflictError, ExecutionSupersededError
 from loom.fold import ExecutionState, fold
 from loom.follow_up import follow_up
+from loom.payloads import canonical_json
 from loom.wire import ExecutionPackage, ExecutionResult, known_valid
 
 if TYPE_CHECKING:
@@ -38,15 +41,40 @@ if TYPE_CHECKING:
     from loom.session import Session
 
 
+# The ids the starts of this task created, for a caller that must tell its own create from
+# a racing start's (a schedule pass, ``loom.schedules``); ``None``: nobody asks.
+_CREATED: ContextVar[set[str] | None] = ContextVar("loom_created", default=None)
+
+
+@contextmanager
+def noting_creates() -> Generator[set[str]]:
+    """Collect the ids that ``Runtime.start`` calls inside the block created (a start that
+    found its id taken, by a repeat or a racing start, adds nothing)."""
+    created: set[str] = set()
+    token = _CREATED.set(created)
+    try:
+        yield created
+    finally:
+        _CREATED.reset(token)
+
+
+def note_created(execution_id: str) -> None:
+    """Tell :func:`noting_creates` (if anyone is) that this start created ``execution_id``."""
+    seen = _CREATED.get()
+    if seen is not None:
+        seen.add(execution_id)
+
+
 def check_same_start(first: ev.ExecutionStarted, started: ev.ExecutionStarted) -> None:
     """Refuse a repeated start that differs from the stored one.
 
     Raises:
         ExecutionConflictError: Another flow, input, capabilities or budgets.
     """
-    mine = (started.flow, started.input, started.capabilities, started.budgets)
-    theirs = (first.flow, first.input, first.capabilities, first.budgets)
-    if mine != theirs:
+    mine = (started.flow, started.capabilities, started.budgets)
+    theirs = (first.flow, first.capabilities, first.budgets)
+    # Inputs as exact JSON: Python's ``1 == 1.0 == True`` took another input for this one.
+    if mine != theirs or canonical_json(started.input) != canonical_json(first.input):
         raise ExecutionConflictError(
             f"execution {started.execution_id!r} exists with flow {first.flow!r} and "
             "another input; use a new execution id",
@@ -89,6 +117,7 @@ async def start_here(
         created, first = await rt.store.create(started, [claimed])
         if not created:
             return first
+        note_created(eid)
         crash.point("after_start")
         state = fold([first, claimed])
         # (The id was checked, and the store took it: the package needs no validation.)

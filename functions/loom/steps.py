@@ -208,10 +208,14 @@ class EffectSteps:
             # The effect says it cannot know whether it ran: exactly a crash mid-call.
             await self.append([ev.EffectInDoubt(step_id=step_id, effect=defn.name)])
             self._raise(InDoubtSignal())
+        codec = self.rt.payloads
+        if outcome.error is None and codec.blobs is None and len(outcome.raw) > codec.threshold:
+            # It ran and returned: failed for good, never run again (as ``invalid_output``).
+            what = f"the output of step {step_id} (effect {defn.name!r})"
+            outcome.error = codec.too_large(len(outcome.raw), what)
         if outcome.error is not None:
             await self.append([failed_event(step_id, defn.name, outcome, outcome.error)])
             raise failed_error(defn.name, step_id, outcome.error.model_dump())
-        codec = self.rt.payloads
         stored = codec.inline(outcome.value, outcome.raw) or await self._unless_store_fails(
             codec.encode(outcome.value, f"{self.execution_id}/{step_id}/output", outcome.raw)
         )

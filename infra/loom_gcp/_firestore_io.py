@@ -264,26 +264,32 @@ class CountedDocs:
             google.api_core.exceptions.GoogleAPIError: Any other failure, untranslated.
         """
         maybe_applied = False
+        tried = [0, 0]  # the writes and deletes of the attempt under way
+        billed = [0, 0]  # those of attempts whose answer never came: they may have applied
 
         def note(exc: Exception) -> None:
             nonlocal maybe_applied
-            maybe_applied = maybe_applied or isinstance(exc, _UNKNOWN_OUTCOME)
+            if isinstance(exc, _UNKNOWN_OUTCOME):
+                maybe_applied = True
+                billed[0], billed[1] = billed[0] + tried[0], billed[1] + tried[1]
 
-        async def attempt(timeout: float) -> tuple[int, int, list[Any]]:
+        async def attempt(timeout: float) -> list[Any]:
             batch, deletes = build()
-            writes = len(batch)
+            tried[0], tried[1] = len(batch) - deletes, deletes
             try:
                 results = await self.commit_once(batch, timeout)
             except gexc.Aborted:
                 raise  # contention, nothing applied: retried (it is a Conflict subclass)
             except (gexc.Conflict, gexc.FailedPrecondition) as exc:
                 raise Collision(maybe_applied) from exc
-            return writes, deletes, list(results or [])
+            billed[0], billed[1] = billed[0] + tried[0], billed[1] + tried[1]
+            return list(results or [])
 
-        writes, deletes, results = await self.rpc(attempt, note)
-        self.ops["writes"] += writes - deletes
-        self.ops["deletes"] += deletes
-        return results
+        try:
+            return await self.rpc(attempt, note)
+        finally:  # counted as Firestore bills them: an unanswered commit may have applied
+            self.ops["writes"] += billed[0]
+            self.ops["deletes"] += billed[1]
 
 
 KNOBS = ("timeout", "deadline")

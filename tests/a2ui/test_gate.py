@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from loom import FlowContext, Loom
-from loom.errors import UnknownExecutionError
+from loom.errors import GateTimedOutError, UnknownExecutionError
 from loom.events import TERMINAL_TYPES
 from loom.plugins.a2ui import (
     A2UI_FUNCTION_RESULT,
@@ -21,6 +21,7 @@ from loom.plugins.a2ui import (
     CatalogValidationError,
     ClientFunctionError,
     CorrelationError,
+    LateReplyError,
     ResumeAuthenticationError,
     define_function,
     deliver_function_response,
@@ -306,10 +307,29 @@ async def test_the_gate_times_out_and_a_reply_after_that_is_late(
     await env.start("one", "s1", execution_id="e9")
     [result] = await env.skip(61)
     assert result.error is not None and result.error["type"] == "GateTimeoutError"
-    with pytest.raises(CorrelationError, match="late"):
+    with pytest.raises(CorrelationError, match="late") as refused:
         await deliver_function_response(
             env.runtime, "e9", reply(sender.sent[0], value={"locale": "fr"})
         )
+    # Refused as every route refuses a reply to a timed-out gate: 409 gate_timed_out.
+    assert isinstance(refused.value, GateTimedOutError) and refused.value.code == "gate_timed_out"
+    assert refused.value.details["functionCallId"] == call_id(sender.sent[0])
+    assert refused.value.details["timed_out_at"] is not None
+
+
+async def test_a_reply_after_the_deadline_is_late_even_before_the_timer_runs(
+    env: LoomTestEnv, sender: RecordingSender
+) -> None:
+    await env.start("one", "s1", execution_id="e11")
+    before = await env.history("e11")
+    env.clock.now += 61  # the deadline passed; the timer's call has not come yet
+    with pytest.raises(LateReplyError, match="timed out"):
+        await deliver_function_response(
+            env.runtime, "e11", reply(sender.sent[0], value={"locale": "fr"})
+        )
+    assert await env.history("e11") == before  # nothing appended
+    [result] = await env.skip(0)
+    assert result.error is not None and result.error["type"] == "GateTimeoutError"
 
 
 async def test_a_resume_by_another_path_is_checked_the_same_and_refused_with_nothing_appended(

@@ -1,4 +1,5 @@
-"""Flows for the newcomer's CLI tests: one that fails, one that blocks in an effect.
+"""Flows for the newcomer's CLI tests: one that fails, one that blocks in an effect, one
+waiting on a gate with a timeout.
 
 ``slow.wait`` writes ``LOOM_TEST_MARK`` when it starts, then sleeps, so a test knows when to
 press Ctrl-C.
@@ -10,7 +11,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from loom import EffectContext, FlowContext, Loom
+from loom import EffectContext, FlowContext, GateTimeoutError, Loom
 
 app = Loom("newcomer")
 
@@ -30,3 +31,11 @@ async def slow_wait(ctx: EffectContext, seconds: float) -> float:
 @app.flow("slow")
 async def slow(ctx: FlowContext, seconds: float) -> float:
     return await ctx.execute(slow_wait, seconds)
+
+
+@app.flow("deadline")
+async def deadline(ctx: FlowContext, seconds: float) -> object:
+    try:
+        return await ctx.suspend("answer", ctx.execution_id, timeout=seconds)
+    except GateTimeoutError:  # then waits on another gate: the execution goes on
+        return ["timed out", await ctx.suspend("after", ctx.execution_id)]

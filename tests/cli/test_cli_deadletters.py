@@ -50,6 +50,26 @@ def test_bulk_retry_of_failed_executions_with_a_dry_run_first(tmp_path: Path) ->
     assert out.count("already re-driven") == 3 and "re-drove 3 of 3" in out
 
 
+def test_bulk_retry_of_failed_redrives_starts_nothing_new(tmp_path: Path) -> None:
+    """As the README says: a second bulk retry starts nothing new, even when the first one's
+    re-drives failed again; ``loom retry ID`` re-drives one of them."""
+    CALLS.bug = True
+    assert invoke(tmp_path, "start", "pipeline", "--input", "3", "--id", "a")[0] == 1
+    code, out = invoke(tmp_path, "retry", "--status", "failed")
+    assert "a  pipeline  fork as a.redrive-5: failed" in out and "re-drove 1 of 1" in out
+    for _ in range(2):
+        code, out = invoke(tmp_path, "retry", "--status", "failed")
+        assert code == 0, out
+        assert "already re-driven as a.redrive-5 (failed)" in out and "1 of 1" in out
+        assert "a.redrive-5  pipeline  fork" not in out
+        assert invoke(tmp_path, "ls")[1].strip().endswith("2 execution(s)")
+    CALLS.bug = False
+    code, out = invoke(tmp_path, "retry", "a.redrive-5")
+    assert code == 0, out
+    assert "a.redrive-5  pipeline  fork as a.redrive-5.redrive-" in out and "suspended" in out
+    assert invoke(tmp_path, "ls")[1].strip().endswith("3 execution(s)")
+
+
 def test_retry_needs_an_id_or_a_status(tmp_path: Path) -> None:
     code, out = invoke(tmp_path, "retry")
     assert code == 2 and "--status" in out

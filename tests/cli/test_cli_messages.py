@@ -60,3 +60,15 @@ def test_clear_errors(run: Run) -> None:
     run("send", "bob", "command", '{"kind": "close"}')
     code, out = run("send", "bob", "command", '{"kind": "close"}')
     assert code == 2 and "completed" in out
+
+
+def test_a_used_message_id_with_another_payload_is_refused(run: Run) -> None:
+    assert run("start", "account", "--id", "carol", "--input", '{"balance": 0}')[0] == 0
+    deposit = '{"kind": "deposit", "amount": 1}'
+    assert run("send", "carol", "command", deposit, "--id", "m-1")[0] == 0
+    for other in ('{"kind": "deposit", "amount": 1.0}', '{"kind": "deposit", "amount": 100}'):
+        code, out = run("send", "carol", "command", other, "--id", "m-1")
+        assert code == 2 and "already delivered" in out and "'m-1'" in out, out
+    code, out = run("send", "carol", "command", deposit, "--id", "m-1")  # the same: a no-op
+    assert code == 0, out
+    assert json.loads(run("get-event", "carol", "balance", "--timeout", "1")[1]) == 1

@@ -152,3 +152,18 @@ from loom.runtime import Runtime
 from tests.cli.newcomer_app import app
 asyncio.run(Runtime(app, open_store(sys.argv[1])).start("slow", 60, execution_id="cc-1", run=False))
 """
+
+
+@pytest.mark.parametrize("strict", [[], ["--strict"]])
+def test_a_resume_after_the_gates_timeout_is_refused_naming_it(run, strict: list[str]) -> None:
+    app = "tests.cli.newcomer_app:app"
+    code, out, _ = run("start", "deadline", "--input", "0.05", "--id", "d-1", app=app)
+    assert code == 0 and "suspended" in out
+    time.sleep(0.2)  # the deadline passes; nothing has run the timer
+    resume = ("resume", "d-1", "--on", "answer", "--key", "d-1", *strict)
+    code, _, err = run(*resume, app=app)
+    assert code == 2 and "gate 'answer'" in err and "timed out at" in err, err
+    code, out, _ = run("execute", "d-1", app=app)  # the timer's call: the timeout recorded
+    assert code == 0 and "suspended" in out, out  # now on its gate 'after'
+    code, _, err = run(*resume, app=app)  # (--strict: not "no open gate")
+    assert code == 2 and "gate 'answer'" in err and "timed out at" in err, err

@@ -11,9 +11,12 @@ from typing import Any
 import pytest
 
 from loom import FlowContext, Loom
+from loom import events as ev
 from loom.errors import ExecutionFinishedError, InvalidPayloadError
+from loom.replay_check import Checked, ReplayChecker
 from loom.runtime import Runtime
 from loom.store.base import EventStore
+from loom.testing import LoomTestEnv
 from loom.wire import ExecutionPackage
 
 
@@ -43,18 +46,33 @@ def make_app() -> Loom:
         await ctx.continue_as_new("not a number")
 
     @app.flow("in_flight")
-    async def in_flight(ctx: FlowContext, _: None) -> Any:
+    async def in_flight(ctx: FlowContext, args: dict[str, Any]) -> Any:
+        """Run 1 continues while another task's step is in flight (awaited after, or not):
+        ``slow`` is running from before the continue until the continue is in the log."""
+        if args["run"] == 2:
+            return await ctx.suspend("go", "k") if args["wait"] else "run 2"
+        started, release = _events(ctx.execution_id)
+        quick = asyncio.ensure_future(ctx.execute("quick", None))
         pending = asyncio.ensure_future(ctx.execute("slow", None))
-        await asyncio.sleep(0)
+        await quick  # in the log before the continue
+        await started.wait()
         try:
-            await ctx.continue_as_new(None)
+            await ctx.continue_as_new({**args, "run": 2})
         finally:
-            await pending
+            release.set()  # the continue is appended (or failed): let slow finish now
+            if args["await_after"]:
+                await pending
 
     @app.effect("slow")
     async def slow(ctx: Any, _: None) -> str:
-        await asyncio.sleep(0.05)
+        started, release = _events(ctx.execution_id)
+        started.set()
+        await release.wait()
         return "done"
+
+    @app.effect("quick")
+    async def quick(ctx: Any, _: None) -> str:
+        return "quick"
 
     @app.flow("ticker")
     async def ticker(ctx: FlowContext, args: dict[str, Any]) -> list[str]:
@@ -77,6 +95,17 @@ def make_app() -> Loom:
 
 
 START = {"total": 0, "runs": 1}
+# Per execution: ``slow`` has started; the flow lets it finish (the test's own handshake).
+_EVENTS: dict[str, tuple[asyncio.Event, asyncio.Event]] = {}
+
+
+def _events(execution_id: str) -> tuple[asyncio.Event, asyncio.Event]:
+    return _EVENTS.setdefault(execution_id, (asyncio.Event(), asyncio.Event()))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_events() -> None:
+    _EVENTS.clear()  # (each test runs on a loop of its own)
 
 
 @pytest.fixture
@@ -129,14 +158,52 @@ async def test_resumes_and_cancels_reach_the_current_run(rt: Runtime) -> None:
         await rt.send("g2", "add", 1)
 
 
-async def test_a_bad_next_input_or_a_step_in_flight_fails_the_run_clearly(rt: Runtime) -> None:
+async def test_a_bad_next_input_fails_the_run_clearly(rt: Runtime) -> None:
     failed = await rt.start("bad_input", 0, execution_id="b")
     assert failed.status == "failed" and failed.error is not None
     assert failed.error["code"] == InvalidPayloadError.code
-    failed = await rt.start("in_flight", None, execution_id="f")
-    assert failed.status == "failed" and failed.error is not None
-    assert "in flight" in failed.error["message"]
-    assert (await rt.load_state("f")).run == 1
+    assert (await rt.load_state("b")).run == 1
+
+
+def _in_flight(wait: bool, await_after: bool) -> dict[str, Any]:
+    return {"run": 1, "wait": wait, "await_after": await_after}
+
+
+@pytest.mark.parametrize("await_after", [True, False])
+async def test_a_step_in_flight_in_another_task_is_abandoned(
+    rt: Runtime, await_after: bool
+) -> None:
+    """The run continues; the step that landed first stays in the ended run, the one in
+    flight is recorded nowhere, and nothing lands in the next run's history."""
+    done = await rt.start("in_flight", _in_flight(False, await_after), execution_id="f")
+    assert (done.status, done.output) == ("completed", "run 2")
+    await asyncio.sleep(0.05)  # the released slow effect finished (or was cancelled) by now
+    history = await rt.history("f")
+    cont = next(e.seq for e in history if isinstance(e, ev.ExecutionContinued))
+    steps = [
+        (e.type, getattr(e, "effect", None), e.seq < cont)
+        for e in history
+        if "step_id" in e.__dict__ and e.type.startswith("Effect")
+    ]
+    assert steps == [("EffectCompleted", "quick", True)]
+    assert (await rt.load_state("f")).steps == {}
+
+
+async def test_live_and_replay_agree_on_a_continue_with_a_step_in_flight(
+    store: EventStore,
+) -> None:
+    """The test toolkit replays every execute call and the pre-deploy check replays the
+    store: neither reports a divergence, and the run was not failed."""
+    env = LoomTestEnv(make_app(), store=store)
+    for n, await_after in enumerate([True, False]):
+        got = await env.start("in_flight", _in_flight(True, await_after), execution_id=f"r{n}")
+        assert got.status == "suspended" and (await env.runtime.load_state(f"r{n}")).run == 2
+    seen: list[Checked] = []
+    await ReplayChecker(make_app(), store).run(seen.append)
+    assert sorted(c.summary.execution_id for c in seen) == ["r0", "r1"]
+    assert [c.divergence for c in seen] == [None, None]
+    done = await env.runtime.resume("r0", "go", "k", "yes")
+    assert (done.status, done.output) == ("completed", "yes")
 
 
 async def test_step_keys_differ_from_run_to_run(rt: Runtime) -> None:

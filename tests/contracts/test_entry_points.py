@@ -243,3 +243,21 @@ def test_the_worker_refuses_a_non_finite_resume_payload_and_verdict_output(env: 
     )
     assert answer.status_code == 400, answer.data
     assert json.loads(worker.get("/executions/g").data)["history"] == before
+
+
+@pytest.mark.parametrize("eid", ["fam.child.1", "fam#run2.child.2.1"])
+def test_an_outside_start_of_a_child_flows_id_is_refused(env: str, tmp_path: Path, eid: str):
+    """The child form (``{parent}.child.{step}``) is the engine's: 400 / exit 2, nothing
+    written, whatever the entry point."""
+    body = {"flow": "echo", "input": {}, "execution_id": eid}
+    response = target("worker").post("/executions", json=body)
+    assert response.status_code == 400, response.data
+    assert json.loads(response.data)["code"] == "reserved_execution_id"
+    start = {"action": "start", "flow": "echo", "input": {}, "execution_id": eid}
+    assert target("events").post("/", json=pubsub(start, "m-1")).status_code == 200
+    assert written(env) == []
+    base = ["--app", APP, "--store", f"sqlite:///{tmp_path / 'cli.db'}"]
+    args = [*base, "start", "echo", "--input", "{}", "--id", eid]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert "child flows" in result.output

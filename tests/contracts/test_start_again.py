@@ -115,6 +115,23 @@ async def test_the_python_api_runs_a_created_execution_on_a_repeat(
     ran_once(tmp_path, "again-1")  # the repeat of a finished execution invokes nothing
 
 
+async def test_a_repeat_compares_its_input_as_exact_json(store: EventStore) -> None:
+    """``4``, ``4.0`` and ``true`` are one value to Python's ``==`` and three to JSON: a
+    repeat with another of them is another input, refused; key order is not."""
+    rt = Runtime(app, store)
+    await rt.start("echo", {"n": 1, "k": [1, None]}, execution_id="exact-1", run=False)
+    for other in (
+        {"n": 1.0, "k": [1, None]},
+        {"n": True, "k": [1, None]},
+        {"n": 1, "k": [1.0, None]},
+    ):
+        with pytest.raises(ExecutionConflictError):
+            await rt.start("echo", other, execution_id="exact-1", run=False)
+    same = await rt.start("echo", {"k": [1, None], "n": 1}, execution_id="exact-1", run=False)
+    assert same.execution_id == "exact-1"
+    assert [type(e).__name__ for e in await rt.history("exact-1")] == ["ExecutionStarted"]
+
+
 def test_the_worker_target_runs_a_created_execution_on_a_repeat(url: str, tmp_path: Path) -> None:
     created_never_run(url, "w-1")
     worker = target("worker")

@@ -13,6 +13,7 @@ from loom import EffectContext, FlowContext, GateTimeoutError, Loom
 from loom.errors import (
     ExecutionConflictError,
     ExecutionFinishedError,
+    GateTimedOutError,
     InvalidPayloadError,
     UnknownExecutionError,
     UnknownFlowError,
@@ -195,10 +196,12 @@ async def test_gate_timeout_raises_into_the_flow(env: LoomTestEnv):
     await env.start("timeout", None, execution_id="t1")
     [result] = await env.skip(timedelta(minutes=6))
     assert result.output == "timed out"
-    # The reply that comes too late changes nothing: the timeout took the gate.
+    # The reply that comes too late changes nothing: the timeout took the gate, and the
+    # reply is refused (it was answered as a redelivery, as if it had been accepted).
     count = len(await env.history("t1"))
-    late = await env.runtime.resume("t1", "reply", "r", "late")
-    assert late.output == "timed out" and len(await env.history("t1")) == count
+    with pytest.raises(GateTimedOutError, match=r"'reply'.*timed out"):
+        await env.runtime.resume("t1", "reply", "r", "late")
+    assert len(await env.history("t1")) == count
 
 
 async def test_decisions_are_recorded_and_replayed(env: LoomTestEnv):

@@ -15,7 +15,7 @@ import pytest
 
 from loom import events as ev
 from loom.blobs import InMemoryBlobStore
-from loom.deadletters import find, parse_since, redrive, redrive_id
+from loom.deadletters import find, parse_since, redrive, redrive_by_id, redrive_id
 from loom.errors import InputError
 from loom.runtime import Runtime
 from loom.store import EventStore
@@ -93,6 +93,53 @@ async def test_failed_ones_are_forked_once_and_poison_runs_again(store: EventSto
     assert [e.by for e in retried] == ["ops"]
     original = await runtime.result("p-1")
     assert original.status == "failed"  # a failed execution stays failed
+
+
+async def test_a_second_bulk_retry_starts_nothing_even_when_the_redrives_failed(
+    store: EventStore,
+):
+    """The bug is still in: every re-drive fails again. A bulk retry does not select those
+    re-drives, so repeating it starts nothing; re-driving one by its id still does."""
+    calls = Calls()
+    runtime = _runtime(store, calls)
+    await _dead_letters(runtime, calls)
+    calls.bug = True
+    first = await redrive(runtime, await find(runtime, "failed", bulk=True), by="ops")
+    assert {(d.execution_id, d.action, d.status) for d in first} == {
+        ("p-1", "fork", "failed"),
+        ("p-2", "fork", "failed"),
+        ("b-1", "fork", "failed"),
+    }
+    assert len(await runtime.list()) == 7
+    for _ in range(2):
+        letters = await find(runtime, "failed", bulk=True)
+        assert [r.execution_id for r in letters] == ["p-1", "p-2", "b-1"]
+        again = await redrive(runtime, letters, by="ops")
+        assert {(d.action, d.new_execution_id, d.status) for d in again} == {
+            ("none", redrive_id("p-1", 5), "failed"),
+            ("none", redrive_id("p-2", 5), "failed"),
+            ("none", first[2].new_execution_id, "failed"),
+        }
+        assert len(await runtime.list()) == 7  # nothing new started
+    listed = {r.execution_id for r in await find(runtime, "failed")}  # the listing: all six
+    assert listed == {"p-1", "p-2", "b-1", *(d.new_execution_id for d in first)}
+    calls.bug = False
+    one = await redrive_by_id(runtime, redrive_id("p-1", 5), by="ops")
+    assert (one.action, one.status) == ("fork", "suspended")
+    assert one.new_execution_id is not None and one.new_execution_id.startswith("p-1.redrive-5.")
+    assert len(await runtime.list()) == 8
+
+
+async def test_an_execution_of_the_redrive_form_is_selected_unless_it_is_a_redrive(
+    store: EventStore,
+):
+    """Only the id form with a fork origin makes a re-drive: a user's own id that merely
+    ends alike is a dead letter like any other."""
+    calls = Calls()
+    runtime = _runtime(store, calls)
+    calls.bug = True
+    assert (await runtime.start("boom", 1, execution_id="mine.redrive-3")).status == "failed"
+    assert [r.execution_id for r in await find(runtime, "failed", bulk=True)] == ["mine.redrive-3"]
 
 
 async def test_since_narrows_and_a_bad_since_is_refused(store: EventStore):

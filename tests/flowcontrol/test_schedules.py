@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from loom import Loom
+from loom import Loom, schedules
 from loom.errors import ConfigurationError
 from loom.runtime import Runtime
 from loom.schedules import fire_due
@@ -64,6 +64,28 @@ async def test_one_execution_per_tick_when_delivered_twice_late_and_at_once(stor
     assert "schedule:every-5@2026-11-30T06:05:00Z" in counts
     result = await runtime.result("schedule:every-5@2026-11-30T06:05:00Z")
     assert (result.status, result.output) == ("completed", "report {'kind': 'five'}")
+
+
+async def test_passes_racing_on_a_tick_report_one_start(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+):
+    """Every pass reads that the tick has no execution before any creates it (the race's
+    window, held open): the store's create decides, and only its winner says ``started``."""
+
+    async def unseen(runtime: Runtime, eid: str) -> None:
+        return None
+
+    monkeypatch.setattr(schedules, "_summary", unseen)
+    runtime = _runtime(store)
+    other = _runtime(store)  # another process's pass, on the same store
+    runtime.clock.now = other.clock.now = T0 + 10  # type: ignore[attr-defined]
+    passes = [await fire_due(runtime), await fire_due(other)]
+    passes += await asyncio.gather(fire_due(runtime), fire_due(other))
+    started = Counter(f.execution_id for fired in passes for f in fired if f.started)
+    assert started == await _ticks(store) and set(started.values()) == {1}
+    for fired in passes[1:]:
+        assert not any(f.started for f in fired)
+        assert {(f.status, f.error) for f in fired} == {("completed", None)}
 
 
 async def test_missed_ticks_are_skipped_or_caught_up(store: EventStore):

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loom import EffectContext, FlowContext, Loom
+from loom import EffectContext, FlowContext, GateTimeoutError, Loom
 
 app = Loom("http-tests")
 
@@ -154,3 +154,12 @@ async def twice(ctx: FlowContext, n: int) -> int:
     if n == 0:
         await ctx.continue_as_new(1)
     return n
+
+
+@app.flow("deadline")
+async def deadline(ctx: FlowContext, seconds: float) -> Any:
+    """A gate on ``answer`` keyed by the execution id, with a timeout of ``seconds``."""
+    try:
+        return await ctx.suspend(on="answer", correlation_key=ctx.execution_id, timeout=seconds)
+    except GateTimeoutError:
+        return "timed out"

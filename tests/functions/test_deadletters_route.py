@@ -79,3 +79,31 @@ def test_bad_queries_are_refused(pipeline: tuple[FlaskClient, Runtime]) -> None:
     assert_error(client.get("/dead-letters?status=failed&since=soon"), 400)
     body = json.dumps({"status": "lost"}).encode()
     assert_error(client.post("/dead-letters/retry", data=body, headers={**JSON, **BEARER}), 400)
+
+
+def test_a_second_redrive_of_failed_redrives_starts_nothing_new(
+    pipeline: tuple[FlaskClient, Runtime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, runtime = pipeline
+    monkeypatch.setattr(CALLS, "bug", True)  # every re-drive fails again
+    real = json.dumps({"status": "failed", "by": "bob"}).encode()
+    done = client.post("/dead-letters/retry", data=real, headers={**JSON, **BEARER})
+    assert done.json is not None
+    assert [(r["action"], r["status"]) for r in done.json["redriven"]] == [("fork", "failed")] * 2
+    for _ in range(2):
+        again = client.post("/dead-letters/retry", data=real, headers={**JSON, **BEARER})
+        assert again.json is not None
+        assert [(r["execution_id"], r["action"]) for r in again.json["redriven"]] == [
+            ("f-1", "none"),
+            ("f-2", "none"),
+        ]
+        assert len(asyncio.run(runtime.list())) == 4
+    listed = client.get("/dead-letters?status=failed")  # the listing still shows all four
+    assert listed.json is not None and len(listed.json["dead_letters"]) == 4
+    monkeypatch.setattr(CALLS, "bug", False)
+    named = json.dumps({"status": "failed", "execution_ids": ["f-1.redrive-5"]}).encode()
+    one = client.post("/dead-letters/retry", data=named, headers={**JSON, **BEARER})
+    assert one.json is not None, one.data
+    assert [(r["execution_id"], r["action"], r["status"]) for r in one.json["redriven"]] == [
+        ("f-1.redrive-5", "fork", "suspended")  # named, a failed re-drive is re-driven
+    ]

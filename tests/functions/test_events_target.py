@@ -15,7 +15,7 @@ import pytest
 from loom import EffectContext, FlowContext, Loom
 from loom.runtime import Runtime
 from loom.store.sqlite import SqliteEventStore
-from loom.workers.auth import sign
+from loom.workers.auth import SharedSecretAuth, sign
 from loom.workers.events_target import (
     InvalidMessageError,
     RedeliverError,
@@ -108,6 +108,25 @@ async def test_a_start_without_id_is_named_after_the_message_and_redelivery_is_h
         assert (again.outcome, again.execution_id) == ("started", "pubsub-m-7")
     assert await rt.history("pubsub-m-7") == events
     assert calls == ["pubsub-m-7:1"]
+
+
+async def test_a_signed_start_without_id_published_again_is_the_same_start(
+    rt: Runtime,
+) -> None:
+    """Attack: the data and signature of a signed start, published again as a new Pub/Sub
+    message (a new message id) while the signature is good. Promise: the execution is named
+    after the signature, not the message id, so the copy starts nothing new."""
+    check = SharedSecretAuth(SECRET)
+    start = {"action": "start", "flow": "gate", "input": "x"}
+    data = pubsub_data(start, "m-1", SECRET)
+    first = await handle_event(rt, "ce-1", data, check)
+    assert first.outcome == "started" and first.execution_id is not None
+    assert first.execution_id.startswith("sig-")
+    copy = {**data, "message": {**data["message"], "messageId": "m-2"}}
+    again = await handle_event(rt, "ce-2", copy, check)
+    assert (again.outcome, again.execution_id) == ("started", first.execution_id)
+    assert [s.execution_id for s in await rt.list()] == [first.execution_id]
+    assert calls == [f"{first.execution_id}:1"]
 
 
 async def test_a_resume_is_delivered_once_however_often_it_arrives(rt: Runtime) -> None:

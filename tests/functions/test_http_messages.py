@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from urllib.parse import quote
 
 import httpx
@@ -15,7 +16,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from loom.runtime import Runtime
-from loom.workers.auth import SharedSecretAuth
+from loom.workers.auth import SharedSecretAuth, sign
 from tests.functions.conftest import BEARER, SECRET, WorkerFactory
 
 PRINCIPAL = SharedSecretAuth(SECRET).principal
@@ -93,3 +94,68 @@ def test_the_run_chain_is_in_the_execution_view(client: FlaskClient) -> None:
     assert [r["run_id"] for r in view["runs"]] == ["tw#run1", "tw#run2"]
     assert view["runs"][1]["first_seq"] == view["runs"][0]["last_seq"] + 1
     assert view["execution"]["state"]["run"] == 2
+
+
+def _received(runtime: Runtime, eid: str) -> list[tuple[str, object]]:
+    events = asyncio.run(runtime.history(eid))
+    return [(e.message_id, e.payload) for e in events if e.type == "MessageReceived"]
+
+
+def _post(
+    client: FlaskClient, eid: str, raw: bytes, **headers: str
+) -> tuple[int, dict[str, object]]:
+    headers = {"Content-Type": "application/json", **headers}
+    reply = client.post(f"/executions/{eid}/messages", data=raw, headers=headers)
+    return reply.status_code, json.loads(reply.data)
+
+
+def test_a_used_message_id_with_another_body_is_a_409_and_nothing_is_written(
+    client: FlaskClient, runtime: Runtime
+) -> None:
+    _start(client, "mb-5", 3)
+    first = b'{"topic": "cmd", "payload": 1, "message_id": "m"}'
+    assert _post(client, "mb-5", first, **BEARER)[0] == 200
+    for other in (
+        b'{"topic": "cmd", "payload": 1.0, "message_id": "m"}',  # equal in Python, not JSON
+        b'{"topic": "cmd", "payload": true, "message_id": "m"}',
+        b'{"topic": "cmd", "payload": 2, "message_id": "m"}',
+        b'{"topic": "other", "payload": 1, "message_id": "m"}',
+    ):
+        status, body = _post(client, "mb-5", other, **BEARER)
+        assert (status, body["code"]) == (409, "conflicting_message"), other
+        assert set(body) == {"code", "message", "details"}
+        assert "'m'" in str(body["message"])
+    status, body = _post(client, "mb-5", first, **BEARER)  # the same body: a no-op
+    assert (status, body["status"]) == (200, "suspended")
+    assert _received(runtime, "mb-5") == [("m", 1)]
+
+
+def test_a_replayed_signed_message_without_an_id_is_delivered_once(
+    client: FlaskClient, runtime: Runtime
+) -> None:
+    """The signature is good for minutes; a copy of the request must not be a second
+    message (the default id is derived from the signature, not a fresh one)."""
+    _start(client, "mb-6", 3)
+    raw = json.dumps({"topic": "cmd", "payload": {"amount": 5}}).encode()
+    signature = sign(SECRET, "resume", "mb-6", raw)
+    for _ in range(3):
+        status, body = _post(client, "mb-6", raw, **{"X-Loom-Signature": signature})
+        assert (status, body["status"]) == (200, "suspended")
+    assert [p for _, p in _received(runtime, "mb-6")] == [{"amount": 5}]
+    # Another signed request (another signature) is another message; so is every unsigned one.
+    again = sign(SECRET, "resume", "mb-6", raw, expires=int(time.time()) + 120)
+    assert _post(client, "mb-6", raw, **{"X-Loom-Signature": again})[0] == 200
+    status, body = _post(client, "mb-6", raw, **BEARER)
+    assert (status, body["status"]) == (200, "completed")
+    ids = [mid for mid, _ in _received(runtime, "mb-6")]
+    assert len(set(ids)) == 3 and ids[0].startswith("sig:") and ids[2].startswith("msg:")
+
+
+def test_a_signed_message_names_its_own_id_when_it_gives_one(
+    client: FlaskClient, runtime: Runtime
+) -> None:
+    _start(client, "mb-7", 2)
+    raw = json.dumps({"topic": "cmd", "payload": 1, "message_id": "mine"}).encode()
+    headers = {"X-Loom-Signature": sign(SECRET, "resume", "mb-7", raw)}
+    assert _post(client, "mb-7", raw, **headers)[0] == 200
+    assert _received(runtime, "mb-7") == [("mine", 1)]

@@ -17,9 +17,7 @@ import time
 from typing import Any
 
 import pytest
-from google.api_core import exceptions as gexc
 from google.cloud import firestore
-from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
 
 from loom.errors import AppendConflictError
 from loom.events import (
@@ -32,7 +30,7 @@ from loom.events import (
 from loom.store import AppendRequest, LoadedLog, Snapshot, StatusChange
 from loom_gcp._firestore_docs import event_doc_id
 from loom_gcp.firestore import FirestoreEventStore
-from tests.gcp.firestore_helpers import PROJECT, step
+from tests.gcp.firestore_helpers import PROJECT, lose_first_ack, step
 from tests.gcp.test_firestore_pages_reuse import write_legacy
 
 pytestmark = pytest.mark.slow
@@ -189,23 +187,6 @@ async def test_a_stale_stamp_alone_does_not_refuse_the_holders_end(
 
 
 # -- lost answers ------------------------------------------------------------------------
-
-
-def lose_first_ack(store: FirestoreEventStore, *, applied: bool) -> list[int]:
-    """Make the store's next commit fail with UNAVAILABLE, applied or not."""
-    real = store._io.commit_once  # pyright: ignore[reportPrivateUsage]
-    calls: list[int] = []
-
-    async def flaky(batch: AsyncWriteBatch, timeout: float) -> list[Any] | None:
-        calls.append(1)
-        if len(calls) == 1:
-            if applied:
-                await real(batch, timeout)
-            raise gexc.ServiceUnavailable("connection reset before the response")
-        return await real(batch, timeout)
-
-    store._io.commit_once = flaky  # type: ignore[method-assign]  # pyright: ignore[reportPrivateUsage]
-    return calls
 
 
 @pytest.mark.parametrize("applied", [True, False])

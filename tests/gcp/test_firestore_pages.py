@@ -26,7 +26,7 @@ from loom_gcp._firestore_docs import (
 )
 from loom_gcp._firestore_docs import new_execution_fields as legacy_execution_fields
 from loom_gcp.firestore import FirestoreEventStore
-from tests.gcp.firestore_helpers import PROJECT, step
+from tests.gcp.firestore_helpers import PROJECT, lose_first_ack, step
 
 pytestmark = pytest.mark.slow
 
@@ -62,6 +62,21 @@ async def test_create_writes_one_document_and_an_append_one_page(
     assert list(pages) == [event_doc_id(2)]
     assert (pages[event_doc_id(2)]["seq"], pages[event_doc_id(2)]["last"]) == (2, 11)
     assert len(pages[event_doc_id(2)]["bodies"]) == 10
+
+
+@pytest.mark.parametrize("applied", [True, False])
+async def test_a_create_whose_answer_was_lost_counts_what_firestore_may_bill(
+    store: FirestoreEventStore, client: firestore.AsyncClient, applied: bool
+) -> None:
+    """The first commit of a create gets no answer (the connection reset; on a loaded
+    machine, the client's timeout). Applied or not, Firestore may have billed it, so the
+    operation counts include it: one write when it applied (the retry collides with it and
+    writes nothing), two when it did not (the retry writes)."""
+    calls = lose_first_ack(store, applied=applied)
+    created, _ = await store.create(ExecutionStarted(execution_id="e1", flow="f"))
+    assert created and len(calls) == 2
+    assert store.ops["writes"] == (1 if applied else 2)
+    assert (await store.read("e1"))[0].flow == "f"  # type: ignore[union-attr]
 
 
 async def test_an_append_over_1_mib_is_split_into_pages_in_one_commit(

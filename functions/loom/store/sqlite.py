@@ -13,7 +13,9 @@ own connection.
 
 Every ``sqlite3`` error is translated here into a :class:`~loom.errors.StoreError` with the
 cause chained: busy or locked past the busy timeout, disk full, read-only and cannot-open
-become :class:`~loom.errors.StoreUnavailableError` (retryable).
+become :class:`~loom.errors.StoreUnavailableError` (retryable). So does a write after the
+file was deleted or replaced under the process (``reason="replaced"``): checked once per
+write transaction, it would otherwise be acknowledged into the unlinked file and lost.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from loom.errors import StoreUnavailableError, UnknownExecutionError
 from loom.events import Event, ExecutionStarted, event_to_json
@@ -46,7 +49,9 @@ from loom.store.base import (
 from loom.store.browse import BrowseQuery
 from loom.store.sqlite_faults import (
     busy_timeout_from_env,
+    check_same_file,
     check_sizes,
+    file_identity,
     guard,
     max_event_bytes_from_env,
     rollback,
@@ -100,7 +105,9 @@ class SqliteEventStore(EventStore):
         self._lock = threading.Lock()
         self._writer: ThreadPoolExecutor | None = None
         self._readers: ThreadPoolExecutor | None = None
-        self._group = GroupCommitter(self._con, self._forget)
+        self._file: tuple[int, int] | None = None  # (device, inode) of the file first opened
+        self._where = self.path.absolute()  # (fixed: a later chdir must not move the store)
+        self._group = GroupCommitter(self._write_con, self._forget, self._check_file)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -156,30 +163,60 @@ class SqliteEventStore(EventStore):
     def _con(self) -> sqlite3.Connection:
         con: sqlite3.Connection | None = getattr(self._local, "con", None)
         if con is None:
-            con = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                timeout=self.busy_timeout,
-                check_same_thread=False,
-            )
-            try:
-                con.execute("PRAGMA journal_mode=WAL")
-                con.execute("PRAGMA synchronous=FULL")
-            except sqlite3.Error:
-                con.close()
-                raise
+            con = self._open()
             self._local.con = con
             with self._lock:
                 self._all.append(con)
         return con
 
+    def _open(self) -> sqlite3.Connection:
+        # Once the store has opened its file, a new connection opens it or fails (``rw``):
+        # one opened after the file was deleted must not create an empty database there.
+        uri = f"file:{quote(str(self._where))}?mode={'rw' if self._file else 'rwc'}"
+        try:
+            con = sqlite3.connect(
+                uri,
+                isolation_level=None,
+                timeout=self.busy_timeout,
+                check_same_thread=False,
+                uri=True,
+            )
+        except sqlite3.OperationalError:
+            if self._file is not None and file_identity(self._where) is None:
+                check_same_file(self._where, None)  # gone: say so, naming the path
+            raise
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=FULL")
+            self._file = self._file or file_identity(self._where)  # (for ``_write_con``)
+        except sqlite3.Error:
+            con.close()
+            raise
+        except OSError as exc:
+            con.close()
+            raise translate(exc, f"opening {self._where}") from exc
+        return con
+
+    def _write_con(self) -> sqlite3.Connection:
+        """This thread's connection for one write transaction, unless the file the store
+        opened is no longer the one at the path (deleted or replaced: ``check_same_file``)."""
+        con = self._con()
+        check_same_file(self._where, self._file)
+        return con
+
+    def _check_file(self) -> None:
+        """After a commit: was the file written still the one at the path, all along? (The
+        check before the transaction cannot see a deletion while it ran.)"""
+        check_same_file(self._where, self._file)
+
     def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any error."""
-        con = self._con()
+        con = self._write_con()
         try:
             con.execute("BEGIN IMMEDIATE")
             result = body(con)
             con.execute("COMMIT")
+            self._check_file()
         except BaseException:
             rollback(con)
             raise
@@ -353,7 +390,7 @@ class SqliteEventStore(EventStore):
 
     @guard("health check")
     def _ping(self) -> None:
-        con = self._con()
+        con = self._write_con()  # (a replaced file: not ready)
         con.execute(f"PRAGMA busy_timeout={_PING_BUSY_MS}")
         try:
             con.execute("BEGIN IMMEDIATE")

@@ -13,6 +13,7 @@ import logging
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from loom.errors import ConfigurationError, StoreError, StoreLimitError, StoreUnavailableError
@@ -76,6 +77,41 @@ def rollback(con: sqlite3.Connection) -> None:
             con.execute("ROLLBACK")
     except sqlite3.Error as exc:
         log.warning("rollback after a failed transaction failed too: %s", exc)
+
+
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """``(device, inode)`` of the file at ``path`` now, or ``None`` if there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def check_same_file(path: Path, opened: tuple[int, int] | None) -> None:
+    """Refuse a write whose connection has open another file than the one at ``path`` now.
+
+    A database file deleted or replaced (``rm``, ``mv new.db loom.db``, a restore) under a
+    running process leaves its connections on the unlinked file: their commits succeed and
+    are lost with it. One ``os.stat`` per write transaction (a microsecond or two) tells.
+
+    Raises:
+        StoreUnavailableError: ``reason="replaced"``, naming the path; nothing is written.
+    """
+    try:
+        now = file_identity(path)
+    except OSError as exc:
+        raise translate(exc, f"checking the database file {path}") from exc
+    if now == opened and now is not None:
+        return
+    what = "is gone" if now is None else "is another file now"
+    raise StoreUnavailableError(
+        f"the database file {path} {what}: it was deleted or replaced under this process, "
+        "which still has the old file open; the write is refused so that nothing is "
+        "acknowledged into the unlinked file (restart the process to open the file now at "
+        "the path)",
+        details={"reason": "replaced", "path": str(path)},
+    )
 
 
 def busy_timeout_from_env() -> float:

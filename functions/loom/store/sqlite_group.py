@@ -91,13 +91,20 @@ class GroupCommitter:
     Args:
         connect: This thread's connection (the store's per-thread connection).
         forget: Drops this thread's connection, after an error a new one may cure.
+        after_commit: Called after each ``COMMIT``, before anyone is told: raises to fail
+            every request of the group instead (the store's check that the file it wrote is
+            still the one at its path: it may have been deleted while the group ran).
     """
 
     def __init__(
-        self, connect: Callable[[], sqlite3.Connection], forget: Callable[[], None]
+        self,
+        connect: Callable[[], sqlite3.Connection],
+        forget: Callable[[], None],
+        after_commit: Callable[[], None] | None = None,
     ) -> None:
         self._connect = connect
         self._forget = forget
+        self._after_commit = after_commit
         self._local = threading.local()
         self._lock = threading.Lock()
         self._queue: deque[Request] = deque()
@@ -203,6 +210,8 @@ class GroupCommitter:
             if con.in_transaction:
                 crash.point("in_group_commit", str(self.commits))  # a test's SIGKILL
                 con.execute("COMMIT")
+                if self._after_commit is not None:
+                    self._after_commit()
         except sqlite3.Error as exc:
             self._fail_group(con, group, exc)
         except BaseException as exc:

@@ -3,14 +3,17 @@
 An authenticator is any callable ``(AuthRequest) -> principal``: it returns who is asking
 (recorded in the log as ``by`` on starts, resumes, verdicts and cancels), or raises
 :class:`Unauthenticated` (401: no usable credential) or :class:`Forbidden` (403: a credential
-that does not grant this). It runs before anything is read or appended.
+that does not grant this). It runs before anything is appended: most before anything is read,
+the caller check of a route that names its execution in the body once that body is parsed.
 
 Two layers use them. The *caller* authenticator (optional, :func:`caller_auth_from_env`)
 runs on every route but ``/health``, ``/live`` and ``/openapi.json``: on Cloud Run it verifies the
 caller's Google-signed ID token (``loom_gcp.auth``), defense in depth behind the service's
-IAM. The *resume* and *verdict* authenticators run on those two routes as well; the resume
-one also names who starts an execution with capabilities when no caller authenticator is
-configured (a start with no credential is ``anonymous``, who may grant nothing).
+IAM. It is told the execution each request acts on, including the routes that name it in
+their body (see :class:`AuthRequest`), so it can be scoped per execution. The *resume* and
+*verdict* authenticators run on those two routes as well; the resume one also names who
+starts an execution with capabilities when no caller authenticator is configured (a start
+with no credential is ``anonymous``, who may grant nothing).
 
 Out of the box, :class:`SharedSecretAuth` accepts either
 
@@ -55,17 +58,38 @@ DEFAULT_SIGNATURE_TTL = 300
 class AuthRequest:
     """What an authenticator sees of a request.
 
+    The contract of an authenticator (any callable ``(AuthRequest) -> principal``):
+
+    * It returns who asks, or raises :class:`Unauthenticated` (401) or :class:`Forbidden`
+      (403). It is called before the request has any effect, and its answer must not
+      depend on whether the execution exists: a refused caller learns nothing of it.
+    * ``execution_id`` is the execution the request acts on, so a check may allow one
+      execution and refuse another. For most routes it is the one in the path. For the
+      routes that name theirs in the body, the caller check runs once the body is parsed
+      (size-bounded; a malformed body is 400 before the check, with nothing done): on
+      ``POST /execute`` it is the package's execution (``flow`` the package's flow, if it
+      names one); on ``POST /executions`` the requested ``execution_id`` (``""`` when the
+      start asks for none) and ``flow`` the flow to start; on ``POST /dead-letters/retry``
+      the check runs once for each execution the re-drive selects (``flow`` its flow),
+      before any is re-driven, and one refusal refuses the whole request (once with
+      ``""`` when it selects none); when the body names ``execution_ids``, once for each
+      of them before anything is read.
+    * ``""`` means the request names no execution (a listing, a start without an id).
+    * New fields only ever come with defaults, so a check written for fewer keeps working.
+
     Attributes:
         action: What the request does (``start``, ``resume``, ``verdict``, ...).
-        execution_id: The execution named in the path (``""`` when none is).
+        execution_id: The execution the request acts on (``""`` when it names none).
         headers: The request headers (case-insensitive).
-        body: The raw request body.
+        body: The raw request body (``b""`` where the check runs before it is read).
+        flow: The flow the request concerns, where the route knows it (``None`` otherwise).
     """
 
     action: str
     execution_id: str
     headers: Headers | Mapping[str, str]
     body: bytes
+    flow: str | None = None
 
 
 class AuthError(Exception):

@@ -3,6 +3,10 @@
 The listing is a read (the caller check only, action ``list``). The re-drive is an operator
 decision, authorized like ``POST /executions/{id}/retry`` (the verdict authenticator, action
 ``retry``, with no execution id) and recorded with who asked; ``dry_run`` writes nothing.
+The caller check (when configured) runs on each execution the re-drive selects, before any
+is re-driven: a caller refused one of them is refused the whole request. ``execution_ids``
+narrows the re-drive to named executions; those are checked before anything is read, so a
+caller scoped to its own executions can re-drive them alone.
 See :mod:`loom.deadletters` for what re-driving each kind does.
 """
 
@@ -13,14 +17,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loom.deadletters import Kind, Redrive, check_kind, find, parse_since, redrive
-from loom.errors import InputError
+from loom.deadletters import Kind, check_kind, find, parse_since, redrive
+from loom.deadletters import _matches as matches  # pyright: ignore[reportPrivateUsage]
+from loom.errors import InputError, UnknownExecutionError
+from loom.ids import ExecutionId
+from loom.store.base import ExecutionSummary
 from loom.workers.http_routes import (
     HttpError,
     Reply,
     Request,
     Services,
     authorize,
+    caller,
+    check_caller,
     parse_json,
     parse_model,
     read_body,
@@ -28,6 +37,8 @@ from loom.workers.http_routes import (
 )
 
 MAX_LIMIT = 1000
+_LISTED: dict[str, tuple[str, ...]] = {"failed": ("failed",), "poison": ("suspended",)}
+_LISTED["parked"] = _LISTED["poison"]  # (a park keeps the summary's status suspended)
 
 
 class RedriveRequest(BaseModel):
@@ -43,6 +54,13 @@ class RedriveRequest(BaseModel):
     limit: int = Field(default=100, ge=1, le=MAX_LIMIT)
     dry_run: bool = False
     by: str | None = Field(default=None, min_length=1, max_length=256)
+    execution_ids: list[ExecutionId] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_LIMIT,
+        description="Only these executions (a filter, as flow and since are): the caller "
+        "check is asked about each before anything is read.",
+    )
 
 
 def list_dead_letters(s: Services, request: Request, args: Sequence[str]) -> Reply:
@@ -70,15 +88,47 @@ def redrive_dead_letters(s: Services, request: Request, args: Sequence[str]) -> 
     raw = read_body(request, s.max_body)
     principal = authorize(s.verdict_auth, "retry", "", request, raw)
     body = parse_model(RedriveRequest, parse_json(request, raw))
-    by = f"{body.by} (via {principal})" if body.by else principal
-
-    async def go() -> list[Redrive]:
-        since = parse_since(body.since, s.runtime.clock()) if body.since else None
-        rows = await find(s.runtime, body.status, flow=body.flow, since=since, limit=body.limit)
-        return await redrive(s.runtime, rows, by=by, dry_run=body.dry_run)
-
-    done = run(go())
+    since = parse_since(body.since, s.runtime.clock()) if body.since else None
+    if body.execution_ids is not None:  # named: checked before anything is read
+        named = list(dict.fromkeys(body.execution_ids))
+        for eid in named:
+            check_caller(s, request, "retry", eid, raw, body.flow)
+        rows = run(_named(s, named, body, since))
+    else:
+        found = find(
+            s.runtime, body.status, flow=body.flow, since=since, limit=body.limit, bulk=True
+        )  # (a bulk selection: re-drives of failed executions are left out)
+        rows = run(found)
+        _check_each(s, request, raw, rows)  # before any is re-driven: all or nothing
+    who = caller(request) or principal  # (the caller check ran after the operator check)
+    by = f"{body.by} (via {who})" if body.by else who
+    done = run(redrive(s.runtime, rows, by=by, dry_run=body.dry_run))
     return 200, {"dry_run": body.dry_run, "redriven": [item.to_json() for item in done]}
+
+
+async def _named(
+    s: Services, ids: Sequence[str], body: RedriveRequest, since: float | None
+) -> list[ExecutionSummary]:
+    """The named executions that are dead letters the body selects (at most its limit)."""
+    rows: list[ExecutionSummary] = []
+    for eid in ids:
+        try:
+            row = await s.runtime.store.summary(eid)
+        except UnknownExecutionError:
+            continue  # not a dead letter: a filter, as for any other that is not one
+        if row.status in _LISTED[body.status] and matches(row, body.status, body.flow, since):
+            rows.append(row)
+    return rows[: body.limit]
+
+
+def _check_each(
+    s: Services, request: Request, raw: bytes, rows: Sequence[ExecutionSummary]
+) -> None:
+    """The caller check on every execution the re-drive selected (once with ``""`` when it
+    selected none, so a refused caller learns nothing from the answer either way)."""
+    for row in rows or [None]:
+        eid, flow = (row.execution_id, row.flow) if row is not None else ("", None)
+        check_caller(s, request, "retry", eid, raw, flow)
 
 
 def _row(eid: str, flow: str, status: str, reason: str | None, at: float) -> dict[str, Any]:

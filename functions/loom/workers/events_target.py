@@ -6,7 +6,8 @@ The message data is a JSON object:
 * ``{"action": "start", "flow": "...", "input": ..., "execution_id"?: "...",
   "capabilities"?: [...]}``: start the flow. Without an ``execution_id`` the execution is
   named after the Pub/Sub message (``pubsub-{messageId}``), so a redelivered message names
-  the same execution.
+  the same execution; a signed one after its signature (``sig-…``), so the same signed data
+  published again is the same start too.
 * ``{"action": "resume", "execution_id": "...", "on": "...", "correlation_key": "...",
   "payload"?: ...}``: deliver a resume.
 
@@ -60,6 +61,7 @@ from loom.workers.auth import Authenticator, AuthError, AuthRequest, events_auth
 from loom.workers.lazy import LazyRuntime
 from loom.workers.logs import log_context
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
+from loom.workers.signed_ids import signed_default_id
 
 log = logging.getLogger("loom.events")
 
@@ -226,6 +228,19 @@ def message_principal(
     return check(AuthRequest(message.action, eid, headers, published.raw))
 
 
+def signed_start(
+    message: StartMessage | ResumeMessage, published: Published
+) -> StartMessage | ResumeMessage:
+    """``message``, a signed start without ``execution_id`` named after its signature: the
+    same signed data published again is the same start (see ``loom.workers.signed_ids``),
+    where the Pub/Sub message id would name a new execution for every copy."""
+    if not isinstance(message, StartMessage) or message.execution_id is not None:
+        return message
+    headers = {"X-Loom-Signature": published.attributes.get(SIGNATURE_ATTRIBUTE, "")}
+    eid = signed_default_id(headers, "start", "", "sig-")
+    return message if eid is None else message.model_copy(update={"execution_id": eid})
+
+
 async def handle_message(
     runtime: Runtime,
     message: StartMessage | ResumeMessage,
@@ -290,7 +305,7 @@ async def handle_event(
         message_id = published.message_id or event_id
         message = parse_message(published.value)
         by = None if check is None else message_principal(check, message, published)
-        return await handle_message(runtime, message, message_id, by)
+        return await handle_message(runtime, signed_start(message, published), message_id, by)
     except (InputError, StoreLimitError, AuthError) as exc:  # a redelivery fails the same way
         body = _auth_json(exc) if isinstance(exc, AuthError) else exc.to_json()
         log.error("message %s rejected: %s", message_id, exc.message)

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from loom.ids import ExecutionId
 from loom.workers.http_routes import Reply, Request, Services, bind_result, run
 from loom.workers.operator_routes import operator_call
+from loom.workers.signed_ids import signed_default_id
 
 
 class ForkRequest(BaseModel):
@@ -22,7 +23,9 @@ class ForkRequest(BaseModel):
 
     from_step: str = Field(min_length=1, max_length=256, description="Step id to rerun from.")
     execution_id: ExecutionId | None = Field(
-        default=None, description="The fork's id (idempotent by it); default: a new id."
+        default=None,
+        description="The fork's id (idempotent by it); default: a new id, or for a signed "
+        "request one derived from its signature (a copy of it makes no second fork).",
     )
     version: str | None = Field(default=None, min_length=1, max_length=64)
     by: str | None = Field(default=None, min_length=1, max_length=256)
@@ -36,7 +39,8 @@ def fork(s: Services, request: Request, args: Sequence[str]) -> Reply:
         s.runtime.fork(
             call.execution_id,
             body.from_step,
-            new_id=body.execution_id,
+            new_id=body.execution_id
+            or signed_default_id(request.headers, "fork", call.execution_id, "sig-"),
             by=call.by,
             version=body.version,
         )

@@ -2,6 +2,9 @@
 
 * ``POST /executions/{id}/messages``: deliver a message (see :mod:`loom.messages`). Checked
   like a resume: the same authenticator, and the principal it names is recorded as ``by``.
+  A signed request without ``message_id`` is named after its signature
+  (:mod:`loom.workers.signed_ids`); a used id with another body is 409
+  ``conflicting_message``.
 * ``GET /executions/{id}/events/{key}[?timeout=s]``: the value published under ``key``
   (see :mod:`loom.published`), waiting up to ``timeout`` seconds (at most 60) for a first
   one; 404 ``event_not_found`` when there is none.
@@ -19,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from loom.ids import check_execution_id
 from loom.published import MAX_WAIT
 from loom.workers.logs import bind
+from loom.workers.signed_ids import signed_default_id
 
 if TYPE_CHECKING:
     from loom.workers.http_routes import Reply, Services
@@ -35,7 +39,10 @@ class MessageRequest(BaseModel):
         default=None,
         min_length=1,
         max_length=512,
-        description="Makes a retried request a no-op; default: every request is a new message.",
+        description="Makes a retried request a no-op (the same topic and payload again; "
+        "another one under a used id is refused with 409 conflicting_message). Default: "
+        "every unsigned request is a new message; a signed one is named after its "
+        "signature, so a copy of it is a no-op.",
     )
 
 
@@ -63,9 +70,9 @@ def send_message(s: Services, request: Request, args: Sequence[str]) -> Reply:
     by = authorize(s.resume_auth, "resume", execution_id, request, raw)
     body = parse_model(MessageRequest, parse_json(request, raw))
     bind(topic=body.topic)
-    result = run(
-        s.runtime.send(execution_id, body.topic, body.payload, message_id=body.message_id, by=by)
-    )
+    # A signed request's copy is the same message (see loom.workers.signed_ids).
+    mid = body.message_id or signed_default_id(request.headers, "resume", execution_id, "sig:")
+    result = run(s.runtime.send(execution_id, body.topic, body.payload, message_id=mid, by=by))
     return 200, result
 
 

@@ -37,6 +37,7 @@ from loom.workers.http_models import (
 from loom.workers.http_versions import list_versions
 from loom.workers.logs import bind
 from loom.workers.loop import PROCESS_LOOP
+from loom.workers.signed_ids import signed_default_id
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -184,10 +185,33 @@ def bind_result(result: ExecutionResult) -> None:
     bind(execution_id=result.execution_id, status=result.status, step_id=step)
 
 
+def check_caller(
+    s: Services,
+    request: Request,
+    action: str,
+    execution_id: str,
+    raw: bytes = b"",
+    flow: str | None = None,
+) -> None:
+    """Run the caller check (when configured) on ``execution_id``; leave who it names.
+
+    Most routes are checked by the server before they read anything, on the execution in
+    their path. Those in :data:`BODY_SCOPED` name theirs in the body: they parse it first
+    (bounded, nothing done yet) and call this with the execution (and flow) it names.
+    """
+    if s.caller_auth is None:
+        return
+    principal = s.caller_auth(AuthRequest(action, execution_id, request.headers, raw, flow))
+    request.environ[CALLER] = principal
+    bind(caller=principal)
+
+
 def execute(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /execute``: allocate → execute → release on the injected worker."""
-    body = parse_model(ExecuteRequest, parse_json(request, read_body(request, s.max_body)))
+    raw = read_body(request, s.max_body)
+    body = parse_model(ExecuteRequest, parse_json(request, raw))
     package = body.executionPackage
+    check_caller(s, request, "execute", package.execution_id, raw, package.flow)
     bind(execution_id=package.execution_id)
     result = run(s.worker.run(package))
     bind_result(result)
@@ -198,13 +222,16 @@ def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /executions``: start (idempotent), then run until it blocks."""
     raw = read_body(request, s.max_body)
     body = parse_model(StartRequest, parse_json(request, raw))
-    bind(execution_id=body.execution_id, flow=body.flow)
+    check_caller(s, request, "start", body.execution_id or "", raw, body.flow)
     by = _start_principal(s, request, raw, body)
+    # A signed request's copy is the same start (see loom.workers.signed_ids).
+    eid = body.execution_id or signed_default_id(request.headers, "start", "", "sig-")
+    bind(execution_id=eid, flow=body.flow)
     result = run(
         s.runtime.start(
             body.flow,
             body.input,
-            execution_id=body.execution_id,
+            execution_id=eid,
             capabilities=body.capabilities,
             by=by,
             version=body.version,
@@ -319,6 +346,11 @@ def match(pattern: tuple[str, ...], segments: list[str]) -> list[str] | None:
 
 Route = Callable[[Services, Request, Sequence[str]], Reply]
 
+BODY_SCOPED: set[Route] = {execute, start}
+"""Routes whose execution is named in the body, not the path: the server leaves their
+caller check to them (:func:`check_caller`, after the body is parsed). By identity, not
+name, so no other route can skip the check by sharing a name."""
+
 # (method, path pattern with "*" for a parameter, function)
 ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("POST", ("execute",), execute),
@@ -358,6 +390,7 @@ from loom.workers import deadletters_route as _dead  # noqa: E402  (it imports t
 ROUTES.append(("GET", ("dead-letters",), _dead.list_dead_letters))
 ROUTES.append(("POST", ("dead-letters", "retry"), _dead.redrive_dead_letters))
 _ACTIONS.update(list_dead_letters="list", redrive_dead_letters="retry")
+BODY_SCOPED.add(_dead.redrive_dead_letters)
 
 from loom.workers.schedule_routes import list_schedules as _schedules  # noqa: E402
 

@@ -53,8 +53,9 @@ _ERRORS = {
     403: "The credential does not allow this",
     404: "Unknown execution or flow",
     405: "Method not allowed on this path",
-    409: "Superseded (another holder owns the execution), a conflicting start, or a "
-    "request for a finished execution",
+    409: "Superseded (another holder owns the execution), a conflicting start or "
+    "message, a request for a finished execution, or a reply to a gate whose timeout "
+    "passed first (code gate_timed_out)",
     413: "Request body over the limit (default 1 MiB), or a payload over a store limit "
     "(code store_limit, the limit in details; not worth a retry)",
     415: "Content-Type is not application/json",
@@ -260,7 +261,8 @@ def _paths() -> dict[str, Any]:
             "post": _operation(
                 "sendMessage",
                 "Deliver a message to the execution's mailbox on a topic (checked like a "
-                "resume; a repeated message_id is a no-op) and run it",
+                "resume; a repeated message_id with the same topic and payload is a no-op, "
+                "with another one 409 conflicting_message) and run it",
                 ("ExecutionResult", "Where the execution stands"),
                 [400, 401, 403, 404, 409, 413, 415],
                 body="MessageRequest",

@@ -43,7 +43,6 @@ from loom.runtime import Runtime
 from loom.telemetry import incoming
 from loom.workers.auth import (
     Authenticator,
-    AuthRequest,
     caller_auth_from_env,
     require_authenticator_off_loopback,
     resume_auth_from_env,
@@ -58,17 +57,19 @@ from loom.workers.http_errors import (
     json_response,
 )
 from loom.workers.http_routes import (
-    CALLER,
+    BODY_SCOPED,
     ROUTES,
     HttpError,
     Reply,
+    Route,
     Services,
+    check_caller,
     match,
     path_segments,
     route_action,
 )
 from loom.workers.local import LocalWorkerRuntime
-from loom.workers.logs import bind, configure_logging, log_context, trace_fields
+from loom.workers.logs import configure_logging, log_context, trace_fields
 from loom.workers.loop import PROCESS_LOOP
 from loom.workers.schedule_routes import fire_schedules_forever
 
@@ -218,7 +219,7 @@ class WorkerHandler:
                 continue
             if route_method == method:
                 services = self.services()
-                _check_caller(services, req, route_action(route), args)
+                _check_caller(services, req, route, args)
                 return route(services, req, args)
             allowed.append(route_method)
         if allowed:
@@ -226,13 +227,12 @@ class WorkerHandler:
         raise HttpError(404, "not_found", f"no route {req.method} {req.path}")
 
 
-def _check_caller(services: Services, req: Request, action: str, args: list[str]) -> None:
-    """Run the caller check (when configured) before the route reads or writes anything."""
-    if services.caller_auth is None:
+def _check_caller(services: Services, req: Request, route: Route, args: list[str]) -> None:
+    """Run the caller check (when configured) before the route reads or writes anything;
+    a route that names its execution in the body runs it itself once the body is parsed."""
+    if route in BODY_SCOPED:
         return
-    principal = services.caller_auth(AuthRequest(action, args[0] if args else "", req.headers, b""))
-    req.environ[CALLER] = principal
-    bind(caller=principal)
+    check_caller(services, req, route_action(route), args[0] if args else "")
 
 
 def _require_get(method: str) -> None:

@@ -117,6 +117,8 @@ def unrecordable(kind: str) -> object:
     """A value the effect or flow returns that JSON cannot hold, and what it fails with."""
     if kind == "bytes":
         return b"\xff\xfe"  # not UTF-8: UnicodeDecodeError
+    if kind == "big":  # exact JSON, but over the log's inline limit (256 KiB)
+        return "x" * (300 * 1024)
     nested: list[object] = []
     for _ in range(5000):  # deeper than the serializer goes: ValueError
         nested = [nested]
@@ -135,12 +137,37 @@ def charge_sync(ctx: EffectContext, kind: str) -> object:
     return unrecordable(kind)
 
 
+@app.effect("audit.big_idempotent", retry=Retry(max_attempts=3, initial_interval=0.01))
+def big_idempotent(ctx: EffectContext, kind: str) -> object:
+    record(ctx)
+    return unrecordable(kind)
+
+
 @app.flow("audit.unrecordable_output")
 async def flow_unrecordable_output(ctx: FlowContext, args: dict[str, str]) -> str:
     """A non-idempotent effect (with retries) whose output cannot be recorded."""
-    effect = charge_sync if args["effect"] == "sync" else charge
+    effect = {"sync": charge_sync, "idempotent": big_idempotent}.get(args["effect"], charge)
     try:
         await ctx.execute(effect, args["kind"])
+    except Exception as exc:
+        return f"caught {type(exc).__name__}"
+    return "recorded"
+
+
+@app.flow("audit.length")
+async def flow_length(ctx: FlowContext, text: str) -> int:
+    """A child flow: the length of its input."""
+    return len(text)
+
+
+@app.flow("audit.big_values")
+async def flow_big_values(ctx: FlowContext, where: str) -> str:
+    """A value the flow records itself over the inline limit: published, or a child's input."""
+    try:
+        if where == "event":
+            await ctx.set_event("big", unrecordable("big"))
+        else:
+            await ctx.execute_flow(flow_length, unrecordable("big"))
     except Exception as exc:
         return f"caught {type(exc).__name__}"
     return "recorded"

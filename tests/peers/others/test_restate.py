@@ -14,7 +14,7 @@ import asyncio
 import pytest
 
 from loom import events as ev
-from loom.errors import ExecutionFinishedError, UnknownExecutionError
+from loom.errors import ExecutionFinishedError, GateTimedOutError, UnknownExecutionError
 from loom.queues import QueueRef
 from loom.wire import ExecutionPackage
 from tests.peers.others import apps
@@ -85,15 +85,16 @@ async def test_an_awakeable_resolved_before_it_is_awaited_is_buffered(engine: En
 async def test_an_awakeable_with_a_timeout_expires(engine: Engine):
     """Restate ``awakeable.promise.orTimeout``, AWS durable callbacks' ``timeout``: past
     the timeout the handler gets a timeout error (here caught). A resolution arriving later
-    lost to the timeout: Loom answers it as a no-op (the timeout took the gate), appending
-    nothing, where AWS refuses a callback that timed out."""
+    lost to the timeout: Loom refuses it (``GateTimedOutError``, 409 ``gate_timed_out``), as
+    AWS refuses a callback that timed out, appending nothing."""
     await engine.runtime.start("awakeable", 60.0, execution_id="aw-4")
     (done,) = await engine.skip(61)
     assert (done.status, done.output) == ("completed", {"timed_out": True})
     seqs = len(await engine.runtime.history("aw-4"))
-    late = await engine.runtime.resume("aw-4", "callback", "aw-4:cb", "late")
-    assert (late.status, late.output) == ("completed", {"timed_out": True})
+    with pytest.raises(GateTimedOutError, match="timed out"):
+        await engine.runtime.resume("aw-4", "callback", "aw-4:cb", "late")
     assert len(await engine.runtime.history("aw-4")) == seqs
+    assert (await engine.runtime.result("aw-4")).output == {"timed_out": True}
 
 
 async def test_a_resume_for_another_awakeable_does_not_wake_the_handler(engine: Engine):

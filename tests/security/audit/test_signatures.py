@@ -9,6 +9,7 @@ execution involved is unchanged.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -130,3 +131,43 @@ def test_a_replayed_signed_cancel_or_message_with_an_id_lands_once(
     refused(post(client, "/executions/box/cancel", cancel, signature), 409, "finished")
     assert history(runtime, "box") == after
     assert sum(isinstance(e, ExecutionCancelled) for e in after) == 1
+
+
+def test_a_replayed_signed_request_without_an_id_creates_nothing_twice(
+    client: FlaskClient, runtime: Runtime
+) -> None:
+    """Attack: a captured signed message, start or fork that names no id of its own (the
+    default used to be a fresh one per request), sent again while the signature is good.
+    Promise: the copy names the same message or execution (the default is derived from the
+    signature), so one message is delivered, one execution started, one fork made."""
+    client.post("/executions", json={"flow": "mailbox", "input": 3, "execution_id": "box"})
+    message = json.dumps({"topic": "cmd", "payload": "a"}).encode()
+    signature = sign(SECRET, "resume", "box", message)
+    for _ in range(3):
+        reply = post(client, "/executions/box/messages", message, signature)
+        assert reply.status_code == 200 and reply.json["status"] == "suspended", reply.data
+    # The same signature rewritten in forms the check accepts just as well is the same copy.
+    expires, digest = signature.removeprefix("t=").split(",sha256=")
+    for variant in (
+        f" t={expires} , sha256={digest} ",
+        f"sha256={digest},t={expires}",
+        f"t=000{expires},sha256={digest}",
+    ):
+        reply = post(client, "/executions/box/messages", message, variant)
+        assert reply.status_code == 200 and reply.json["status"] == "suspended", reply.data
+    received = [e for e in history(runtime, "box") if isinstance(e, MessageReceived)]
+    assert [e.payload for e in received] == ["a"]
+
+    start = json.dumps({"flow": "gated", "input": {"n": 1}}).encode()
+    signature = sign(SECRET, "start", "", start)
+    ids = {post(client, "/executions", start, signature).json["execution_id"] for _ in range(3)}
+    assert len(ids) == 1
+    assert len(asyncio.run(runtime.list(limit=100))) == 2  # the box and one start
+
+    suspended(client, "orig")
+    fork = json.dumps({"from_step": "1"}).encode()
+    signature = sign(SECRET, "fork", "orig", fork)
+    forks = {post(client, "/executions/orig/fork", fork, signature).json["execution_id"]}
+    forks.add(post(client, "/executions/orig/fork", fork, signature).json["execution_id"])
+    assert len(forks) == 1 and "orig" not in forks
+    assert len(asyncio.run(runtime.list(limit=100))) == 4  # + the original and one fork

@@ -44,6 +44,7 @@ from loom.plugins.a2ui.errors import (
     CatalogValidationError,
     ClientFunctionError,
     CorrelationError,
+    LateReplyError,
     ResumeAuthenticationError,
 )
 from loom.plugins.a2ui.gate import (
@@ -112,6 +113,7 @@ __all__ = [
     "FunctionCall",
     "FunctionResponse",
     "FunctionResponseError",
+    "LateReplyError",
     "RendererCapabilities",
     "RendererFunctionResponseMessage",
     "RendererToAgentMessage",

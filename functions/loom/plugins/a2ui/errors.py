@@ -7,6 +7,8 @@ The tree::
     │                                (another version, malformed, another kind) (InputError)
     ├── CorrelationError             a reply for another call or surface, or for a call
     │                                nobody is waiting on (unsolicited, forged, late)
+    │   └── LateReplyError           a reply to a call whose gate timed out (also a
+    │                                GateTimedOutError: 409 ``gate_timed_out``)
     ├── CatalogValidationError       arguments or a result that fail the catalog's schema
     ├── ResumeAuthenticationError    a reply the configured authenticator refused
     ├── ClientFunctionError          the renderer answered with an error (or refused the call)
@@ -18,7 +20,7 @@ a client, before anything is appended, so an HTTP layer answers them with a 4xx.
 
 from __future__ import annotations
 
-from loom.errors import InputError, LoomError
+from loom.errors import GateTimedOutError, InputError, LoomError
 
 
 class A2UIError(LoomError):
@@ -41,6 +43,17 @@ class CorrelationError(A2UIError, InputError):
     """
 
     code = "a2ui_correlation"
+
+
+class LateReplyError(CorrelationError, GateTimedOutError):
+    """A reply to a call whose gate timed out before it came: the timeout won.
+
+    Refused as every route that resumes refuses a reply to a timed-out gate
+    (``code="gate_timed_out"``, HTTP 409, ``details`` naming the gate and when it timed out),
+    and still a :class:`CorrelationError` (``details["reason"] == "late"``).
+    """
+
+    code = "gate_timed_out"
 
 
 class CatalogValidationError(A2UIError, InputError):

@@ -39,8 +39,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from loom.app import EffectDef, Loom, Retry
 from loom.context import EffectContext, FlowContext
-from loom.errors import ConfigurationError
+from loom.errors import ConfigurationError, GateTimedOutError
 from loom.fold import ExecutionState, resume_key
+from loom.late_replies import timed_out_gate
 from loom.plugins.a2ui.auth import ResumeAuthenticator
 from loom.plugins.a2ui.bridge import A2UISurfaceBridge
 from loom.plugins.a2ui.capabilities import RendererCapabilities
@@ -49,6 +50,7 @@ from loom.plugins.a2ui.errors import (
     A2UIProtocolError,
     ClientFunctionError,
     CorrelationError,
+    LateReplyError,
     ResumeAuthenticationError,
 )
 from loom.plugins.a2ui.protocol import (
@@ -359,6 +361,8 @@ async def deliver_function_response(
         A2UIProtocolError: Another version, or not an answer to a call.
         CorrelationError: Not a reply to a call this execution awaits (unsolicited, forged,
             late).
+        LateReplyError: The call's gate timed out before this reply (a
+            ``CorrelationError`` and a ``GateTimedOutError``: 409 ``gate_timed_out``).
         CatalogValidationError: The result fails the catalog.
     """
     if authenticate is not None and not authenticate(dict(headers or {}), _body_bytes(message)):
@@ -369,9 +373,17 @@ async def deliver_function_response(
     sent = await _awaited_call(runtime, execution_id, reply.functionCallId, send_effect, grace)
     if catalog is not None and reply.error is None:
         catalog.validate_result(sent.name, reply.value)
-    return await runtime.resume(
-        execution_id, A2UI_FUNCTION_RESULT, reply.functionCallId, reply.to_wire()
-    )
+    try:
+        return await runtime.resume(
+            execution_id, A2UI_FUNCTION_RESULT, reply.functionCallId, reply.to_wire()
+        )
+    except GateTimedOutError as exc:  # its deadline passed, its timer not run yet
+        raise _late(exc, reply.functionCallId) from None
+
+
+def _late(late: GateTimedOutError, call_id: str) -> LateReplyError:
+    details = {**late.details, "functionCallId": call_id, "reason": "late"}
+    return LateReplyError(f"{late.message} (late reply)", details=details)
 
 
 async def _awaited_call(
@@ -380,12 +392,15 @@ async def _awaited_call(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + grace
     while True:
-        pending, answered = await pending_function_calls(
-            runtime, execution_id, send_effect=send_effect
-        )
+        state = await runtime.load_state(execution_id)
+        pending, answered = await _sent_calls(runtime, state, send_effect)
         if call_id in pending:
             return pending[call_id]
         if call_id in answered or loop.time() >= deadline:
+            # (a call whose gate timed out: refused as every route refuses it, 409)
+            late = timed_out_gate(state, A2UI_FUNCTION_RESULT, call_id)
+            if late is not None:
+                raise _late(late, call_id)
             raise _unawaited(execution_id, call_id, answered)
         await asyncio.sleep(0.02)
 

@@ -1,0 +1,2 @@
+"""Checks of the decision records Loom was specified from, one module per record; each
+test quotes the sentence it checks."""

@@ -295,6 +295,7 @@ async def _create(
         deadline=deadline_for(defn, None, now),
         parent=parent,
         **queues.started_fields(rt.app, queue),  # a child on a queue runs within its limits
+        step_numbering=session.state.step_numbering,  # numbered as its parent is
     )
     created, first = await rt.store.create(started)
     if not created and (first.parent, first.flow) != (parent, defn.name):

@@ -7,6 +7,15 @@ as a prefix, so its operations are ``3.1, 3.2…``. Task creation happens in the
 sequential code, so the numbering is the same live and on replay however the children
 interleave. A task factory installed on the loop assigns the scopes.
 
+Python changed that tree under the same code: ``asyncio.wait_for(ctx.execute(...), t)``
+runs the awaited coroutine in a task of its own on Python 3.11 (step ``1.1``) and in the
+caller's task from 3.12 on (step ``1``; 3.12 still makes a task for ``timeout <= 0``). An
+execution started with :data:`STEP_NUMBERING` recorded on its ``ExecutionStarted`` numbers
+the task ``wait_for`` creates in its caller's scope, which is 3.12's numbering and the only
+one every version can reproduce: the caller is blocked in ``wait_for`` meanwhile, so nothing
+else numbers from that scope. An execution recorded without it keeps the task tree of the
+Python it runs on (the numbering it was recorded with, where that Python is the same).
+
 Control-flow signals are private ``BaseException`` subclasses: ``except Exception`` in a flow
 cannot swallow a suspension, a park or a supersession.
 """
@@ -16,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import sys
 import uuid as _uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -69,16 +79,39 @@ def task_signal(task: asyncio.Task[Any]) -> BaseException | None:
     return exc if isinstance(exc, _Signal) else None
 
 
+STEP_NUMBERING = 2
+"""The step numbering new executions record (``ExecutionStarted.step_numbering``): the task
+``asyncio.wait_for`` creates for its awaitable is numbered in its caller's scope. Absent
+(``None``): the executions recorded before it, numbered by the task tree as it comes."""
+
+_WAIT_FOR = asyncio.wait_for.__code__
+_ENSURE_FUTURE = asyncio.ensure_future.__code__
+# Where ``wait_for``'s call to ``ensure_future`` sits above :func:`made_by_wait_for` when a
+# factory builds the task: 1 the factory, then asyncio's ``create_task`` (none on uvloop,
+# whose is native), ``_ensure_future`` (3.11 only), ``ensure_future``; one more for a foreign
+# factory wrapping Loom's (loom.task_factories). Most likely first: each look is one frame.
+_ENSURE_FUTURE_DEPTHS = (4, 3, 5) if sys.version_info < (3, 12) else (3, 2, 4)
+
+
 class Scope:
-    """The step numbering of one task of a flow: its prefix and its last number."""
+    """The step numbering of one task of a flow: its prefix and its last number.
 
-    __slots__ = ("n", "prefix", "session", "timers")
+    ``flat_wait_for``: the task ``asyncio.wait_for`` creates shares this scope (the
+    execution records :data:`STEP_NUMBERING`); the task's children inherit it.
+    """
 
-    def __init__(self, prefix: str, session: Session) -> None:
+    __slots__ = ("flat_wait_for", "n", "prefix", "session", "timers")
+
+    def __init__(self, prefix: str, session: Session, flat_wait_for: bool = False) -> None:
         self.prefix = prefix
         self.n = 0
         self.timers = 0
         self.session = session
+        self.flat_wait_for = flat_wait_for
+
+    def child(self) -> Scope:
+        """The scope of a task created in this one: numbered from this scope's next id."""
+        return Scope(self.next_id() + ".", self.session, self.flat_wait_for)
 
     def next_id(self) -> str:
         self.n += 1
@@ -105,12 +138,33 @@ def task_factory(
     parent = SCOPE.get() if context is None else context.get(SCOPE)
     if parent is None:
         return asyncio.Task(coro, loop=loop, context=context, **options)
-    child_context = context.copy() if context is not None else contextvars.copy_context()
-    child = Scope(parent.next_id() + ".", parent.session)
-    child_context.run(SCOPE.set, child)
-    task = asyncio.Task(coro, loop=loop, context=child_context, **options)
+    if parent.flat_wait_for and made_by_wait_for():  # its context holds the parent's scope
+        task = asyncio.Task(coro, loop=loop, context=context, **options)
+    else:
+        child_context = context.copy() if context is not None else contextvars.copy_context()
+        child_context.run(SCOPE.set, parent.child())
+        task = asyncio.Task(coro, loop=loop, context=child_context, **options)
     parent.session.track(task)
     return task
+
+
+def made_by_wait_for() -> bool:
+    """Whether the task factory calling this builds the task ``asyncio.wait_for`` creates for
+    its awaitable (Python 3.11; 3.12 on with ``timeout <= 0``): ``ensure_future`` called by
+    ``wait_for`` itself, at one of the few places it can be above the factory. (Not any
+    ``wait_for`` further up: from 3.12 its awaitable runs in the caller's task, and the tasks
+    that awaitable creates take scopes of their own.)"""
+    # ``sys._getframe(n)`` materializes the one frame it returns: walking ``f_back`` from the
+    # factory would build every frame on the way, several times the cost.
+    for depth in _ENSURE_FUTURE_DEPTHS:
+        try:
+            frame = sys._getframe(depth)  # pyright: ignore[reportPrivateUsage]
+        except ValueError:  # the stack is not that deep
+            continue
+        if frame.f_code is _ENSURE_FUTURE:
+            caller = frame.f_back
+            return caller is not None and caller.f_code is _WAIT_FOR
+    return False
 
 
 def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
@@ -128,7 +182,8 @@ def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
 def root_scope(session: Session) -> contextvars.Context:
     """A context whose scope is the root of ``session``'s flow."""
     ctx = contextvars.copy_context()
-    ctx.run(SCOPE.set, Scope("", session))
+    flat = session.state.step_numbering == STEP_NUMBERING
+    ctx.run(SCOPE.set, Scope("", session, flat))
     return ctx
 
 

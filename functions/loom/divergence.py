@@ -5,7 +5,8 @@ Step ids are positions in the flow's task tree (``"3"``, ``"2.1"``), so the same
 numbers its steps differently when what creates tasks under it changes. It happens without
 anyone touching the flow: ``asyncio.wait_for(ctx.execute(...), t)`` runs the step in a task
 of its own on Python 3.11 (step ``"1.1"``) and in the flow's own task from Python 3.12 on
-(step ``"1"``). A session that then found no record of the step it was asked for would
+(step ``"1"``); executions recorded before Loom numbered that step alike on every Python
+(:mod:`loom.context`) keep the numbering of the Python that recorded them. A session that then found no record of the step it was asked for would
 invoke the effect again under a new key: a non-idempotent effect would run twice.
 
 A flow running one task at a time asks for its recorded steps in the order it made them, so
@@ -13,7 +14,11 @@ the first request for a step the log does not hold comes after every recorded on
 for. If one was not, the replay diverged: the session parks the execution with
 ``NondeterminismError`` naming both steps, and nothing is invoked. While several of the
 flow's tasks are open the check is off: a live step of one task may start before another
-task reaches its recorded one.
+task reaches its recorded one. Nor is it a divergence when every step not asked for was
+recorded after the firing of a loop timer still open (an ``asyncio.wait_for`` or
+``asyncio.timeout`` around the step asked for): live, that firing cut the step short and
+the flow went on without it, so its outcome may be missing from the log (a fork cut before
+it landed, a crash).
 """
 
 from __future__ import annotations
@@ -47,23 +52,29 @@ class StepTally:
         if rec.get("seq", 0) <= self.start_seq and not rec.get("effect", "").startswith(_OWN):
             self.asked.add(step_id)
 
-    def skipped(self, state: ExecutionState, step_id: str, open_tasks: int) -> str | None:
+    def skipped(
+        self, state: ExecutionState, step_id: str, open_tasks: int, cut: float | None = None
+    ) -> str | None:
         """Why asking for ``step_id``, which the log does not hold, diverges from the log;
-        ``None`` when it does not (or cannot be told: several tasks are open)."""
+        ``None`` when it does not (or cannot be told: several tasks are open, or every step
+        not asked for comes after ``cut``, the recorded firing of an open loop timer)."""
         if self.recorded is None:
             self.recorded = sum(1 for _ in self._effect_steps(state))
         if self.recorded <= len(self.asked) or open_tasks > 1:
             return None
-        missed = min(
+        seq, missed = min(
             (r.get("seq", 0), sid) for sid, r in self._effect_steps(state) if sid not in self.asked
-        )[1]
+        )
+        if cut is not None and seq > cut:
+            return None
         rec = state.steps[missed]
         return (
             f"step {step_id}: the flow asked for a step the log does not hold, but never for "
             f"step {missed} (effect {rec.get('effect')!r}, {rec.get('status')}) recorded "
             "before it; the flow numbers its steps differently than when they were recorded "
             "(a changed flow, or a Python or library version that creates tasks differently: "
-            "asyncio.wait_for runs its awaitable in a task of its own on Python 3.11 only)"
+            "an execution recorded before step ids were the same on every Python, where "
+            "asyncio.wait_for ran its awaitable in a task of its own on Python 3.11 only)"
         )
 
     def _effect_steps(self, state: ExecutionState) -> Iterator[tuple[str, StepRecord]]:

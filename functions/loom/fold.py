@@ -33,6 +33,7 @@ def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
     s.execution_id, s.flow, s.input = e.execution_id, e.flow, e.input
     s.flow_version, s.capabilities, s.budgets = e.flow_version, list(e.capabilities), e.budgets
     s.status, s.started_at, s.deadline, s.parent = "running", e.at, e.deadline, e.parent
+    s.step_numbering = e.step_numbering
 
 
 def _claimed(s: ExecutionState, e: ev.ExecutionClaimed) -> None:

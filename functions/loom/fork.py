@@ -207,6 +207,7 @@ async def fork(
         forked_from=origin,
         queue=first.queue,  # a fork runs on its origin's queue, with its partition key
         partition_key=first.partition_key,
+        step_numbering=first.step_numbering,  # the copied prefix is numbered the origin's way
     )
     _check_fits(runtime, kept, eid, execution_id)
     created, stored_first = await runtime.store.create(started)

@@ -173,6 +173,18 @@ class LoopTimers:
         self._poke()
         return timer
 
+    def first_firing(self) -> float | None:
+        """Where the log puts the earliest firing among the open timers, if it holds one: a
+        step asked for now may be one such a firing cut short live, its outcome never
+        recorded (see :mod:`loom.divergence`)."""
+        resumes = self.session.state.resumes
+        seqs = [
+            r["seq"]
+            for t in self.open
+            if (r := resumes.get(resume_key(LOOP_TIMER, self.key(t.step_id)))) is not None
+        ]
+        return min(seqs, default=None)
+
     def key(self, tid: str) -> str:
         """The correlation key of timer ``tid``'s gate and firing, unique across runs (a
         firing without a gate is carried over by ``continue_as_new``)."""

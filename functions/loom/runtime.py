@@ -23,6 +23,7 @@ from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.cancellation import request_cancel
 from loom.child_ids import check_outside_id
 from loom.claims import claim_is_live, new_holder
+from loom.context import STEP_NUMBERING
 from loom.errors import (
     ExecutionSupersededError,
     UnknownExecutionError,
@@ -215,6 +216,7 @@ class Runtime:
                 "by": by,
                 **queues.started_fields(self.app, queue),
                 "deadline": deadline_for(defn, timeout, now),
+                "step_numbering": STEP_NUMBERING,
             }
         )
         here = await start_here(self, started, defn) if run and runs_here(self, started) else None

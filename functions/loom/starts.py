@@ -168,6 +168,7 @@ def started_event(fields: dict[str, Any]) -> ev.ExecutionStarted:
     of building the event.
     """
     at, caps, by, deadline = fields["at"], fields["capabilities"], fields["by"], fields["deadline"]
+    numbering = fields.get("step_numbering")
     if (
         type(at) is not float
         or fields["budgets"]  # (floats validation makes of ints: the validated way)
@@ -178,6 +179,7 @@ def started_event(fields: dict[str, Any]) -> ev.ExecutionStarted:
         or (deadline is not None and type(deadline) is not float)
         or (caps and not all(type(c) is str for c in caps))
         or ("queue" in fields and not _queue_fields(fields))
+        or (numbering is not None and type(numbering) is not int)
     ):
         return ev.ExecutionStarted(**fields)
     values = {
@@ -197,6 +199,7 @@ def started_event(fields: dict[str, Any]) -> ev.ExecutionStarted:
         "forked_from": None,
         "queue": fields.get("queue"),
         "partition_key": fields.get("partition_key"),
+        "step_numbering": numbering,
     }
     return ev.unvalidated(ev.ExecutionStarted, values, set(fields))
 

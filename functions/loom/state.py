@@ -112,6 +112,7 @@ class ExecutionState:
     cancel: dict[str, Any] | None = None  # a pending cancel request (loom.cancellation)
     deadline: float | None = None  # the recorded flow timeout
     parent: dict[str, str] | None = None  # a child flow's parent (loom.children)
+    step_numbering: int | None = None  # how step ids are numbered (loom.context)
     children: dict[str, dict[str, str]] = field(default_factory=_dict)
     meter: Meter = field(default_factory=Meter)
     _steps: dict[str, StepRecord] | None = field(default=None, repr=False)

@@ -159,7 +159,8 @@ class EffectSteps:
     def _unless_skipped(self, step_id: str) -> None:
         """Park before new step ``step_id`` if the replay skipped a recorded step
         (:mod:`loom.divergence`)."""
-        skipped = self.tally.skipped(self.journal.state, step_id, self.order.open_tasks)
+        state, cut = self.journal.state, self.timers.first_firing()
+        skipped = self.tally.skipped(state, step_id, self.order.open_tasks, cut)
         if skipped is not None:
             self._park(step_id, skipped)
 

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
-from loom.context import SCOPE, Scope, task_factory
+from loom.context import SCOPE, Scope, made_by_wait_for, task_factory
 
 if TYPE_CHECKING:
     from loom.session import Session
@@ -59,8 +59,12 @@ class ComposedTaskFactory:
         parent = SCOPE.get() if context is None else context.get(SCOPE)
         if parent is None:  # not a flow's task: exactly what theirs alone would do
             return self._build(loop, coro, context, options)
+        if parent.flat_wait_for and made_by_wait_for():  # it shares its parent's scope
+            task = self._build(loop, coro, context, options)
+            parent.session.track(cast("asyncio.Task[Any]", task))
+            return task
         child_context = context.copy() if context is not None else contextvars.copy_context()
-        child_context.run(SCOPE.set, Scope(parent.next_id() + ".", parent.session))
+        child_context.run(SCOPE.set, parent.child())
         # Theirs runs inside the child's context: a factory that drops ``context=`` builds
         # the task in the current context, which is then the child's.
         given = None if context is None else child_context

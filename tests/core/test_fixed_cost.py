@@ -314,6 +314,8 @@ _START_BASE: dict[str, Any] = {
         ({"queue": "q", "partition_key": None}, True),
         ({"queue": "q", "partition_key": "p"}, True),
         ({"input": None}, True),
+        ({"step_numbering": 2}, True),
+        ({"step_numbering": True}, False),  # (a bool: what validation makes of it)
         ({"at": 1_000}, False),  # an int clock: validation makes floats of it
         ({"deadline": 1_060}, False),
         ({"budgets": {"usd": 1}}, False),

@@ -3,9 +3,10 @@ cause chained, and a failed write writes nothing. Run in-loop and off-loop (serv
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,22 +17,32 @@ from loom.store.base import AppendRequest, Snapshot
 from loom.store.sqlite import SqliteEventStore
 
 
-def _started(eid: str) -> ExecutionStarted:
+def started_event(eid: str) -> ExecutionStarted:
     return ExecutionStarted(execution_id=eid, flow="f", input={"n": 1})
 
 
-def _step(seq: int) -> EffectCompleted:
+def step_event(seq: int) -> EffectCompleted:
     return EffectCompleted(seq=seq, step_id=str(seq), effect="fx", output=seq, at=1.0)
+
+
+@contextlib.asynccontextmanager
+async def sqlite_store(mode: str, tmp_path: Path, first: str) -> AsyncGenerator[SqliteEventStore]:
+    """A store on ``loom.db`` in ``tmp_path``, ``mode`` ``in-loop`` or ``off-loop``, with
+    execution ``first`` created (a short busy timeout: a held lock fails fast)."""
+    s = SqliteEventStore(tmp_path / "loom.db", busy_timeout=0.1)
+    if mode == "off-loop":
+        s.serve_off_loop()
+    await s.create(started_event(first))
+    try:
+        yield s
+    finally:
+        await s.aclose()
 
 
 @pytest.fixture(params=["in-loop", "off-loop"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqliteEventStore]:
-    s = SqliteEventStore(tmp_path / "loom.db", busy_timeout=0.1)
-    if request.param == "off-loop":
-        s.serve_off_loop()
-    await s.create(_started("e1"))
-    yield s
-    await s.aclose()
+    async with sqlite_store(request.param, tmp_path, "e1") as s:
+        yield s
 
 
 @pytest.fixture
@@ -53,10 +64,10 @@ async def test_writes_under_a_foreign_lock_are_unavailable_and_write_nothing(
 ) -> None:
     other.execute("BEGIN IMMEDIATE")
     with pytest.raises(StoreError) as created:
-        await store.create(_started("e2"))
+        await store.create(started_event("e2"))
     _unavailable(created, "busy")
     with pytest.raises(StoreError) as appended:
-        await store.append(AppendRequest("e1", 1, [_step(2)]))
+        await store.append(AppendRequest("e1", 1, [step_event(2)]))
     _unavailable(appended, "busy")
     with pytest.raises(StoreError) as snap:
         await store.save_snapshot("e1", Snapshot(1, "{}"))
@@ -70,7 +81,7 @@ async def test_writes_under_a_foreign_lock_are_unavailable_and_write_nothing(
     other.execute("ROLLBACK")
     assert [s.execution_id for s in await store.list()] == ["e1"]
     assert (await store.load("e1")).snapshot is None
-    assert await store.append(AppendRequest("e1", 1, [_step(2)])) == 2  # the fault cleared
+    assert await store.append(AppendRequest("e1", 1, [step_event(2)])) == 2  # the fault cleared
 
 
 async def test_reads_of_a_broken_database_are_store_errors(
@@ -83,7 +94,7 @@ async def test_reads_of_a_broken_database_are_store_errors(
         store.read("e1"),
         store.summary("e1"),
         store.list(),
-        store.append(AppendRequest("e1", 1, [_step(2)])),
+        store.append(AppendRequest("e1", 1, [step_event(2)])),
     ]
     for call in calls:
         with pytest.raises(StoreError) as caught:

@@ -24,28 +24,16 @@ from pathlib import Path
 import pytest
 
 from loom.errors import StoreUnavailableError
-from loom.events import EffectCompleted, ExecutionStarted
 from loom.store import AppendRequest, SqliteEventStore
 from loom.store.base import Snapshot
 from tests.faults import harness as h
-
-
-def _started(eid: str) -> ExecutionStarted:
-    return ExecutionStarted(execution_id=eid, flow="f", input={"n": 1})
-
-
-def _step(seq: int) -> EffectCompleted:
-    return EffectCompleted(seq=seq, step_id=str(seq), effect="fx", output=seq, at=1.0)
+from tests.faults.test_sqlite_translation import sqlite_store, started_event, step_event
 
 
 @pytest.fixture(params=["in-loop", "off-loop"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SqliteEventStore]:
-    s = SqliteEventStore(tmp_path / "loom.db", busy_timeout=0.1)
-    if request.param == "off-loop":
-        s.serve_off_loop()
-    await s.create(_started("e-1"))
-    yield s
-    await s.aclose()
+    async with sqlite_store(request.param, tmp_path, "e1") as s:
+        yield s
 
 
 def _delete(db: Path) -> None:
@@ -76,13 +64,13 @@ async def test_a_write_into_a_file_no_longer_at_the_path_is_refused(
     store: SqliteEventStore, fault: Callable[[Path], None]
 ) -> None:
     db = store.path
-    assert await store.append(AppendRequest("e-1", 1, [_step(2)])) == 2
+    assert await store.append(AppendRequest("e1", 1, [step_event(2)])) == 2
     fault(db)
     writes = [
-        store.append(AppendRequest("e-1", 2, [_step(3)])),
-        store.create(_started("e-2")),
-        store.save_snapshot("e-1", Snapshot(2, "{}")),
-        store.delete_execution("e-1"),
+        store.append(AppendRequest("e1", 2, [step_event(3)])),
+        store.create(started_event("e2")),
+        store.save_snapshot("e1", Snapshot(2, "{}")),
+        store.delete_execution("e1"),
         store.ping(),
     ]
     for write in writes:
@@ -92,8 +80,8 @@ async def test_a_write_into_a_file_no_longer_at_the_path_is_refused(
     if fault is _delete:
         assert not db.exists(), "a connection recreated an empty database at the path"
     else:
-        assert _events_at(db, "e-1") == 2  # the file at the path: nothing after the fault
-        assert _events_at(db, "e-2") == 0
+        assert _events_at(db, "e1") == 2  # the file at the path: nothing after the fault
+        assert _events_at(db, "e2") == 0
 
 
 @pytest.mark.parametrize("fault", [_delete, _replace], ids=["deleted", "replaced"])
@@ -122,9 +110,9 @@ async def test_concurrent_appends_in_one_group_are_all_refused(tmp_path: Path) -
     store.serve_off_loop()
     try:
         for i in range(8):
-            await store.create(_started(f"g-{i}"))
+            await store.create(started_event(f"g-{i}"))
         _delete(store.path)
-        appends = [store.append(AppendRequest(f"g-{i}", 1, [_step(2)])) for i in range(8)]
+        appends = [store.append(AppendRequest(f"g-{i}", 1, [step_event(2)])) for i in range(8)]
         results = await asyncio.gather(*appends, return_exceptions=True)
         assert all(isinstance(r, StoreUnavailableError) for r in results), results
         for result in results:
@@ -138,10 +126,10 @@ async def test_the_unchanged_file_takes_writes_from_every_thread(tmp_path: Path)
     """No false alarm: a file renamed nowhere keeps taking writes, in-loop and off-loop,
     and a new store on the same path reads them."""
     store = SqliteEventStore(tmp_path / "loom.db")
-    await store.create(_started("n-1"))
-    await store.append(AppendRequest("n-1", 1, [_step(2)]))
+    await store.create(started_event("n-1"))
+    await store.append(AppendRequest("n-1", 1, [step_event(2)]))
     store.serve_off_loop()
-    await store.append(AppendRequest("n-1", 2, [_step(3)]))
+    await store.append(AppendRequest("n-1", 2, [step_event(3)]))
     await store.ping()
     await store.aclose()
     again = SqliteEventStore(tmp_path / "loom.db")

@@ -17,30 +17,17 @@ the execution with the same code.
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from loom.errors import PayloadTooLargeError, UnknownExecutionError
 from loom.runtime import Runtime
-from loom.store.sqlite import SqliteEventStore
 from loom.wire import ExecutionPackage
 from tests.faults import harness as h
-from tests.faults.audit.audit_app import app
 
 SIZE = 300 * 1024 + 2  # the JSON string's quotes
 LIMIT = 256 * 1024
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Runtime]:
-    """A runtime on a SQLite file, no blob store; the effects' ledger beside it."""
-    monkeypatch.setitem(os.environ, "LOOM_TEST_SIDE_FILE", str(tmp_path / "ledger.txt"))
-    store = SqliteEventStore(tmp_path / "loom.db")
-    yield Runtime(app, store)
-    await store.aclose()
 
 
 def _names_the_fault(message: str, step: str) -> None:

@@ -15,27 +15,14 @@ result that cannot be recorded fails the execution with ``invalid_output``.
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from loom.runtime import Runtime
-from loom.store.sqlite import SqliteEventStore
-from tests.faults.audit.audit_app import app
 from tests.faults.harness import Ledger
 
 CAUSES = {"bytes": "can't decode byte 0xff", "deep": "depth exceeded"}
-
-
-@pytest.fixture
-async def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Runtime]:
-    """A runtime on a SQLite file; the effects' ledger beside it."""
-    monkeypatch.setitem(os.environ, "LOOM_TEST_SIDE_FILE", str(tmp_path / "ledger.txt"))
-    store = SqliteEventStore(tmp_path / "loom.db")
-    yield Runtime(app, store)
-    await store.aclose()
 
 
 @pytest.mark.parametrize("effect", ["async", "sync"])

@@ -49,6 +49,7 @@ from loom import events as ev
 from loom.app import FlowDef, to_json_value
 from loom.child_ids import check_outside_id
 from loom.context import off_scope
+from loom.divergence import visit
 from loom.durability import force
 from loom.errors import (
     ChildFlowFailedError,
@@ -169,7 +170,7 @@ async def start_flow(
     if on_cancel not in ("cancel", "abandon"):
         raise ValueError(f"on_cancel must be 'cancel' or 'abandon', got {on_cancel!r}")
     defn = _flow_def(session, flow)
-    _visit(session, step_id)
+    visit(session, step_id)
     recorded = session.state.children.get(step_id)
     cid = child_id(session.execution_id, step_id, session.state.run)
     failed = session.state.steps.get(step_id) if recorded is None else None
@@ -195,7 +196,7 @@ async def _recorded_failure(
         session._park(  # pyright: ignore[reportPrivateUsage]
             step_id, f"step {step_id}: log has {rec.get('effect')!r}, flow starts {defn.name!r}"
         )
-    _visit(session, step_id)
+    visit(session, step_id)
     await session._turn(rec.get("seq", 0))  # pyright: ignore[reportPrivateUsage]
     error = rec.get("error") or {}
     raise _taken_from(str(error.get("message", "")))
@@ -224,13 +225,6 @@ def _taken_from(message: str) -> ChildIdTakenError:
     found = _TAKEN_RE.match(message)
     cid, flow, parent = (json.loads(g) for g in found.groups()) if found else ("", "", None)
     return ChildIdTakenError(message, child_id=cid, holder_flow=flow, holder_parent=parent)
-
-
-def _visit(session: Session, step_id: str) -> None:
-    """Count the step as reached for the pre-deploy replay check (its ``visited`` set)."""
-    visited: object = getattr(session, "visited", None)
-    if isinstance(visited, set):
-        visited.add(step_id)  # pyright: ignore[reportUnknownMemberType]
 
 
 async def _start_live(

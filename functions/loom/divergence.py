@@ -33,6 +33,15 @@ if TYPE_CHECKING:
 _OWN = "loom."  # the prefix of the engine's own step records (children, messages, events)
 
 
+def visit(session: object, step_id: str) -> None:
+    """Count ``step_id`` as reached for the pre-deploy replay check (``loom.replay_check``
+    gives its sessions a ``visited`` set): for the engine's own steps (a child start, a
+    send), which it cannot see through an effect call."""
+    visited: object = getattr(session, "visited", None)
+    if isinstance(visited, set):
+        visited.add(step_id)  # pyright: ignore[reportUnknownMemberType]
+
+
 class StepTally:
     """Which of the steps recorded before a session began its replay has asked for.
 

@@ -41,6 +41,7 @@ from loom import cancellation, crash
 from loom import events as ev
 from loom.app import to_json_value
 from loom.context import AbortSignal, off_scope
+from loom.divergence import visit
 from loom.durability import force
 from loom.errors import (
     AppendConflictError,
@@ -314,20 +315,12 @@ async def send(session: Session, step_id: str, to: str, topic: str, payload: Any
         rec = session.state.steps[step_id]
     elif rec.get("effect") != SEND:
         _diverged(session, step_id, f"log has effect {rec.get('effect')!r}, flow called send()")
-    _visit(session, step_id)
+    visit(session, step_id)
     await session._turn(rec.get("seq", 0))  # pyright: ignore[reportPrivateUsage]
     if rec.get("status") == "failed":
         info = rec.get("error") or {}
         kind = _RECORDED.get(info.get("code", ""), LoomError)
         raise kind(info.get("message", "message not delivered"), details={"step_id": step_id})
-
-
-def _visit(session: Session, step_id: str) -> None:
-    """Count the send as reached for the pre-deploy replay check (its ``visited`` set):
-    without it every recorded send looked like a step the code no longer reaches."""
-    visited: object = getattr(session, "visited", None)
-    if isinstance(visited, set):
-        visited.add(step_id)  # pyright: ignore[reportUnknownMemberType]
 
 
 def _diverged(session: Session, step_id: str, what: str) -> NoReturn:

@@ -125,12 +125,39 @@ async def find(
     """Dead letters of ``kind``, oldest first, at most ``limit`` (the store's summaries);
     with ``bulk``, what a bulk re-drive selects: re-drives left out (module docstring)."""
     found: list[ExecutionSummary] = []
-    async for row in _rows(runtime, "failed" if kind == "failed" else "suspended"):
+    async for row in _rows(runtime, _status(kind)):
         if _matches(row, kind, flow, since) and not (bulk and await is_redrive(runtime, row)):
             found.append(row)
             if len(found) >= limit:
                 break
     return found
+
+
+async def find_named(
+    runtime: Runtime,
+    ids: Sequence[str],
+    kind: Kind,
+    *,
+    flow: str | None = None,
+    since: float | None = None,
+    limit: int = 1000,
+) -> list[ExecutionSummary]:
+    """The executions of ``ids`` that :func:`find` would select (re-drives included), in
+    that order, at most ``limit``; an unknown id is no dead letter, and is left out."""
+    found: list[ExecutionSummary] = []
+    for eid in ids:
+        try:
+            row = await runtime.store.summary(eid)
+        except UnknownExecutionError:
+            continue
+        if row.status == _status(kind) and _matches(row, kind, flow, since):
+            found.append(row)
+    return found[:limit]
+
+
+def _status(kind: Kind) -> str:
+    """The summary status of dead letters of ``kind`` (a park keeps an execution suspended)."""
+    return "failed" if kind == "failed" else "suspended"
 
 
 _REDRIVE_FORM: Final = re.compile(r".+\.redrive-([0-9]+)", re.DOTALL)

@@ -17,9 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loom.deadletters import Kind, check_kind, find, parse_since, redrive
-from loom.deadletters import _matches as matches  # pyright: ignore[reportPrivateUsage]
-from loom.errors import InputError, UnknownExecutionError
+from loom.deadletters import Kind, check_kind, find, find_named, parse_since, redrive
+from loom.errors import InputError
 from loom.ids import ExecutionId
 from loom.store.base import ExecutionSummary
 from loom.workers.http_routes import (
@@ -37,8 +36,6 @@ from loom.workers.http_routes import (
 )
 
 MAX_LIMIT = 1000
-_LISTED: dict[str, tuple[str, ...]] = {"failed": ("failed",), "poison": ("suspended",)}
-_LISTED["parked"] = _LISTED["poison"]  # (a park keeps the summary's status suspended)
 
 
 class RedriveRequest(BaseModel):
@@ -93,7 +90,10 @@ def redrive_dead_letters(s: Services, request: Request, args: Sequence[str]) -> 
         named = list(dict.fromkeys(body.execution_ids))
         for eid in named:
             check_caller(s, request, "retry", eid, raw, body.flow)
-        rows = run(_named(s, named, body, since))
+        found = find_named(
+            s.runtime, named, body.status, flow=body.flow, since=since, limit=body.limit
+        )
+        rows = run(found)
     else:
         found = find(
             s.runtime, body.status, flow=body.flow, since=since, limit=body.limit, bulk=True
@@ -104,21 +104,6 @@ def redrive_dead_letters(s: Services, request: Request, args: Sequence[str]) -> 
     by = f"{body.by} (via {who})" if body.by else who
     done = run(redrive(s.runtime, rows, by=by, dry_run=body.dry_run))
     return 200, {"dry_run": body.dry_run, "redriven": [item.to_json() for item in done]}
-
-
-async def _named(
-    s: Services, ids: Sequence[str], body: RedriveRequest, since: float | None
-) -> list[ExecutionSummary]:
-    """The named executions that are dead letters the body selects (at most its limit)."""
-    rows: list[ExecutionSummary] = []
-    for eid in ids:
-        try:
-            row = await s.runtime.store.summary(eid)
-        except UnknownExecutionError:
-            continue  # not a dead letter: a filter, as for any other that is not one
-        if row.status in _LISTED[body.status] and matches(row, body.status, body.flow, since):
-            rows.append(row)
-    return rows[: body.limit]
 
 
 def _check_each(

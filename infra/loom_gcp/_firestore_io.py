@@ -263,14 +263,11 @@ class CountedDocs:
             google.api_core.exceptions.RetryError: Transient errors until the deadline.
             google.api_core.exceptions.GoogleAPIError: Any other failure, untranslated.
         """
-        maybe_applied = False
         tried = [0, 0]  # the writes and deletes of the attempt under way
         billed = [0, 0]  # those of attempts whose answer never came: they may have applied
 
         def note(exc: Exception) -> None:
-            nonlocal maybe_applied
             if isinstance(exc, _UNKNOWN_OUTCOME):
-                maybe_applied = True
                 billed[0], billed[1] = billed[0] + tried[0], billed[1] + tried[1]
 
         async def attempt(timeout: float) -> list[Any]:
@@ -281,7 +278,8 @@ class CountedDocs:
             except gexc.Aborted:
                 raise  # contention, nothing applied: retried (it is a Conflict subclass)
             except (gexc.Conflict, gexc.FailedPrecondition) as exc:
-                raise Collision(maybe_applied) from exc
+                # (an earlier attempt may have applied: only those are billed so far)
+                raise Collision(billed != [0, 0]) from exc
             billed[0], billed[1] = billed[0] + tried[0], billed[1] + tried[1]
             return list(results or [])
 

@@ -204,6 +204,8 @@ class EffectSteps:
         if outcome.retry_at is not None:
             await self.append([scheduled(step_id, defn.name, attempt + outcome.attempts, outcome)])
             return BACKOFF
+        if attempt > 1:  # the outcome records every attempt of the step, earlier calls' too
+            outcome.attempts += attempt - 1
         unknown = outcome.error is not None and outcome.error.code == "outcome_unknown"
         if unknown and not defn.idempotent:
             # The effect says it cannot know whether it ran: exactly a crash mid-call.
@@ -225,12 +227,18 @@ class EffectSteps:
         return defn.typed.parse_output(outcome.value)
 
     async def _retrying(self, ectx: EffectContext, error: ev.ErrorInfo | None) -> None:
+        state = self.journal.state
+        if state.budgets:  # attempt ``ectx.attempt`` of the step may be one too many
+            made = ectx.attempt - 1 - state.attempts_counted.get(ectx.step_id, 0)
+            self._check_budget(state, ectx.effect, max(0, made))
         retried = ev.EffectRetried(
             step_id=ectx.step_id, effect=ectx.effect, attempt=ectx.attempt, error=error
         )
         await self.append([retried])
 
-    def _check_budget(self, state: ExecutionState, effect: str) -> None:
-        exceeded = budget_exceeded(state.budgets, state.meter, effect)
+    def _check_budget(self, state: ExecutionState, effect: str, uncounted: int = 0) -> None:
+        """Stop before invoking ``effect`` if a budget is spent (``uncounted``: attempts the
+        step made inline that no event has counted yet)."""
+        exceeded = budget_exceeded(state.budgets, state.meter, effect, uncounted)
         if exceeded is not None:
             self._raise(StopSignal(exceeded))

@@ -31,6 +31,8 @@ import weakref
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from loom.scope import off_scope_method
+
 if TYPE_CHECKING:
     from werkzeug.datastructures import Headers
 
@@ -240,7 +242,8 @@ def _wrap_store_methods(cls: type) -> None:
     for op in _STORE_OPS:
         fn = cls.__dict__.get(op)
         if fn is not None and not getattr(fn, "__isabstractmethod__", False):
-            setattr(cls, op, _traced_store_op(op, fn))
+            # Off the flow's scope outermost: a span processor's work is no flow step either.
+            setattr(cls, op, off_scope_method(_traced_store_op(op, fn)))
 
 
 def _traced_store_op(op: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -253,6 +256,7 @@ def _traced_store_op(op: str, fn: Callable[..., Awaitable[Any]]) -> Callable[...
             return fn(self, *args, **kwargs)
         return _traced_store_call(op, name, fn, self, args, kwargs)
 
+    traced._loom_traced = True  # type: ignore[attr-defined]  # (what tests look for)
     return traced
 
 

@@ -305,15 +305,14 @@ def _returned(result: Any, attempts: int, duration: float) -> Outcome:
 
 
 def budget_exceeded(
-    budgets: dict[str, float], meter: Meter, effect: str, uncounted: int = 0
+    budgets: dict[str, float], meter: Meter, effect: str
 ) -> BudgetExceededError | None:
-    """The budget an execution has used up before invoking ``effect``, if any
-    (``uncounted``: attempts made that the meter does not hold yet)."""
+    """The budget an execution has used up before invoking ``effect``, if any."""
     if not budgets:  # the common case: nothing to check
         return None
     for name, used in (
         ("max_effect_calls", meter.effect_calls),
-        ("max_attempts", meter.attempts + uncounted),
+        ("max_attempts", meter.attempts),
         ("max_effect_seconds", meter.effect_seconds),
         ("max_bytes_stored", meter.bytes_stored),
     ):

@@ -170,7 +170,11 @@ class EffectSteps:
         value, refused = admit(defn, value, state.capabilities)
         if refused is not None:
             await self._refuse(step_id, defn, refused)
-        if state.budgets:  # (most executions have none: no call)
+        # Budgets are checked when a step starts (most executions have none: no call): a
+        # step begun runs its retry policy out, whether its backoffs are slept through or
+        # resumed from a durable timer, so both make the same attempts (the meter counts
+        # every one of them, ``loom.fold``).
+        if state.budgets and attempt == 1:
             self._check_budget(state, defn.name)
         crash.point("before_intent", step_id)
         if not defn.idempotent:
@@ -227,18 +231,13 @@ class EffectSteps:
         return defn.typed.parse_output(outcome.value)
 
     async def _retrying(self, ectx: EffectContext, error: ev.ErrorInfo | None) -> None:
-        state = self.journal.state
-        if state.budgets:  # attempt ``ectx.attempt`` of the step may be one too many
-            made = ectx.attempt - 1 - state.attempts_counted.get(ectx.step_id, 0)
-            self._check_budget(state, ectx.effect, max(0, made))
         retried = ev.EffectRetried(
             step_id=ectx.step_id, effect=ectx.effect, attempt=ectx.attempt, error=error
         )
         await self.append([retried])
 
-    def _check_budget(self, state: ExecutionState, effect: str, uncounted: int = 0) -> None:
-        """Stop before invoking ``effect`` if a budget is spent (``uncounted``: attempts the
-        step made inline that no event has counted yet)."""
-        exceeded = budget_exceeded(state.budgets, state.meter, effect, uncounted)
+    def _check_budget(self, state: ExecutionState, effect: str) -> None:
+        """Stop before a step invokes ``effect`` if a budget is spent."""
+        exceeded = budget_exceeded(state.budgets, state.meter, effect)
         if exceeded is not None:
             self._raise(StopSignal(exceeded))

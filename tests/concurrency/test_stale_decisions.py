@@ -51,6 +51,7 @@ def make_app() -> Loom:
 
     @app.flow("child")
     async def child(ctx: FlowContext, n: int) -> int:
+        await ctx.suspend("go", "k")
         return n * 2
 
     @app.flow("parent")
@@ -137,18 +138,21 @@ async def test_a_resume_decided_before_a_cancel_is_refused_after_it(store: Event
 
 async def test_a_childs_result_told_twice_at_once_reaches_its_parent_once(store: EventStore):
     """The child's end is told to its parent after every execute call that finds it ended:
-    two deliveries of the ended child at once must not hand the parent its result twice."""
+    a redelivery of the ended child racing the call that ended it must not hand the parent
+    its result twice."""
     paused = PausedLoads(store)
     rt = Runtime(make_app(), paused)
-    done = await rt.start("parent", 21, execution_id="par")
-    assert (done.status, done.output) == ("completed", 42)
+    assert (await rt.start("parent", 21, execution_id="par")).status == "suspended"
     child_id = next(r.execution_id for r in await rt.list() if r.execution_id != "par")
-    paused.hold("par", loads=2)
-    again = [asyncio.ensure_future(rt.execute(ExecutionPackage(execution_id=child_id)))]
-    again.append(asyncio.ensure_future(rt.execute(ExecutionPackage(execution_id=child_id))))
+    paused.hold("par", loads=2)  # both tellings decide from the waiting parent
+    ending = asyncio.ensure_future(rt.resume(child_id, "go", "k"))
+    while (await store.summary(child_id)).status != "completed":
+        await asyncio.sleep(0.01)
+    again = asyncio.ensure_future(rt.execute(ExecutionPackage(execution_id=child_id)))
     await paused.all_arrived.wait()
     paused.go.set()
-    await asyncio.gather(*again)
+    await asyncio.gather(ending, again)
     history = await rt.history("par")
     assert [e.type for e in history].count("ExecutionResumed") == 1
     assert history[-1].type == "ExecutionCompleted"
+    assert (await rt.result("par")).output == 42

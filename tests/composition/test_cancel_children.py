@@ -15,6 +15,7 @@ from loom import EffectContext, FlowContext, Loom
 from loom.testing import LoomTestEnv
 
 FINISHED = {"ExecutionCompleted", "ExecutionFailed", "ExecutionCancelled"}
+BEGAN = asyncio.Event()  # ``slow`` is running (set anew on each test's loop)
 
 
 def nested(log: list[str]) -> Loom:
@@ -28,6 +29,7 @@ def nested(log: list[str]) -> Loom:
     @app.effect("slow")
     async def slow(ctx: EffectContext, who: str) -> str:
         log.append(f"slow {who} began")
+        BEGAN.set()
         await asyncio.sleep(0.05)
         log.append(f"slow {who} ended")
         return who
@@ -90,19 +92,16 @@ async def test_a_cancel_reaches_grandchildren_and_every_level_cleans_up_once():
 async def test_a_cancel_reaches_a_child_whose_effect_is_running():
     """The child is inside an effect when its parent is cancelled: the effect finishes and
     is recorded, then the cancel arrives at the child's next await and it cleans up."""
+    global BEGAN
+    BEGAN = asyncio.Event()
     log: list[str] = []
     env = LoomTestEnv(nested(log))
     started = asyncio.ensure_future(env.start("busy_top", None, execution_id="b"))
-    while "slow leaf began" not in log:
-        await asyncio.sleep(0.005)
+    await BEGAN.wait()
     cancelled = await env.runtime.cancel("b", "stop")
     await started
     assert cancelled.status in ("running", "cancelled")
     for eid in ("b", "b.child.1"):
-        for _ in range(100):
-            if (await env.runtime.result(eid)).status == "cancelled":
-                break
-            await asyncio.sleep(0.01)
         assert (await env.runtime.result(eid)).status == "cancelled", eid
         assert await _ends(env, eid) == ["ExecutionCancelled"]
     assert log.index("slow leaf ended") < log.index("undo busy leaf")

@@ -77,8 +77,6 @@ async def test_every_attempt_is_counted_whatever_the_backoff(store: EventStore, 
 @pytest.mark.parametrize("durable", [False, True], ids=["inline", "durable"])
 async def test_a_budget_of_attempts_holds_whatever_the_backoff(store: EventStore, durable: bool):
     CALLS.clear()
-    result, _, metered, invoked = await _run(
-        store, durable, [2, 2, 2], budgets={"max_attempts": 4}
-    )
+    result, _, metered, invoked = await _run(store, durable, [2, 2, 2], budgets={"max_attempts": 4})
     assert (result.status, result.error["code"]) == ("failed", "budget_exceeded")  # type: ignore[index]
     assert metered == invoked == 6  # two steps of three attempts; the third never starts

@@ -15,6 +15,11 @@ from tests.concurrency.paused import PausedLoads
 IN_FLIGHT: set[str] = set()
 PEAK: list[int] = [0]
 _GATES: dict[str, asyncio.Event] = {}
+_INSIDE: dict[str, asyncio.Event] = {}
+
+
+def _inside(execution_id: str) -> asyncio.Event:
+    return _INSIDE.setdefault(execution_id, asyncio.Event())
 
 
 def make_app() -> Loom:
@@ -25,6 +30,7 @@ def make_app() -> Loom:
     async def hold(ctx: EffectContext, _: None) -> str:
         IN_FLIGHT.add(ctx.execution_id)
         PEAK[0] = max(PEAK[0], len(IN_FLIGHT))
+        _inside(ctx.execution_id).set()
         try:
             await _GATES.setdefault(ctx.execution_id, asyncio.Event()).wait()
         finally:
@@ -42,6 +48,7 @@ async def test_a_second_delivery_never_frees_the_slot_the_first_runs_in(store: E
     IN_FLIGHT.clear()
     PEAK[0] = 0
     _GATES.clear()
+    _INSIDE.clear()
     paused = PausedLoads(store)
     rt = Runtime(make_app(), paused)
     for eid in ("a", "b"):
@@ -52,13 +59,10 @@ async def test_a_second_delivery_never_frees_the_slot_the_first_runs_in(store: E
     ]
     await paused.all_arrived.wait()
     paused.go.set()
-    while "a" not in IN_FLIGHT:
-        await asyncio.sleep(0.01)
-    for _ in range(20):  # the losing delivery ends (superseded, or waiting for the slot)
-        if sum(d.done() for d in deliveries) == 1:
-            break
-        await asyncio.sleep(0.01)
-    assert sum(d.done() for d in deliveries) == 1
+    await _inside("a").wait()
+    # The losing delivery ends (superseded, or waiting for the slot) while ``a`` runs.
+    done, _ = await asyncio.wait(deliveries, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+    assert len(done) == 1
     # ``b`` must wait, not run: the slot is a's (run, it would block here on its effect).
     waiting = await asyncio.wait_for(rt.execute(ExecutionPackage(execution_id="b")), 10)
     assert (waiting.status, IN_FLIGHT) == ("running", {"a"})

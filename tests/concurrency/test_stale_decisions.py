@@ -146,7 +146,7 @@ async def test_a_childs_result_told_twice_at_once_reaches_its_parent_once(store:
     child_id = next(r.execution_id for r in await rt.list() if r.execution_id != "par")
     paused.hold("par", loads=2)  # both tellings decide from the waiting parent
     ending = asyncio.ensure_future(rt.resume(child_id, "go", "k"))
-    while (await store.summary(child_id)).status != "completed":
+    while (await store.summary(child_id)).status != "completed":  # noqa: ASYNC110  (a store)
         await asyncio.sleep(0.01)
     again = asyncio.ensure_future(rt.execute(ExecutionPackage(execution_id=child_id)))
     await paused.all_arrived.wait()

@@ -82,7 +82,7 @@ function localTimes() {
   for (const time of document.querySelectorAll("time[datetime]")) {
     if (time.nextElementSibling && time.nextElementSibling.classList.contains("local")) continue;
     const at = new Date(time.getAttribute("datetime"));
-    if (isNaN(at)) continue;
+    if (isNaN(at) || at.getTimezoneOffset() === 0) continue; // local is UTC: said once
     const text = `${at.getFullYear()}-${two(at.getMonth() + 1)}-${two(at.getDate())} ` +
       `${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())}`;
     const local = document.createElement("span");

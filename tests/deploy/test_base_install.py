@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -72,9 +73,17 @@ def _files(name: str) -> Iterator[tuple[Path, Path]]:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The project's wheel, built as a release is: ``python -m build --wheel``."""
     out = tmp_path_factory.mktemp("dist")
+    # From a copy of what the wheel is built from: setuptools leaves build/ and egg-info
+    # beside the sources, which must not land in the checkout.
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO_ROOT / name, source / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(REPO_ROOT / "functions", source / "functions", ignore=ignore)
+    shutil.copytree(REPO_ROOT / "infra" / "loom_gcp", source / "infra" / "loom_gcp", ignore=ignore)
     built = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(out)],
-        cwd=REPO_ROOT,
+        cwd=source,
         capture_output=True,
         text=True,
         timeout=600,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 from flask.testing import FlaskClient
 
@@ -221,3 +222,15 @@ def test_the_header_names_who_reads_and_who_acts(console: FlaskClient) -> None:
     icon = console.get("/console/static/favicon.svg")
     assert icon.status_code == 200 and icon.mimetype == "image/svg+xml"
     assert select(html, "link", rel="icon")[0].attrs["href"] == "/console/static/favicon.svg"
+
+
+def test_a_deadline_is_shown_as_a_time_not_epoch_seconds(
+    console: FlaskClient, shop: Runtime
+) -> None:
+    asyncio.run(shop.start("reminder", "a@example.com", execution_id="late-1", timeout=7200))
+    html = page(console, "/console/executions/late-1")
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z", text_of(html, "dd", id="deadline"))
+    [started] = [r for r in select(html, "tr", class_="event") if r.attrs["data-seq"] == "1"]
+    summary = " ".join(started.text.split())
+    assert re.search(r"deadline=\d{4}-\d\d-\d\d", summary), summary
+    assert not re.search(r"deadline=1[6-9]\d{8}", summary)

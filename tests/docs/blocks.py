@@ -71,10 +71,12 @@ def block(ref: Ref) -> Block:
 
 
 def env(**extra: str) -> dict[str, str]:
-    """The environment a reader's shell has: the checkout importable (for ``examples``),
-    no LOOM_* setting of the test process."""
+    """The environment a reader's shell has: the checkout importable (for ``examples``), the
+    installed ``loom`` first on PATH, no LOOM_* setting of the test process."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_")}
-    return {**base, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **extra}
+    # `loom` is the command of the environment running the tests, wherever PATH pointed.
+    path = os.pathsep.join([str(Path(sys.executable).parent), base.get("PATH", "")])
+    return {**base, "PATH": path, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **extra}
 
 
 def run_python(ref: Ref, cwd: Path) -> str:

@@ -182,8 +182,14 @@ async def _traced_execute(fn: Callable[[Any, Any], Awaitable[T]], self: Any, pac
         status = getattr(result, "status", None)
         if status is not None:
             sp.set_attribute("loom.status", str(status))
-        flow = _FLOW.get()  # set by the claim, in this task, when the package named none
-        if flow is not None and package.flow is None:
+        if status == "failed":  # the execution failed: the span says so to any backend
+            error: dict[str, Any] = getattr(result, "error", None) or {}
+            described = f"{error.get('code', 'failed')}: {error.get('message', '')}"
+            sp.set_status(_api.trace.Status(_api.trace.StatusCode.ERROR, described))  # type: ignore[union-attr]
+        # The claim names the flow when the package did not, in this task; a call whose
+        # claim ran in another task (the CLI's execute) reads it from the result.
+        flow = package.flow or _FLOW.get() or getattr(result, "flow", None)
+        if flow:
             sp.set_attribute("loom.flow", flow)
         return result
 

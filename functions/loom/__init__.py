@@ -6,7 +6,6 @@ The public names::
 """
 
 from loom.app import Loom, Retry
-from loom.context import EffectContext, FlowContext
 from loom.errors import (
     ChildFlowFailedError,
     ChildIdTakenError,
@@ -16,6 +15,7 @@ from loom.errors import (
     LoomError,
     NondeterminismError,
 )
+from loom.kernel.context import EffectContext, FlowContext
 
 __version__ = "0.1.0"
 

@@ -28,10 +28,10 @@ from loom.errors import (
 from loom.grants import GrantPolicy
 
 if TYPE_CHECKING:
-    from loom.fold import ExecutionState
-    from loom.queues import QueueDef
+    from loom.kernel.fold import ExecutionState
+    from loom.primitives.queues import QueueDef
+    from loom.primitives.schedules import Schedule
     from loom.runtime import Runtime
-    from loom.schedules import Schedule
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -186,7 +186,7 @@ class FlowDef:
     version: str = "1"
     timeout: float | None = None  # seconds from the start; then cancelled, with cleanup
     cleanup_timeout: float = 300.0  # seconds a cancelled execution's cleanup may run
-    durability: str = "strict"  # or "batched": see loom.durability
+    durability: str = "strict"  # or "batched": see loom.kernel.durability
 
     def __post_init__(self) -> None:
         if not inspect.iscoroutinefunction(self.fn):
@@ -219,7 +219,7 @@ def _version(version: str | int) -> str:
 def _builtin_resume_checks() -> dict[str, ResumeCheck]:
     """Gates of Loom's own whose resumes are checked whatever their route: a child's end is
     read from the child's log; timers and mailboxes are filled by Loom alone."""
-    from loom.children import CHILD_GATE, check_child_resume
+    from loom.primitives.children import CHILD_GATE, check_child_resume
 
     # A resume from outside on these woke a sleep early, expired a deadline or slipped a
     # message into a mailbox past its id (Loom appends their resumes itself, not this way).
@@ -270,14 +270,16 @@ class Loom:
         self, name: str, *, grants: GrantPolicy | None = None, durability: str = "strict"
     ) -> None:
         self.name = name
-        self.durability = _durability(durability)  # the default of every flow (loom.durability)
+        self.durability = _durability(
+            durability
+        )  # the default of every flow (loom.kernel.durability)
         self.flows: dict[str, FlowDef] = {}
         self.versions: dict[str, dict[str, FlowDef]] = {}
         self.effects: dict[str, EffectDef] = {}
         self.grants = grants or GrantPolicy()  # who may grant which capabilities
         self.resume_checks: dict[str, ResumeCheck] = _builtin_resume_checks()
-        self.schedules: dict[str, Schedule] = {}  # by name (loom.schedules)
-        self.queues: dict[str, QueueDef] = {}  # by name (loom.queues)
+        self.schedules: dict[str, Schedule] = {}  # by name (loom.primitives.schedules)
+        self.queues: dict[str, QueueDef] = {}  # by name (loom.primitives.queues)
 
     def resume_check(self, on: str) -> Callable[[ResumeCheck], ResumeCheck]:
         """Register the check every resume of gates on ``on`` must pass, whatever its route.
@@ -296,16 +298,18 @@ class Loom:
         return register
 
     def schedule(self, cron: str, *, flow: str, **options: Any) -> Schedule:
-        """Start ``flow`` on every tick of ``cron``, once per tick: see :mod:`loom.schedules`
+        """Start ``flow`` on every tick of ``cron``, once per tick: see :mod:`loom.primitives.schedules`
         (options: ``input``, ``name``, ``timezone``, ``catch_up``)."""
-        from loom.schedules import declare  # imported on use: a cron parser costs cold starts
+        from loom.primitives.schedules import (
+            declare,  # imported on use: a cron parser costs cold starts
+        )
 
         return declare(self.schedules, cron, flow=flow, **options)
 
     def queue(self, name: str, **limits: Any) -> QueueDef:
-        """Declare a queue executions can start on: see :mod:`loom.queues` (limits:
+        """Declare a queue executions can start on: see :mod:`loom.primitives.queues` (limits:
         ``concurrency``, ``rate_per_second``, ``lease_ttl``)."""
-        from loom.queues import declare
+        from loom.primitives.queues import declare
 
         return declare(self.queues, name, **limits)
 
@@ -326,9 +330,9 @@ class Loom:
 
         ``timeout`` bounds an execution from its start (a start may override it): past it
         the execution is cancelled. A cancelled execution's ``except``/``finally`` blocks
-        may run effects for ``cleanup_timeout`` (see :mod:`loom.cancellation`).
+        may run effects for ``cleanup_timeout`` (see :mod:`loom.kernel.cancellation`).
         ``durability`` (default: the app's) is ``"strict"`` or ``"batched"``: see
-        :mod:`loom.durability`.
+        :mod:`loom.kernel.durability`.
         """
         tag = _version(version)
         limits = _flow_limits(name, timeout, cleanup_timeout)

@@ -16,21 +16,19 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from loom import control, crash, executing, messages, poison, published, queues
 from loom import events as ev
 from loom.app import Loom, to_json_value
-from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
-from loom.cancellation import request_cancel
-from loom.child_ids import check_outside_id
-from loom.context import STEP_NUMBERING
 from loom.errors import ExecutionSupersededError, UnknownExecutionError
-from loom.fold import ExecutionState, fold
-from loom.fork import fork as fork_from
 from loom.grants import GrantPolicy
 from loom.ids import check_execution_id
-from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec, dump_exact
-from loom.poison import DEFAULT_MAX_IDLE_CLAIMS
-from loom.starts import (
+from loom.kernel import control, crash, executing, poison
+from loom.kernel.backoff import DEFAULT_MAX_INLINE_BACKOFF
+from loom.kernel.cancellation import request_cancel
+from loom.kernel.context import STEP_NUMBERING
+from loom.kernel.fold import ExecutionState, fold
+from loom.kernel.payloads import DEFAULT_THRESHOLD, PayloadCodec, dump_exact
+from loom.kernel.poison import DEFAULT_MAX_IDLE_CLAIMS
+from loom.kernel.starts import (
     check_same_start,
     never_ran,
     note_created,
@@ -38,15 +36,18 @@ from loom.starts import (
     start_here,
     started_event,
 )
+from loom.kernel.timeouts import deadline_for
+from loom.ops.fork import fork as fork_from
+from loom.primitives import messages, published, queues
+from loom.primitives.child_ids import check_outside_id
 from loom.store.base import EventStore, ExecutionSummary, LoadedLog, Snapshot
 from loom.telemetry import traced_execute
-from loom.timeouts import deadline_for
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
 
 if TYPE_CHECKING:
     from loom.blobs import BlobStore
     from loom.dispatch.base import Dispatcher
-    from loom.queues import QueueRef
+    from loom.primitives.queues import QueueRef
 
 log = logging.getLogger("loom")
 
@@ -71,7 +72,7 @@ class Runtime:
         max_inline_backoff: Longest retry backoff a worker sleeps through; a longer one
             ends the execute call and schedules the attempt on a durable timer.
         max_idle_claims: Execute calls in a row that may claim an execution without
-            progress before the next one parks it as ``poison`` (see ``loom.poison``).
+            progress before the next one parks it as ``poison`` (see ``loom.kernel.poison``).
     """
 
     def __init__(
@@ -161,14 +162,14 @@ class Runtime:
         """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
 
         A repeat with the same id, flow and input dispatches an execution that was created
-        but never run (at-least-once start, see :mod:`loom.starts`), else reports it.
+        but never run (at-least-once start, see :mod:`loom.kernel.starts`), else reports it.
 
         ``by`` is who asks (recorded). Every entry point outside the process (HTTP, Pub/Sub,
         Commission, the CLI) names it, and ``capabilities`` must then be grantable by it
         under ``self.grants``; ``None`` is the trusted path of the process's own code.
         The execution runs on ``version`` of the flow (default: the latest registered) for
         its whole life; the version is recorded in ``ExecutionStarted.flow_version``.
-        ``timeout`` overrides the flow's own (``loom.timeouts``).
+        ``timeout`` overrides the flow's own (``loom.kernel.timeouts``).
 
         Raises:
             NotPermittedError: ``by`` may not grant some of ``capabilities``.
@@ -177,7 +178,7 @@ class Runtime:
             ExecutionConflictError: The id exists with another flow or input.
             InvalidExecutionIdError: ``execution_id`` breaks the id rule (:mod:`loom.ids`).
             ReservedExecutionIdError: ``execution_id`` has a child flow's form
-                (:mod:`loom.children`).
+                (:mod:`loom.primitives.children`).
         """
         eid = (
             check_outside_id(check_execution_id(execution_id))  # (child ids are the engine's)
@@ -218,7 +219,7 @@ class Runtime:
         crash.point("after_start")
         if created:
             note_created(eid)
-        else:  # a repeat: run it if it never ran (see ``loom.starts``)
+        else:  # a repeat: run it if it never ran (see ``loom.kernel.starts``)
             check_same_start(first, started)
             state = await self.load_state(eid)
             if not (run and never_ran(state, self.clock())):
@@ -282,11 +283,11 @@ class Runtime:
         self, execution_id: str, topic: str, payload: Any = None, **kw: Any
     ) -> ExecutionResult:
         """Deliver a message on ``topic`` and run the receiver (``message_id``, ``by``: see
-        :func:`loom.messages.send_from_outside`)."""
+        :func:`loom.primitives.messages.send_from_outside`)."""
         return await messages.send_from_outside(self, execution_id, topic, payload, **kw)
 
     async def get_event(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
-        """The value published under ``key``, waiting up to ``timeout`` s (loom.published)."""
+        """The value published under ``key``, waiting up to ``timeout`` s (loom.primitives.published)."""
         return await published.get_event(self, execution_id, key, timeout=timeout)
 
     async def verdict(
@@ -316,13 +317,13 @@ class Runtime:
         )
 
     retry = poison.retry  # run a parked (poison, nondeterministic) execution again
-    fork = fork_from  # a new execution reusing a recorded prefix (loom.fork)
+    fork = fork_from  # a new execution reusing a recorded prefix (loom.ops.fork)
 
     async def cancel(
         self, execution_id: str, reason: str = "", *, by: str | None = None
     ) -> ExecutionResult:
         """Cancel an execution; its flow gets ``asyncio.CancelledError`` at its next await and
-        may clean up. ``by`` is recorded. See :func:`loom.cancellation.request_cancel`."""
+        may clean up. ``by`` is recorded. See :func:`loom.kernel.cancellation.request_cancel`."""
         return await request_cancel(self, execution_id, reason, by)
 
     async def report(

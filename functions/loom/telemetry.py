@@ -4,8 +4,8 @@ Spans: ``loom.execute`` per execute call, ``loom.step`` per step attempt and
 ``loom.store.<op>`` per event-store operation, with ``loom.execution_id``, ``loom.flow``,
 ``loom.step_id``, ``loom.effect`` and ``loom.attempt`` as attributes. Counters, derived
 from the events a store append made durable (so they count what the log records, once):
-``loom.steps`` (``outcome``: completed/failed), ``loom.retries``, ``loom.in_doubt`` and
-``loom.verdicts`` (``verdict``).
+``loom.kernel.steps`` (``outcome``: completed/failed), ``loom.retries``, ``loom.in_doubt`` and
+``loom.kernel.verdicts`` (``verdict``).
 
 The HTTP targets continue the caller's trace (W3C ``traceparent``, or Cloud Run's
 ``X-Cloud-Trace-Context``), and a dispatcher that sends work over the network passes the
@@ -78,10 +78,10 @@ class _Api:
         self.propagate = propagate
         self.tracer = trace.get_tracer("loom", __version__)
         meter = metrics.get_meter("loom", __version__)
-        self.steps = meter.create_counter("loom.steps", description="Steps that ended")
+        self.steps = meter.create_counter("loom.kernel.steps", description="Steps that ended")
         self.retries = meter.create_counter("loom.retries", description="Step retries")
         self.in_doubt = meter.create_counter("loom.in_doubt", description="In-doubt parks")
-        self.verdicts = meter.create_counter("loom.verdicts", description="Verdicts given")
+        self.verdicts = meter.create_counter("loom.kernel.verdicts", description="Verdicts given")
 
     def tracing(self) -> bool:
         """Whether a tracer provider (an SDK) is set: spans are worth starting."""

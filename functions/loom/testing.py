@@ -15,16 +15,16 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from loom import cancellation
 from loom import events as ev
 from loom.app import EffectDef, Loom
 from loom.blobs import BlobStore, InMemoryBlobStore
-from loom.context import ParkSignal, SupersededSignal
 from loom.errors import NondeterminismError
-from loom.fold import ExecutionState, fold
-from loom.journal import DryJournal
+from loom.kernel import cancellation
+from loom.kernel.context import ParkSignal, SupersededSignal
+from loom.kernel.fold import ExecutionState, fold
+from loom.kernel.journal import DryJournal
+from loom.kernel.session import Session
 from loom.runtime import Runtime
-from loom.session import Session
 from loom.store.base import EventStore
 from loom.store.memory import InMemoryEventStore
 from loom.wire import ExecutionPackage, ExecutionResult

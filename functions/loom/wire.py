@@ -16,8 +16,8 @@ from pydantic import (
 )
 
 from loom.events import unvalidated
-from loom.fold import ExecutionState
 from loom.ids import ExecutionId
+from loom.kernel.fold import ExecutionState
 
 Reason = Literal["start", "resume", "timer", "verdict", "sweep", "manual"]
 M = TypeVar("M", bound=BaseModel)

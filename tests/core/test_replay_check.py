@@ -1,11 +1,11 @@
-"""``loom.replay_check``: which stored executions the current code would not replay."""
+"""``loom.ops.replay_check``: which stored executions the current code would not replay."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from loom import EffectContext, FlowContext, Loom
-from loom.replay_check import Checked, ReplayChecker
+from loom.ops.replay_check import Checked, ReplayChecker
 from loom.runtime import Runtime
 from loom.store.memory import InMemoryEventStore
 from loom.testing import FakeClock

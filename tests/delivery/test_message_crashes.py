@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from loom.config import open_store
-from loom.crash import MESSAGE_POINTS
 from loom.events import Event
-from loom.messages import deliver
+from loom.kernel.crash import MESSAGE_POINTS
+from loom.primitives.messages import deliver
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
 from tests.delivery import message_app

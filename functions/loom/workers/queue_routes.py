@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from loom.queues import depths
+from loom.primitives.queues import depths
 
 if TYPE_CHECKING:
     from flask import Request

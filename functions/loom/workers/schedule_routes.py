@@ -1,6 +1,6 @@
 """Schedules on the workers: ``GET /schedules`` (the worker), ``POST /tasks/schedules`` (the
 tasks service's tick, called by Cloud Scheduler every minute), and the loop with which
-``loom serve`` fires them itself. What a pass does is :func:`loom.schedules.fire_due`.
+``loom serve`` fires them itself. What a pass does is :func:`loom.primitives.schedules.fire_due`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from loom.errors import LoomError, StoreError
-from loom.schedules import DEFAULT_GRACE, Schedule, fire_due
+from loom.primitives.schedules import DEFAULT_GRACE, Schedule, fire_due
 
 if TYPE_CHECKING:
     from flask import Request
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from loom.runtime import Runtime
     from loom.workers.http_routes import Reply, Services
 
-log = logging.getLogger("loom.schedules")
+log = logging.getLogger("loom.primitives.schedules")
 DEFAULT_INTERVAL: Final = 5.0
 
 

@@ -7,7 +7,7 @@ oldest first, and redispatches those whose claim expired (a worker died and the 
 retries ran out) and timers overdue by more than the grace period (their task was lost).
 
 The purge deletes finished executions older than the retention period with their events,
-snapshots and blobs (see :mod:`loom.retention`).
+snapshots and blobs (see :mod:`loom.ops.retention`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from loom.claims import claim_is_live
 from loom.dispatch.base import Dispatcher
 from loom.errors import ConfigurationError, InputError
 from loom.ids import id_problem
-from loom.retention import DEFAULT_RETENTION, PurgeSummary, parse_age, purge_finished
+from loom.kernel.claims import claim_is_live
+from loom.ops.retention import DEFAULT_RETENTION, PurgeSummary, parse_age, purge_finished
 from loom.runtime import Runtime
 from loom.store.base import EventStore, ExecutionSummary, ListCursor
 from loom.wire import ExecutionPackage

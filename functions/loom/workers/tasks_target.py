@@ -325,7 +325,7 @@ class TasksHandler:
         if segments == ["tasks", "purge"]:
             _only(request, "POST")
             return 200, self.loop.run(purge(self.runtime())).to_json(), {}
-        if segments == ["tasks", "schedules"]:  # Cloud Scheduler's tick (loom.schedules)
+        if segments == ["tasks", "schedules"]:  # Cloud Scheduler's tick (loom.primitives.schedules)
             _only(request, "POST")
             return 200, self.loop.run(schedule_tick(self.runtime())), {}
         if segments == ["health"]:

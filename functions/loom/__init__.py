@@ -5,7 +5,7 @@ The public names::
     from loom import Loom, FlowContext, EffectContext, Retry
 """
 
-from loom.app import Loom, Retry
+from loom.app import EffectContext, FlowContext, Loom, Retry
 from loom.errors import (
     ChildFlowFailedError,
     ChildIdTakenError,
@@ -15,7 +15,6 @@ from loom.errors import (
     LoomError,
     NondeterminismError,
 )
-from loom.kernel.context import EffectContext, FlowContext
 
 __version__ = "0.1.0"
 

@@ -65,23 +65,33 @@ _FLOW: contextvars.ContextVar[str | None] = contextvars.ContextVar("loom_otel_fl
 _IN_STORE: contextvars.ContextVar[bool] = contextvars.ContextVar("loom_otel_store", default=False)
 
 
+def _version() -> str:
+    """The installed distribution's version (the instrumentation's), without importing the
+    package ``loom`` this module sits under."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("loom-cloudrun")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "0"
+
+
 class _Api:
     """The imported OpenTelemetry API, the tracer and the counters (once per process)."""
 
     def __init__(self) -> None:
         from opentelemetry import metrics, propagate, trace
 
-        from loom import __version__
-
+        __version__ = _version()
         self.trace = trace
         self.metrics = metrics
         self.propagate = propagate
         self.tracer = trace.get_tracer("loom", __version__)
         meter = metrics.get_meter("loom", __version__)
-        self.steps = meter.create_counter("loom.kernel.steps", description="Steps that ended")
+        self.steps = meter.create_counter("loom.steps", description="Steps that ended")
         self.retries = meter.create_counter("loom.retries", description="Step retries")
         self.in_doubt = meter.create_counter("loom.in_doubt", description="In-doubt parks")
-        self.verdicts = meter.create_counter("loom.kernel.verdicts", description="Verdicts given")
+        self.verdicts = meter.create_counter("loom.verdicts", description="Verdicts given")
 
     def tracing(self) -> bool:
         """Whether a tracer provider (an SDK) is set: spans are worth starting."""

@@ -29,7 +29,8 @@ from loom.events import (
     ExecutionStarted,
     event_to_dict,
 )
-from loom.kernel.context import STEP_NUMBERING, install_task_factory
+from loom.kernel.context import STEP_NUMBERING
+from loom.kernel.task_factories import install_task_factory
 from loom.runtime import Runtime
 from loom.store.memory import InMemoryEventStore
 from loom.testing import replay

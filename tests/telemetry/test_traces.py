@@ -191,10 +191,10 @@ async def test_counters_count_steps_retries_in_doubt_parks_and_verdicts(
         return after.get(name, {}).get(key, 0) - before.get(name, {}).get(key, 0)
 
     assert grew("loom.retries", effect="side.flaky") == 4
-    assert grew("loom.kernel.steps", effect="side.flaky", outcome="failed") == 1
+    assert grew("loom.steps", effect="side.flaky", outcome="failed") == 1
     assert grew("loom.in_doubt", effect="side.once") == 1
-    assert grew("loom.kernel.verdicts", verdict="performed") == 1
-    assert grew("loom.kernel.steps", effect="tail", outcome="completed") == 1
+    assert grew("loom.verdicts", verdict="performed") == 1
+    assert grew("loom.steps", effect="tail", outcome="completed") == 1
 
 
 def test_the_tasks_target_continues_the_task_trace(tmp_path: Path, otel: Otel) -> None:

@@ -18,13 +18,13 @@ from loom.cli import Embedded, Settings, _with  # pyright: ignore[reportPrivateU
 @click.pass_obj
 def schedules(settings: Settings, fire: bool, as_json: bool) -> None:
     """List the app's schedules with their next fire time."""
-    from loom.primitives.schedules import fire_due
+    from loom.primitives.schedules import declared, fire_due
     from loom.workers.schedule_routes import describe
 
     async def body(env: Embedded) -> dict[str, Any]:
         fired = [f.to_json() for f in await fire_due(env.runtime)] if fire else []
         now = datetime.fromtimestamp(env.runtime.clock(), UTC)
-        listed = [describe(s, now) for s in env.runtime.app.schedules.values()]
+        listed = [describe(s, now) for s in declared(env.runtime.app).values()]
         return {"schedules": listed, "fired": fired}
 
     done = _with(settings, body)

@@ -35,17 +35,17 @@ from typing import TYPE_CHECKING, Any
 
 from loom import events as ev
 from loom.errors import ExecutionFinishedError
-from loom.kernel import timeouts
+from loom.kernel import primitive, timeouts
 from loom.kernel.context import AbortSignal, _Signal, off_scope  # pyright: ignore[reportPrivateUsage]
 from loom.kernel.decide import NOTHING, Decision, write
-from loom.kernel.fold import _HEAD, ExecutionState  # pyright: ignore[reportPrivateUsage]
+from loom.kernel.fold import ExecutionState
 from loom.kernel.journal import DryJournal
 from loom.kernel.ordering import recorded_outcomes
 from loom.store.base import StatusChange
 
 if TYPE_CHECKING:
+    from loom.kernel.runtime import Runtime
     from loom.kernel.session import Session
-    from loom.runtime import Runtime
     from loom.wire import ExecutionResult
 
 __all__ = ["CleanupSpentSignal", "request_cancel"]
@@ -120,9 +120,7 @@ async def request_cancel(
 
     state, wrote = await write(rt, state, decide)
     if state.finished:  # ended here: what the flow started is told it ended
-        from loom.primitives import children  # (it imports this module)
-
-        await children.follow_up(rt, state)
+        await primitive.follow_up(rt, state)  # what the flow started is told it ended
         return await rt.report(state)
     if not wrote:
         return await rt.report(state)
@@ -322,26 +320,3 @@ def carry_over(s: ExecutionState) -> None:
     one already handed over was dealt with by the run that continued (as if it returned)."""
     if s.cancel is not None and s.cancel.get("delivered"):
         s.cancel = None
-
-
-def _requested(s: ExecutionState, e: ev.CancelRequested) -> None:
-    if s.cancel is not None or s.finished:
-        return  # the first request stands
-    s.cancel = {
-        "seq": e.seq,
-        "reason": e.reason,
-        "by": e.by,
-        "deadline": e.at + e.cleanup_s,
-        "delivered": None,
-    }
-    if s.status == "suspended" and s.parked_reason is None:
-        s.status = "running"
-
-
-def _delivered(s: ExecutionState, e: ev.CancelDelivered) -> None:
-    if s.cancel is not None and not s.cancel.get("delivered"):
-        s.cancel = {**s.cancel, "delivered": e.place or e.seq}
-
-
-_HEAD["CancelRequested"] = _requested
-_HEAD["CancelDelivered"] = _delivered

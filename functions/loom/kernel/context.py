@@ -26,20 +26,18 @@ import asyncio
 import contextvars
 import sys
 import uuid as _uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loom.errors import ContextMisuseError
 from loom.scope import SCOPE as SCOPE  # (re-exported: where the flow's tasks look)
 from loom.scope import off_scope as off_scope
 
 if TYPE_CHECKING:
-    from loom.app import EffectDef
+    from loom.kernel.defs import EffectDef
     from loom.kernel.session import Session
-    from loom.primitives.children import ChildFlow
-    from loom.primitives.queues import QueueRef
 
 T = TypeVar("T")
 
@@ -165,18 +163,6 @@ def made_by_wait_for() -> bool:
     return False
 
 
-def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
-    """Make tasks created inside flows take deterministic step scopes (idempotent).
-
-    Another library's task factory already on the loop keeps working: Loom composes with it
-    (:mod:`loom.kernel.task_factories`).
-    """
-    if loop.get_task_factory() is not task_factory:
-        from loom.kernel import task_factories  # (it builds on this module)
-
-        task_factories.install(loop)
-
-
 def root_scope(session: Session) -> contextvars.Context:
     """A context whose scope is the root of ``session``'s flow."""
     ctx = contextvars.copy_context()
@@ -249,82 +235,6 @@ class FlowContext:
         sid = next_step_id(self)
         await self._session.gate(sid, "loom.timer", f"{self.execution_id}:{sid}", seconds)
 
-    async def execute_flow(
-        self,
-        flow: str | Callable[..., Any],
-        input: Any = None,
-        *,
-        on_cancel: str = "cancel",
-        queue: QueueRef | None = None,
-    ) -> Any:
-        """Run ``flow`` as a child execution and return its output (see :mod:`loom.primitives.children`);
-        with ``queue``, the child runs within that queue's limits (:mod:`loom.primitives.queues`).
-
-        Raises:
-            ChildFlowFailedError: The child failed or was cancelled.
-        """
-        child = await self.start_flow(flow, input, on_cancel=on_cancel, queue=queue)
-        return await child.result()
-
-    async def start_flow(
-        self,
-        flow: str | Callable[..., Any],
-        input: Any = None,
-        *,
-        on_cancel: str = "cancel",
-        queue: QueueRef | None = None,
-    ) -> ChildFlow:
-        """Start ``flow`` as a child execution; await the returned handle for its output.
-
-        ``on_cancel``: what this execution's end does to the child if it still runs,
-        ``"cancel"`` it or ``"abandon"`` it. ``queue``: the declared queue (and partition
-        key) the child runs on.
-        """
-        from loom.primitives import children
-
-        sid = next_step_id(self)
-        return await children.start_flow(self._session, sid, flow, input, on_cancel, queue)
-
-    async def send(self, execution_id: str, topic: str, payload: Any = None) -> None:
-        """Send a message to ``execution_id``'s mailbox on ``topic``, exactly once (a step;
-        see :mod:`loom.primitives.messages`).
-
-        Raises:
-            UnknownExecutionError: No such execution.
-            ExecutionFinishedError: It already ended.
-            MessageConflictError: The receiver already holds another message under this
-                step's message id (someone else sent one under it).
-        """
-        from loom.primitives import messages
-
-        await messages.send(self._session, next_step_id(self), execution_id, topic, payload)
-
-    async def recv(self, topic: str, timeout: timedelta | float | None = None) -> Any:
-        """Take the next message on ``topic`` (arrival order), waiting for one if none is
-        buffered (see :mod:`loom.primitives.messages`).
-
-        Raises:
-            MessageTimeoutError: ``timeout`` passed first.
-        """
-        from loom.primitives import messages
-
-        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
-        return await messages.recv(self._session, next_step_id(self), topic, seconds)
-
-    async def set_event(self, key: str, value: Any) -> None:
-        """Publish ``value`` under ``key`` for callers to read while the flow runs on (a
-        step; the latest value wins; see :mod:`loom.primitives.published`)."""
-        from loom.primitives import published
-
-        await published.set_event(self._session, next_step_id(self), key, value)
-
-    async def continue_as_new(self, input: Any = None) -> NoReturn:
-        """End this run and start the next run of this execution with ``input`` and a fresh
-        history; never returns (see :mod:`loom.primitives.continuation`)."""
-        from loom.primitives import continuation
-
-        await continuation.continue_as_new(self._session, input)
-
     def now(self) -> datetime:
         """The current time, recorded on first run and the same on every replay."""
         value = self._session.decide(next_step_id(self), "now")
@@ -337,21 +247,6 @@ class FlowContext:
     def random(self) -> float:
         """A random float in [0, 1), recorded on first run and the same on every replay."""
         return float(self._session.decide(next_step_id(self), "random"))
-
-    def patched(self, change_id: str) -> bool:
-        """True where this execution runs the change ``change_id``, False where its history
-        predates it; takes no step id (see :mod:`loom.primitives.patches`)."""
-        from loom.primitives import patches
-
-        owned(self)
-        return patches.patched(self._session, change_id)
-
-    def deprecate_patch(self, change_id: str) -> None:
-        """The cleanup phase of ``patched(change_id)``: never branches (see :mod:`loom.primitives.patches`)."""
-        from loom.primitives import patches
-
-        owned(self)
-        patches.deprecate_patch(self._session, change_id)
 
 
 @dataclass

@@ -12,16 +12,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from loom import events as ev
-from loom.app import to_json_value
 from loom.errors import ExecutionFinishedError
 from loom.kernel.decide import NOTHING, Decision, write
+from loom.kernel.defs import to_json_value
 from loom.kernel.fold import ExecutionState, resume_key
 from loom.kernel.late_replies import timed_out_gate
 from loom.kernel.verdicts import current_episode, verdict_event
 from loom.store.base import StatusChange
 
 if TYPE_CHECKING:
-    from loom.runtime import Runtime
+    from loom.kernel.runtime import Runtime
     from loom.wire import ExecutionResult
 
 

@@ -39,7 +39,7 @@ from loom.kernel.state import ExecutionState
 from loom.store.base import AppendRequest, StatusChange
 
 if TYPE_CHECKING:
-    from loom.runtime import Runtime
+    from loom.kernel.runtime import Runtime
 
 MAX_DECISIONS: Final = 20
 """Decisions one write makes before it gives up on a log that keeps changing."""

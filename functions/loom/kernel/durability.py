@@ -61,20 +61,16 @@ from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loom import events as ev
-from loom.errors import AppendConflictError, StoreError, StoreLimitError
+from loom.errors import StoreError, StoreLimitError
 from loom.kernel import crash
 from loom.kernel.context import AbortSignal, SupersededSignal
-from loom.kernel.fold import ExecutionState, evolve, fold
-from loom.kernel.journal import BY_DURABILITY, READY, Journal
-from loom.kernel.timeouts import overdue
-from loom.store.base import AppendRequest, StatusChange
-from loom.telemetry import flow_scope
+from loom.kernel.fold import ExecutionState, evolve
+from loom.kernel.journal import READY, Journal
 
 if TYPE_CHECKING:
-    from loom.app import FlowDef
+    from loom.kernel.runtime import Runtime
     from loom.kernel.session import Session
     from loom.kernel.steps import EffectSteps
-    from loom.runtime import Runtime
 
 _DEFERRABLE = frozenset({"EffectCompleted", "DecisionRecorded"})
 # A margin for the fields of an EffectCompleted besides its output (ids, counts, times).
@@ -338,50 +334,14 @@ async def force(session: EffectSteps) -> None:
         session._raise(AbortSignal(exc))  # pyright: ignore[reportPrivateUsage]
 
 
-async def claim(
-    runtime: Runtime, state: ExecutionState, holder: str, flow: FlowDef
-) -> Session | None:
-    """Claim the execution for ``holder`` and open its session; ``None`` when the log
-    changed since ``state`` was loaded (nothing written: the caller reloads and decides
-    again).
-
-    The claim (with the resumes of gates whose deadline passed) is one append, decided from
-    ``state`` and conditioned on its seq; a batched session keeps a lone claim unforced
-    instead, to be written with its first durable point.
-    """
-    from loom.kernel.session import Session  # the session imports this module
-
-    flow_scope(flow.name)  # names the flow on the step spans of this call
-    now = runtime.clock()
-    batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + runtime.claim_ttl)]
-    batch.extend(overdue(runtime, state))  # a passed flow deadline goes before gate timeouts
-    for gate in sorted(state.open_gates().values(), key=lambda g: g["wake_at"] or 0.0):
-        if gate["wake_at"] is not None and gate["wake_at"] <= now:  # earliest fires first
-            batch.append(
-                ev.ExecutionResumed(
-                    on=gate["on"], correlation_key=gate["correlation_key"], timed_out=True
-                )
-            )
-    # Gates whose deadline passed resume now: those are outcomes the session's ordering must
-    # know from the start, so that claim is written at once, as in strict mode.
-    takeover = state.claim is not None  # another holder's, who may still write: fence
-    if flow.durability == "batched" and len(batch) == 1 and not takeover:
-        session = Session(runtime, state, flow, holder)
-        if isinstance(session.journal, BatchedJournal):
-            session.journal.defer(batch)
-            session.journal.claim_until = now + runtime.claim_ttl
-            return session
-    ev.number(batch, state.last_seq, now)
-    # The status is written only when it changes: a fresh execution is running already.
-    change = StatusChange("running") if state.status != "running" else None
-    try:
-        await runtime.store.append(
-            AppendRequest(state.execution_id, state.last_seq, batch, change, fence=takeover)
-        )
-    except AppendConflictError:
-        return None
-    fold(batch, state)
-    return Session(runtime, state, flow, holder)
-
-
-BY_DURABILITY.update(strict=StrictJournal, batched=BatchedJournal)  # (see ``new_journal``)
+def new_journal(session: Session, state: ExecutionState) -> Journal:
+    """The journal of a new session: its class's, or the one of the flow's durability when
+    the class is the plain journal."""
+    cls = session.journal_class
+    if cls is not Journal:
+        return cls(session.rt, state, session.holder)
+    journal = (BatchedJournal if session.flow.durability == "batched" else StrictJournal)(
+        session.rt, state, session.holder
+    )
+    journal.session = session
+    return journal

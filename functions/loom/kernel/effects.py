@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from loom.app import EffectDef, Retry, call_effect, to_json_value
 from loom.errors import (
     BudgetExceededError,
     EffectOutcomeUnknownError,
@@ -23,6 +22,7 @@ from loom.errors import (
 from loom.events import SCHEMA_VERSION, EffectCompleted, EffectFailed, ErrorInfo, unvalidated
 from loom.kernel.context import EffectContext
 from loom.kernel.context import _Signal as Signal  # pyright: ignore[reportPrivateUsage]
+from loom.kernel.defs import EffectDef, Retry, call_effect, to_json_value
 from loom.kernel.exits import EXITS, exit_signal
 from loom.kernel.fold import Meter
 from loom.kernel.payloads import dump_exact

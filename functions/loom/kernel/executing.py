@@ -8,7 +8,7 @@ One worker call, top to bottom::
         another call's claim live? -> superseded
         poison?                  -> park it         (a write, decided from this state)
         an intent with no outcome? -> park in doubt (likewise)
-        its queue full?          -> wait            (a lease, owned by this call)
+        not admitted?            -> wait            (a queue's lease, owned by this call)
         claim                    -> run the session, report
 
 Every write here is decided from the state just loaded and conditioned on its seq
@@ -22,21 +22,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from loom.errors import ExecutionSupersededError
+from loom import events as ev
+from loom.errors import AppendConflictError, ExecutionSupersededError
 from loom.kernel.claims import ACTIVE_HOLDERS, claim_is_live, new_holder
 from loom.kernel.decide import MAX_DECISIONS, write
-from loom.kernel.durability import claim
+from loom.kernel.durability import BatchedJournal
+from loom.kernel.fold import ExecutionState, fold
 from loom.kernel.follow_up import follow_up, nothing_to_do
 from loom.kernel.poison import decide_poison, poisoned
+from loom.kernel.primitive import INSTALLED
+from loom.kernel.session import Session
 from loom.kernel.starts import run_handed, run_session
+from loom.kernel.timeouts import overdue
 from loom.kernel.verdicts import decide_in_doubt, has_open_intents
-from loom.primitives import queues
 from loom.scope import SCOPE, off_scope
+from loom.store.base import AppendRequest, StatusChange
+from loom.telemetry import flow_scope
 from loom.wire import ExecutionPackage, ExecutionResult
 
 if TYPE_CHECKING:
-    from loom.kernel.fold import ExecutionState
-    from loom.runtime import Runtime
+    from loom.kernel.defs import FlowDef
+    from loom.kernel.runtime import Runtime
 
 
 async def execute(rt: Runtime, package: ExecutionPackage) -> ExecutionResult:
@@ -75,10 +81,11 @@ async def _execute(rt: Runtime, package: ExecutionPackage) -> ExecutionResult:
                 if wrote:
                     return await rt.report(state)
                 continue
-            if not admitted:
-                if not await queues.admit(rt, state, holder):  # full: try again later
-                    return await queues.defer(rt, state)
-                admitted = state.queue is not None
+            gate = INSTALLED.admission  # (a queue's lease: ``loom.kernel.primitive``)
+            if not admitted and gate is not None and gate.applies(state):
+                if not await gate.admit(rt, state, holder):  # full: try again later
+                    return await gate.defer(rt, state)
+                admitted = True
             session = await claim(rt, state, holder, flow)
             if session is None:  # the log moved while claiming: reload, decide again
                 state, tail = await rt._load(state.execution_id)  # pyright: ignore[reportPrivateUsage]
@@ -90,8 +97,8 @@ async def _execute(rt: Runtime, package: ExecutionPackage) -> ExecutionResult:
         )
     finally:
         ACTIVE_HOLDERS.discard(holder)
-        if admitted:  # (off a queue there is no lease: no coroutine to build)
-            await queues.release(rt, state, holder)
+        if admitted and INSTALLED.admission is not None:  # (else nothing to give back)
+            await INSTALLED.admission.release(rt, state, holder)
 
 
 def _refuse_if_held(state: ExecutionState, now: float) -> None:
@@ -101,3 +108,47 @@ def _refuse_if_held(state: ExecutionState, now: float) -> None:
         raise ExecutionSupersededError(
             f"execution {state.execution_id!r} is held by {holder!r}", details={"holder": holder}
         )
+
+
+async def claim(
+    runtime: Runtime, state: ExecutionState, holder: str, flow: FlowDef
+) -> Session | None:
+    """Claim the execution for ``holder`` and open its session; ``None`` when the log
+    changed since ``state`` was loaded (nothing written: the caller reloads and decides
+    again).
+
+    The claim (with the resumes of gates whose deadline passed) is one append, decided from
+    ``state`` and conditioned on its seq; a batched session keeps a lone claim unforced
+    instead, to be written with its first durable point.
+    """
+    flow_scope(flow.name)  # names the flow on the step spans of this call
+    now = runtime.clock()
+    batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + runtime.claim_ttl)]
+    batch.extend(overdue(runtime, state))  # a passed flow deadline goes before gate timeouts
+    for gate in sorted(state.open_gates().values(), key=lambda g: g["wake_at"] or 0.0):
+        if gate["wake_at"] is not None and gate["wake_at"] <= now:  # earliest fires first
+            batch.append(
+                ev.ExecutionResumed(
+                    on=gate["on"], correlation_key=gate["correlation_key"], timed_out=True
+                )
+            )
+    # Gates whose deadline passed resume now: those are outcomes the session's ordering must
+    # know from the start, so that claim is written at once, as in strict mode.
+    takeover = state.claim is not None  # another holder's, who may still write: fence
+    if flow.durability == "batched" and len(batch) == 1 and not takeover:
+        session = Session(runtime, state, flow, holder)
+        if isinstance(session.journal, BatchedJournal):
+            session.journal.defer(batch)
+            session.journal.claim_until = now + runtime.claim_ttl
+            return session
+    ev.number(batch, state.last_seq, now)
+    # The status is written only when it changes: a fresh execution is running already.
+    change = StatusChange("running") if state.status != "running" else None
+    try:
+        await runtime.store.append(
+            AppendRequest(state.execution_id, state.last_seq, batch, change, fence=takeover)
+        )
+    except AppendConflictError:
+        return None
+    fold(batch, state)
+    return Session(runtime, state, flow, holder)

@@ -27,7 +27,7 @@ from loom.kernel.context import EffectContext
 from loom.kernel.effects import _returned, admit, attempt_failure, completed_event, retry_after  # pyright: ignore[reportPrivateUsage]
 
 if TYPE_CHECKING:
-    from loom.app import EffectDef
+    from loom.kernel.defs import EffectDef
     from loom.kernel.steps import EffectSteps
 
 

@@ -10,11 +10,13 @@ snapshot is one ``json.dumps`` away.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
 
 from loom import events as ev
+from loom.errors import ConfigurationError
 from loom.kernel.state import (
+    STEP_HANDLERS,
     ExecutionState,
     GateRecord,
     Meter,
@@ -175,7 +177,7 @@ def _resumed(s: ExecutionState, e: ev.ExecutionResumed) -> None:
     key = resume_key(e.on, e.correlation_key)
     if key in s.resumes:
         return  # a duplicate resume is a no-op
-    _loop_timers.fire_due(s, e)  # a suspended flow's loop timers due by now fire first
+    fire_due(s, e)  # a suspended flow's loop timers due by now fire first
     gates = [
         g for g in s.gates.values() if g["on"] == e.on and g["correlation_key"] == e.correlation_key
     ]
@@ -234,7 +236,59 @@ def _cancelled(s: ExecutionState, e: ev.ExecutionCancelled) -> None:
     s.error = {"code": "cancelled", "type": None, "message": e.reason}
 
 
-_HEAD: dict[str, Callable[[ExecutionState, Any], None]] = {
+# Cancellation (``loom.kernel.cancellation``): the first request stands.
+
+
+def _requested(s: ExecutionState, e: ev.CancelRequested) -> None:
+    if s.cancel is not None or s.finished:
+        return  # the first request stands
+    s.cancel = {
+        "seq": e.seq,
+        "reason": e.reason,
+        "by": e.by,
+        "deadline": e.at + e.cleanup_s,
+        "delivered": None,
+    }
+    if s.status == "suspended" and s.parked_reason is None:
+        s.status = "running"
+
+
+def _delivered(s: ExecutionState, e: ev.CancelDelivered) -> None:
+    if s.cancel is not None and not s.cancel.get("delivered"):
+        s.cancel = {**s.cancel, "delivered": e.place or e.seq}
+
+
+LOOP_TIMER: Final = "loom.loop_timer"
+"""The ``on`` of a loop timer's gate and firing (``loom.kernel.loop_timers``)."""
+
+
+def fire_due(s: ExecutionState, e: ev.ExecutionResumed) -> None:
+    """Before a reply recorded at or after a pending loop timer's deadline, the timer fires.
+
+    A suspended flow's loop timers are gates with ``wake_at``; a reply that lands after the
+    deadline but before the dispatcher's wake-up must lose to the timer, as it did live. The
+    timers due at ``e.at`` take places just before ``e`` in the log order, earliest first.
+    Decided from recorded times only, so every fold agrees.
+    """
+    if e.timed_out:
+        return
+    due = sorted(
+        (g["wake_at"], g["correlation_key"])
+        for g in s.gates.values()
+        if g["on"] == LOOP_TIMER
+        and g["wake_at"] is not None
+        and g["wake_at"] <= e.at
+        and resume_key(LOOP_TIMER, g["correlation_key"]) not in s.resumes
+    )
+    for i, (_, key) in enumerate(due, start=1):
+        place = e.seq - 1 + i / (len(due) + 1)
+        s.resumes[resume_key(LOOP_TIMER, key)] = {"payload": None, "timed_out": True, "seq": place}
+
+
+Handler = Callable[[ExecutionState, Any], None]
+"""A fold handler: applies one event to the state in place."""
+
+_HEAD: dict[str, Handler] = {
     "ExecutionStarted": _started,
     "ExecutionClaimed": _claimed,
     "EffectStarted": _started_meter,
@@ -247,20 +301,25 @@ _HEAD: dict[str, Callable[[ExecutionState, Any], None]] = {
     "EffectVerdict": _verdict,
     "ExecutionParked": _parked,
     "ExecutionRetried": _retried_execution,
+    "CancelRequested": _requested,
+    "CancelDelivered": _delivered,
     "ExecutionCompleted": _completed,
     "ExecutionFailed": _failed,
     "ExecutionCancelled": _cancelled,
 }
 
-_STEP: dict[str, Callable[[ExecutionState, Any], None]] = {
-    "EffectStarted": _effect_started,
-    "EffectCompleted": _effect_completed,
-    "EffectFailed": _effect_failed,
-    "EffectRetried": _retried,
-    "DecisionRecorded": _decision,
-    "EffectInDoubt": _in_doubt_step,
-    "EffectVerdict": _verdict_step,
-}
+_STEP: dict[str, Handler] = STEP_HANDLERS  # (the state parses deferred step records with it)
+_STEP.update(
+    {
+        "EffectStarted": _effect_started,
+        "EffectCompleted": _effect_completed,
+        "EffectFailed": _effect_failed,
+        "EffectRetried": _retried,
+        "DecisionRecorded": _decision,
+        "EffectInDoubt": _in_doubt_step,
+        "EffectVerdict": _verdict_step,
+    }
+)
 
 
 def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
@@ -307,14 +366,25 @@ def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> Exe
     return current
 
 
-# Primitives in modules of their own register their handlers into ``_HEAD``/``_STEP``; they
-# are imported here so no fold ever runs without them.
-from loom.kernel import cancellation as _cancellation  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
-from loom.kernel import loop_timers as _loop_timers  # noqa: E402
-from loom.ops import fork as _fork  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
-from loom.primitives import children as _children  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
-from loom.primitives import continuation as _continuation  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
-from loom.primitives import messages as _messages  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
-from loom.primitives import patches as _patches  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
-from loom.primitives import published as _published  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
-from loom.primitives import queues as _queues  # noqa: E402, F401  # pyright: ignore[reportUnusedImport]
+def register(head: Mapping[str, Handler], step: Mapping[str, Handler]) -> None:
+    """Add a primitive's fold handlers (called by ``loom.kernel.primitive.install``).
+
+    ``head`` handlers are applied to every event at once; ``step`` handlers touch only the
+    per-step records and are deferred while a snapshot's step records are unparsed. A head
+    handler for an event type that already has one runs after it (the kernel's first).
+    """
+    for kind, handler in head.items():
+        before = _HEAD.get(kind)
+        _HEAD[kind] = handler if before is None else _chain(before, handler)
+    for kind, handler in step.items():
+        if kind in _STEP:
+            raise ConfigurationError(f"two step handlers for {kind!r}")
+        _STEP[kind] = handler
+
+
+def _chain(first: Handler, then: Handler) -> Handler:
+    def both(s: ExecutionState, e: Any) -> None:
+        first(s, e)
+        then(s, e)
+
+    return both

@@ -1,7 +1,8 @@
 """What an execute call arranges once it has run: the next dispatch, and the news of an end.
 
 A suspended execution with a deadline gets a timer dispatch; an ended child resumes its
-parent, an ended parent cancels its children (:mod:`loom.primitives.children`). An execute call that
+parent, an ended parent cancels its children (the follow-ups primitives install,
+:mod:`loom.kernel.primitive`). An execute call that
 finds nothing to run (:func:`nothing_to_do`) arranges the same again, in case the call that
 should have did not get to it.
 """
@@ -11,12 +12,12 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
+from loom.kernel import primitive
 from loom.kernel.fold import ExecutionState
 from loom.kernel.poison import is_poison_parked
-from loom.primitives.children import follow_up as follow_up_children
 
 if TYPE_CHECKING:
-    from loom.runtime import Runtime
+    from loom.kernel.runtime import Runtime
     from loom.wire import ExecutionResult
 
 # The executions whose due timers an inline follow-up (no dispatcher, or an inline one) of
@@ -43,8 +44,8 @@ async def follow_up(rt: Runtime, state: ExecutionState) -> ExecutionResult | Non
     Returns where the execution got to when a timer already due ran it here (no dispatcher,
     or an inline one), so the call reports that rather than the suspension before it.
     """
-    if state.parent is not None or state.children:  # (else nobody to tell: no coroutine)
-        await follow_up_children(rt, state)
+    if primitive.follows_up(state):  # (else nobody to tell: no coroutine)
+        await primitive.follow_up(rt, state)  # an end told to parent and children
     wake = _wake_at(state)
     if wake is None:
         return None
@@ -58,7 +59,7 @@ async def follow_up(rt: Runtime, state: ExecutionState) -> ExecutionResult | Non
 def has_follow_up(state: ExecutionState) -> bool:
     """Whether :func:`follow_up` has anything to do for ``state``: else it returns ``None``
     at once, and a caller that asks first builds no coroutine (most calls end so)."""
-    return state.parent is not None or bool(state.children) or _wake_at(state) is not None
+    return _wake_at(state) is not None or primitive.follows_up(state)
 
 
 def _wake_at(state: ExecutionState) -> float | None:

@@ -13,7 +13,7 @@ over the store's limits is replaced by the record of what it was about failing
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loom import events as ev
@@ -25,8 +25,7 @@ from loom.kernel.limits import instead
 from loom.store.base import AppendRequest, StatusChange
 
 if TYPE_CHECKING:
-    from loom.kernel.session import Session
-    from loom.runtime import Runtime
+    from loom.kernel.runtime import Runtime
 
 # Events that never change the status summary: the hot path skips computing it.
 _QUIET_TYPES = frozenset(
@@ -290,22 +289,3 @@ class DryJournal(Journal):
         self.tail.extend([*self.pending, *events])
         self.pending = []
         return True
-
-
-def new_journal(session: Session, state: ExecutionState) -> Journal:
-    """The journal of a new session: its class's, or the one of the flow's durability
-    (``loom.kernel.durability``) when the class is this plain journal."""
-    cls = session.journal_class
-    if cls is not Journal:
-        return cls(session.rt, state, session.holder)
-    if not BY_DURABILITY:  # (``loom.kernel.durability`` registers them; it builds on this module)
-        import loom.kernel.durability  # noqa: F401  # pyright: ignore[reportUnusedImport]
-    mode = "batched" if session.flow.durability == "batched" else "strict"
-    journal = BY_DURABILITY[mode](session.rt, state, session.holder)
-    journal.session = session  # pyright: ignore[reportAttributeAccessIssue]
-    return journal
-
-
-# The journal of a session by its flow's durability, "strict" or "batched": filled in by
-# ``loom.kernel.durability`` (an import in ``new_journal`` cost every session an import statement).
-BY_DURABILITY: dict[str, Callable[[Runtime, ExecutionState, str], Journal]] = {}

@@ -42,7 +42,7 @@ from loom import events as ev
 from loom.errors import ConfigurationError
 from loom.kernel.context import SCOPE, off_scope
 from loom.kernel.context import _Signal as Signal  # pyright: ignore[reportPrivateUsage]
-from loom.kernel.fold import ExecutionState, resume_key
+from loom.kernel.fold import LOOP_TIMER, resume_key
 
 if TYPE_CHECKING:
     from loom.kernel.context import Scope
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from loom.kernel.session import Session
 
 T = TypeVar("T")
-LOOP_TIMER: Final = "loom.loop_timer"  # the ``on`` of a loop timer's gate and firing
 
 
 class FlowTimer(asyncio.TimerHandle):
@@ -325,29 +324,6 @@ async def engine_io(order: Ordering, step: Awaitable[T]) -> T:
             return await step
         finally:
             order.busy -= 1
-
-
-def fire_due(s: ExecutionState, e: ev.ExecutionResumed) -> None:
-    """Before a reply recorded at or after a pending loop timer's deadline, the timer fires.
-
-    A suspended flow's loop timers are gates with ``wake_at``; a reply that lands after the
-    deadline but before the dispatcher's wake-up must lose to the timer, as it did live. The
-    timers due at ``e.at`` take places just before ``e`` in the log order, earliest first.
-    Decided from recorded times only, so every fold agrees.
-    """
-    if e.timed_out:
-        return
-    due = sorted(
-        (g["wake_at"], g["correlation_key"])
-        for g in s.gates.values()
-        if g["on"] == LOOP_TIMER
-        and g["wake_at"] is not None
-        and g["wake_at"] <= e.at
-        and resume_key(LOOP_TIMER, g["correlation_key"]) not in s.resumes
-    )
-    for i, (_, key) in enumerate(due, start=1):
-        place = e.seq - 1 + i / (len(due) + 1)
-        s.resumes[resume_key(LOOP_TIMER, key)] = {"payload": None, "timed_out": True, "seq": place}
 
 
 _INSTALLED: Final = "_loom_call_at"

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic_core import PydanticSerializationError
 
-from loom.app import to_json_value
 from loom.errors import BlobRefError, ConfigurationError, InvalidPayloadError, PayloadTooLargeError
 from loom.events import (
     SCHEMA_VERSION,
@@ -45,6 +44,7 @@ from loom.events import (
     unvalidated,
 )
 from loom.ids import check_execution_id, id_problem
+from loom.kernel.defs import to_json_value
 
 if TYPE_CHECKING:
     from loom.blobs import BlobStore

@@ -22,7 +22,7 @@ from loom.kernel.fold import ExecutionState
 from loom.store.base import StatusChange
 
 if TYPE_CHECKING:
-    from loom.runtime import Runtime
+    from loom.kernel.runtime import Runtime
     from loom.wire import ExecutionResult
 
 DEFAULT_MAX_IDLE_CLAIMS: Final = 5

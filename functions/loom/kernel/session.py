@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loom import events as ev
-from loom.app import FlowDef
 from loom.errors import (
     ConfigurationError,
     GateTimeoutError,
@@ -25,28 +24,30 @@ from loom.errors import (
 from loom.kernel import cancellation, decisions
 from loom.kernel.context import (
     AbortSignal,
-    FlowContext,
     ParkSignal,
     SupersededSignal,
     SuspendSignal,
-    install_task_factory,
     reap,
     reaped,
     root_scope,
     task_factory,
 )
+from loom.kernel.defs import FlowDef
 from loom.kernel.divergence import StepTally
+from loom.kernel.durability import new_journal
 from loom.kernel.endings import record_end
 from loom.kernel.exits import guarded
 from loom.kernel.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
-from loom.kernel.journal import READY, Journal, new_journal
+from loom.kernel.journal import READY, Journal
 from loom.kernel.loop_timers import LoopTimers, engine_io
 from loom.kernel.ordering import Ordering, recorded_outcomes
+from loom.kernel.primitive import INSTALLED
 from loom.kernel.side_tasks import Heartbeat, Waiting, tracked_end
 from loom.kernel.steps import EffectSteps
+from loom.kernel.task_factories import install_task_factory
 
 if TYPE_CHECKING:
-    from loom.runtime import Runtime
+    from loom.kernel.runtime import Runtime
 
 T = TypeVar("T")
 _SETTLE_YIELDS = 8  # loop turns with no progress before a gate-only flow counts as blocked
@@ -331,7 +332,7 @@ class Session(EffectSteps):
         if isinstance(stored, dict):
             stored = await self.rt.payloads.decode(stored, self.execution_id)
         value = self.flow.typed.parse_input(stored)
-        ctx = FlowContext(self)
+        ctx = INSTALLED.context(self)  # the kernel's ctx and the primitives' (loom.app)
         loop = asyncio.get_running_loop()
         if loop.get_task_factory() is not task_factory:  # (installed once per loop)
             install_task_factory(loop)

@@ -35,9 +35,9 @@ from loom.kernel.payloads import canonical_json
 from loom.wire import ExecutionPackage, ExecutionResult, known_valid
 
 if TYPE_CHECKING:
-    from loom.app import FlowDef
+    from loom.kernel.defs import FlowDef
+    from loom.kernel.runtime import Runtime
     from loom.kernel.session import Session
-    from loom.runtime import Runtime
 
 
 # The ids the starts of this task created, for a caller that must tell its own create from

@@ -64,6 +64,10 @@ class Meter:
 
 _TAIL = ("steps", "decisions")
 
+STEP_HANDLERS: dict[str, Callable[[ExecutionState, Any], None]] = {}
+"""The fold's handlers of per-step records by event type (filled by ``loom.kernel.fold``):
+a snapshot's records are parsed on first use, and the events folded meanwhile applied."""
+
 
 # The factories of the state's containers: the builtins themselves, typed for the checker
 # (which takes a bare ``dict`` for ``dict[Unknown, Unknown]``). Not ``list[str]`` and the
@@ -145,10 +149,8 @@ class ExecutionState:
         self._decisions = tail.get("decisions", {})
         self._raw_tail = None
         deferred, self._deferred = self._deferred, []
-        from loom.kernel.fold import _STEP  # pyright: ignore[reportPrivateUsage]  # (it imports this module)
-
         for event in deferred:
-            _STEP[event.type](self, event)
+            STEP_HANDLERS[event.type](self, event)
 
     def step_key(self, step_id: str) -> str:
         """A step's key, unique across runs (an effect's idempotency key, a message's id):

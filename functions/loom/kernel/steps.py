@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loom import events as ev
-from loom.app import EffectDef
 from loom.errors import EffectFailedError, failed_error
 from loom.kernel import cancellation, crash, fast_step
 from loom.kernel.backoff import BACKOFF, scheduled, wait_for_retry
 from loom.kernel.context import SCOPE, EffectContext, InDoubtSignal, StopSignal
+from loom.kernel.defs import EffectDef
 from loom.kernel.durability import before_effect
 from loom.kernel.effects import (
     Outcome,
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from loom.kernel.journal import Journal
     from loom.kernel.loop_timers import LoopTimers
     from loom.kernel.ordering import Ordering
-    from loom.runtime import Runtime
+    from loom.kernel.runtime import Runtime
 
 T = TypeVar("T")
 

@@ -134,3 +134,13 @@ class _Probe:
 
 async def _never() -> None:
     """The probe task's coroutine: cancelled before its first line."""
+
+
+def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
+    """Make tasks created inside flows take deterministic step scopes (idempotent).
+
+    Another library's task factory already on the loop keeps working: Loom composes with it
+    (:mod:`loom.kernel.task_factories`).
+    """
+    if loop.get_task_factory() is not task_factory:
+        install(loop)

@@ -19,10 +19,10 @@ from loom import events as ev
 from loom.errors import InvalidPayloadError
 
 if TYPE_CHECKING:
-    from loom.app import FlowDef
+    from loom.kernel.defs import FlowDef
     from loom.kernel.fold import ExecutionState
+    from loom.kernel.runtime import Runtime
     from loom.kernel.session import Session
-    from loom.runtime import Runtime
 
 DEFAULT_CLEANUP = 300.0
 """Seconds a cancelled flow's cleanup may run, unless the flow says otherwise."""

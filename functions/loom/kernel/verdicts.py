@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from loom import events as ev
-from loom.app import Loom, to_json_value
 from loom.errors import InvalidPayloadError, StaleVerdictError, VerdictError
+from loom.kernel.app import App
 from loom.kernel.claims import claim_is_live
 from loom.kernel.decide import NOTHING, Decide, Decision
+from loom.kernel.defs import to_json_value
 from loom.kernel.fold import ExecutionState
 from loom.kernel.payloads import check_exact
 from loom.store.base import StatusChange
@@ -53,7 +54,7 @@ def current_episode(
 
 
 def verdict_event(
-    app: Loom,
+    app: App,
     effect: str,
     step_id: str,
     verdict: str,

@@ -38,11 +38,12 @@ from loom import events as ev
 from loom.errors import InputError, LoomError, UnknownExecutionError
 from loom.ids import check_execution_id, id_problem
 from loom.kernel.poison import POISON
+from loom.ops.fork import fork
 from loom.ops.retention import parse_age
 from loom.store.base import ExecutionSummary, ListCursor
 
 if TYPE_CHECKING:
-    from loom.runtime import Runtime
+    from loom.kernel.runtime import Runtime
     from loom.wire import ExecutionResult
 
 Kind = Literal["failed", "poison", "parked"]
@@ -273,7 +274,7 @@ async def _one(
         return plan
     options: dict[str, Any] = {"from_seq": cut} if step is None else {"from_step": step}
     options |= {"capabilities": capabilities, "principal": principal}
-    return await _attempt(plan, runtime.fork(row.execution_id, new_id=new_id, by=by, **options))
+    return await _attempt(plan, fork(runtime, row.execution_id, new_id=new_id, by=by, **options))
 
 
 async def _attempt(plan: Redrive, call: Awaitable[ExecutionResult]) -> Redrive:

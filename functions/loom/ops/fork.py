@@ -50,16 +50,17 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
-from loom.app import to_json_value
 from loom.errors import AppendConflictError, ExecutionConflictError, NotForkableError
 from loom.ids import check_execution_id
-from loom.kernel.fold import _HEAD, ExecutionState, fold  # pyright: ignore[reportPrivateUsage]
+from loom.kernel.defs import to_json_value
+from loom.kernel.fold import ExecutionState, fold
 from loom.kernel.payloads import REF_KEY
+from loom.kernel.primitive import Primitive
 from loom.primitives.child_ids import check_outside_id
 from loom.store.base import AppendRequest, StatusChange
 
 if TYPE_CHECKING:
-    from loom.runtime import Runtime
+    from loom.kernel.runtime import Runtime
     from loom.wire import ExecutionResult
 
 FORK_PARK: Final = "fork"
@@ -304,11 +305,9 @@ async def _rehome(runtime: Runtime, event: ev.Event, source: str, eid: str, seq:
 
 # -- fold handlers ---------------------------------------------------------------------------
 
-_plain_started = _HEAD["ExecutionStarted"]
-
 
 def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
-    _plain_started(s, e)
+    # (After the kernel's own handler: ``loom.kernel.fold.register`` chains them.)
     if e.forked_from is not None:  # parked until its prefix is copied: never run from scratch
         origin = e.forked_from
         s.status = "suspended"
@@ -322,5 +321,4 @@ def _forked(s: ExecutionState, e: ev.ExecutionForked) -> None:
     s.status, s.parked_reason, s.claim = "running", None, None
 
 
-_HEAD["ExecutionStarted"] = _started
-_HEAD["ExecutionForked"] = _forked
+PRIMITIVE = Primitive("fork", head={"ExecutionStarted": _started, "ExecutionForked": _forked})

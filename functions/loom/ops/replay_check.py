@@ -27,14 +27,15 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from loom import events as ev
-from loom.app import EffectDef, FlowDef, Loom
 from loom.errors import LoomError, NondeterminismError, UnknownFlowError
 from loom.kernel import cancellation
+from loom.kernel.app import App
 from loom.kernel.context import ParkSignal, SuspendSignal
+from loom.kernel.defs import EffectDef, FlowDef
 from loom.kernel.fold import ExecutionState
 from loom.kernel.journal import DryJournal
+from loom.kernel.runtime import Runtime
 from loom.kernel.session import Session
-from loom.runtime import Runtime
 from loom.store.base import LIVE_STATUSES, EventStore, ExecutionSummary
 
 if TYPE_CHECKING:
@@ -258,7 +259,7 @@ class ReplayChecker:
 
     def __init__(
         self,
-        app: Loom,
+        app: App,
         store: EventStore,
         *,
         blobs: BlobStore | None = None,

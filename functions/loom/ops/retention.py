@@ -23,7 +23,7 @@ from loom.blobs import BlobStore, validate_prefix
 from loom.errors import InputError
 from loom.store.base import EventStore, ListCursor
 
-log = logging.getLogger("loom.ops.retention")
+log = logging.getLogger("loom.retention")
 
 DEFAULT_RETENTION = "30d"
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}

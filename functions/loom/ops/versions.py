@@ -10,7 +10,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from loom.app import Loom, version_key
+from loom.kernel.app import App
+from loom.kernel.defs import version_key
 from loom.store.base import LIVE_STATUSES, EventStore
 
 
@@ -50,7 +51,7 @@ async def live_counts(store: EventStore, page: int = 1000) -> Counter[tuple[str,
         after = rows[-1].execution_id
 
 
-def version_table(counts: Counter[tuple[str, str]], app: Loom | None) -> list[VersionRow]:
+def version_table(counts: Counter[tuple[str, str]], app: App | None) -> list[VersionRow]:
     """Every version with live executions or registered by ``app``, by flow then version."""
     keys = set(counts)
     if app is not None:

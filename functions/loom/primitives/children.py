@@ -45,7 +45,6 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from loom import events as ev
-from loom.app import FlowDef, to_json_value
 from loom.errors import (
     ChildFlowFailedError,
     ChildIdTakenError,
@@ -57,18 +56,20 @@ from loom.errors import (
 )
 from loom.ids import MAX_ID_BYTES
 from loom.kernel import cancellation, crash
-from loom.kernel.context import off_scope
+from loom.kernel.context import FlowContext, next_step_id, off_scope
+from loom.kernel.defs import FlowDef, to_json_value
 from loom.kernel.divergence import visit
 from loom.kernel.durability import force
-from loom.kernel.fold import _HEAD, _STEP, ExecutionState, StepRecord, resume_key  # pyright: ignore[reportPrivateUsage]
+from loom.kernel.fold import ExecutionState, StepRecord, resume_key
+from loom.kernel.primitive import Primitive
 from loom.kernel.timeouts import deadline_for
 from loom.primitives import queues
 from loom.primitives.child_ids import check_outside_id
 
 if TYPE_CHECKING:
+    from loom.kernel.runtime import Runtime
     from loom.kernel.session import Session
     from loom.primitives.queues import QueueRef
-    from loom.runtime import Runtime
 
 __all__ = ["CHILD_GATE", "ChildFlow", "OnCancel", "check_outside_id", "child_id", "start_flow"]
 
@@ -372,5 +373,57 @@ def _child_step(s: ExecutionState, e: ev.ChildStarted) -> None:
     s.steps[e.step_id] = {"effect": _child_step_effect(e.flow), "status": "child"}
 
 
-_HEAD["ChildStarted"] = _child_started
-_STEP["ChildStarted"] = _child_step
+class ChildrenContext(FlowContext):
+    """The ``ctx`` methods of child flows."""
+
+    __slots__ = ()
+
+    async def execute_flow(
+        self,
+        flow: str | Callable[..., Any],
+        input: Any = None,
+        *,
+        on_cancel: str = "cancel",
+        queue: QueueRef | None = None,
+    ) -> Any:
+        """Run ``flow`` as a child execution and return its output (see :mod:`loom.primitives.children`);
+        with ``queue``, the child runs within that queue's limits (:mod:`loom.primitives.queues`).
+
+        Raises:
+            ChildFlowFailedError: The child failed or was cancelled.
+        """
+        child = await self.start_flow(flow, input, on_cancel=on_cancel, queue=queue)
+        return await child.result()
+
+    async def start_flow(
+        self,
+        flow: str | Callable[..., Any],
+        input: Any = None,
+        *,
+        on_cancel: str = "cancel",
+        queue: QueueRef | None = None,
+    ) -> ChildFlow:
+        """Start ``flow`` as a child execution; await the returned handle for its output.
+
+        ``on_cancel``: what this execution's end does to the child if it still runs,
+        ``"cancel"`` it or ``"abandon"`` it. ``queue``: the declared queue (and partition
+        key) the child runs on.
+        """
+        sid = next_step_id(self)
+        return await start_flow(self._session, sid, flow, input, on_cancel, queue)
+
+
+def _has_family(state: ExecutionState) -> bool:
+    return state.parent is not None or bool(state.children)
+
+
+PRIMITIVE = Primitive(
+    "children",
+    head={"ChildStarted": _child_started},
+    step={"ChildStarted": _child_step},
+    context=ChildrenContext,
+    resume_checks={CHILD_GATE: check_child_resume},
+    follow_up=follow_up,
+    follows_up=_has_family,
+    reserves=check_outside_id,
+)

@@ -54,11 +54,18 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from loom import events as ev
-from loom.app import to_json_value
 from loom.errors import LoomError, StoreError
 from loom.kernel import cancellation, crash
-from loom.kernel.context import AbortSignal, SupersededSignal, SuspendSignal, off_scope
-from loom.kernel.fold import _HEAD, ExecutionState, ResumeRecord, resume_key  # pyright: ignore[reportPrivateUsage]
+from loom.kernel.context import (
+    AbortSignal,
+    FlowContext,
+    SupersededSignal,
+    SuspendSignal,
+    off_scope,
+)
+from loom.kernel.defs import to_json_value
+from loom.kernel.fold import ExecutionState, ResumeRecord, resume_key
+from loom.kernel.primitive import Primitive
 from loom.primitives import messages as msgs  # its names are read at call time (import cycle)
 
 if TYPE_CHECKING:
@@ -145,9 +152,6 @@ def _continued(s: ExecutionState, e: ev.ExecutionContinued) -> None:
     cancellation.carry_over(s)
 
 
-_HEAD["ExecutionContinued"] = _continued
-
-
 # -- the flow's side ------------------------------------------------------------------------
 
 
@@ -210,3 +214,19 @@ async def _start_next_run(session: Session, seq: int) -> None:
         await rt._dispatch(eid, session.flow.name, "manual", f"{eid}:{seq}:continued")  # pyright: ignore[reportPrivateUsage]
     except (StoreError, LoomError) as exc:  # the call fails; its redelivery runs the next run
         session.signal = AbortSignal(exc)
+
+
+class ContinuationContext(FlowContext):
+    """The ``ctx`` method of continue-as-new."""
+
+    __slots__ = ()
+
+    async def continue_as_new(self, input: Any = None) -> NoReturn:
+        """End this run and start the next run of this execution with ``input`` and a fresh
+        history; never returns (see :mod:`loom.primitives.continuation`)."""
+        await continue_as_new(self._session, input)
+
+
+PRIMITIVE = Primitive(
+    "continuation", head={"ExecutionContinued": _continued}, context=ContinuationContext
+)

@@ -13,15 +13,18 @@ keys does not matter (JSON objects are unordered).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
 from loom.errors import MessageConflictError
 from loom.kernel.fold import ExecutionState, resume_key
 from loom.kernel.payloads import canonical_json
 
+RECV: Final = "loom.recv"
+"""The gate of a mailbox slot (``loom.primitives.messages``, which imports this module)."""
+
 if TYPE_CHECKING:
-    from loom.runtime import Runtime
+    from loom.kernel.runtime import Runtime
 
 __all__ = ["check_same_message"]
 
@@ -59,8 +62,6 @@ async def _first(rt: Runtime, state: ExecutionState, message_id: str) -> tuple[s
     """``(topic, stored payload)`` the id delivered: from the state while its slot is
     there, else from the log (a message of an earlier run keeps its id and loses its slot
     when the execution continues as new)."""
-    from loom.primitives.messages import RECV
-
     slot = state.message_ids[message_id]
     got = state.resumes.get(resume_key(RECV, slot)) if slot else None
     if got is not None:

@@ -35,10 +35,10 @@ from __future__ import annotations
 import logging
 import uuid
 import weakref
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from loom import events as ev
-from loom.app import to_json_value
 from loom.errors import (
     ConfigurationError,
     ExecutionFinishedError,
@@ -55,28 +55,27 @@ from loom.errors import (
 )
 from loom.ids import check_execution_id
 from loom.kernel import cancellation, crash
-from loom.kernel.context import AbortSignal, off_scope
+from loom.kernel.context import AbortSignal, FlowContext, next_step_id, off_scope
 from loom.kernel.decide import NOTHING, Decision, write
+from loom.kernel.defs import to_json_value
 from loom.kernel.divergence import visit
 from loom.kernel.durability import force
-from loom.kernel.fold import _HEAD as HEAD  # pyright: ignore[reportPrivateUsage]
-from loom.kernel.fold import _STEP as STEP  # pyright: ignore[reportPrivateUsage]
 from loom.kernel.fold import ExecutionState, GateRecord, resume_key
 from loom.kernel.payloads import dump_exact
-from loom.primitives.message_repeats import check_same_message
+from loom.kernel.primitive import Primitive
+from loom.primitives.message_repeats import RECV, check_same_message
 from loom.store.base import StatusChange
 
 if TYPE_CHECKING:
+    from loom.kernel.runtime import Runtime
     from loom.kernel.session import Session
-    from loom.runtime import Runtime
     from loom.wire import ExecutionResult
 
 __all__ = ["RECV", "SEND", "deliver", "recv", "send", "send_from_outside"]
 
 log = logging.getLogger("loom")
 
-RECV: Final = "loom.recv"
-"""What a ``ctx.recv`` gate waits on; its correlation key is ``"{topic}#{n}"``."""
+
 SEND: Final = "loom.send"
 """The step record of a ``ctx.send`` (what the log shows in place of an effect name)."""
 MAX_TOPIC: Final = 256
@@ -161,10 +160,6 @@ def _sent(s: ExecutionState, e: ev.MessageSent) -> None:
     if e.error is not None:
         rec.update(status="failed", error=e.error.model_dump())
     s.steps[e.step_id] = rec  # type: ignore[assignment]
-
-
-HEAD["MessageReceived"] = _received
-STEP["MessageSent"] = _sent
 
 
 # -- delivery (the receiver's side) ---------------------------------------------------------
@@ -389,3 +384,40 @@ def _recorded(session: Session, step_id: str, to: str, exc: LoomError) -> ev.Err
             "that sent another payload here before)"
         )
     return ev.ErrorInfo(code=exc.code, type=type(exc).__name__, message=message)
+
+
+class MessagesContext(FlowContext):
+    """The ``ctx`` methods of mailboxes."""
+
+    __slots__ = ()
+
+    async def send(self, execution_id: str, topic: str, payload: Any = None) -> None:
+        """Send a message to ``execution_id``'s mailbox on ``topic``, exactly once (a step;
+        see :mod:`loom.primitives.messages`).
+
+        Raises:
+            UnknownExecutionError: No such execution.
+            ExecutionFinishedError: It already ended.
+            MessageConflictError: The receiver already holds another message under this
+                step's message id (someone else sent one under it).
+        """
+        await send(self._session, next_step_id(self), execution_id, topic, payload)
+
+    async def recv(self, topic: str, timeout: timedelta | float | None = None) -> Any:
+        """Take the next message on ``topic`` (arrival order), waiting for one if none is
+        buffered (see :mod:`loom.primitives.messages`).
+
+        Raises:
+            MessageTimeoutError: ``timeout`` passed first.
+        """
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+        return await recv(self._session, next_step_id(self), topic, seconds)
+
+
+PRIMITIVE = Primitive(
+    "messages",
+    head={"MessageReceived": _received},
+    step={"MessageSent": _sent},
+    context=MessagesContext,
+    own_gates=(RECV,),
+)

@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING
 
 from loom import events as ev
 from loom.errors import ConfigurationError, ContextMisuseError
-from loom.kernel.context import SCOPE
-from loom.kernel.fold import _HEAD, ExecutionState  # pyright: ignore[reportPrivateUsage]
+from loom.kernel.context import SCOPE, FlowContext, owned
+from loom.kernel.fold import ExecutionState
+from loom.kernel.primitive import Primitive
 
 if TYPE_CHECKING:
     from loom.kernel.session import Session
@@ -140,4 +141,21 @@ def _patch_recorded(s: ExecutionState, e: ev.PatchRecorded) -> None:
         s.patches.append(e.change_id)
 
 
-_HEAD["PatchRecorded"] = _patch_recorded
+class PatchesContext(FlowContext):
+    """The ``ctx`` methods of patches."""
+
+    __slots__ = ()
+
+    def patched(self, change_id: str) -> bool:
+        """True where this execution runs the change ``change_id``, False where its history
+        predates it; takes no step id (see :mod:`loom.primitives.patches`)."""
+        owned(self)
+        return patched(self._session, change_id)
+
+    def deprecate_patch(self, change_id: str) -> None:
+        """The cleanup phase of ``patched(change_id)``: never branches (see :mod:`loom.primitives.patches`)."""
+        owned(self)
+        deprecate_patch(self._session, change_id)
+
+
+PRIMITIVE = Primitive("patches", head={"PatchRecorded": _patch_recorded}, context=PatchesContext)

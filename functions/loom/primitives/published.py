@@ -18,17 +18,18 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
-from loom.app import to_json_value
 from loom.errors import EventNotFoundError, InputError
 from loom.ids import check_execution_id
 from loom.kernel import cancellation
-from loom.kernel.context import off_scope
+from loom.kernel.context import FlowContext, next_step_id, off_scope
+from loom.kernel.defs import to_json_value
 from loom.kernel.divergence import visit
-from loom.kernel.fold import _HEAD, _STEP, ExecutionState  # pyright: ignore[reportPrivateUsage]
+from loom.kernel.fold import ExecutionState
+from loom.kernel.primitive import Primitive
 
 if TYPE_CHECKING:
+    from loom.kernel.runtime import Runtime
     from loom.kernel.session import Session
-    from loom.runtime import Runtime
 
 __all__ = ["PUBLISH", "get_event", "set_event"]
 
@@ -57,10 +58,6 @@ def _published(s: ExecutionState, e: ev.EventPublished) -> None:
 
 def _published_step(s: ExecutionState, e: ev.EventPublished) -> None:
     s.steps[e.step_id] = {"effect": PUBLISH, "status": "completed", "seq": e.seq}
-
-
-_HEAD["EventPublished"] = _published
-_STEP["EventPublished"] = _published_step
 
 
 async def set_event(session: Session, step_id: str, key: str, value: Any) -> None:
@@ -117,3 +114,22 @@ async def get_event(rt: Runtime, execution_id: str, key: str, *, timeout: float 
                 details={"execution_id": eid, "key": key, "status": state.status},
             )
         await asyncio.sleep(min(POLL_EVERY, left))
+
+
+class PublishedContext(FlowContext):
+    """The ``ctx`` methods of published state."""
+
+    __slots__ = ()
+
+    async def set_event(self, key: str, value: Any) -> None:
+        """Publish ``value`` under ``key`` for callers to read while the flow runs on (a
+        step; the latest value wins; see :mod:`loom.primitives.published`)."""
+        await set_event(self._session, next_step_id(self), key, value)
+
+
+PRIMITIVE = Primitive(
+    "published",
+    head={"EventPublished": _published},
+    step={"EventPublished": _published_step},
+    context=PublishedContext,
+)

@@ -27,16 +27,17 @@ import asyncio
 import logging
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from loom import events as ev
 from loom.errors import ConfigurationError, InputError, StoreError
-from loom.kernel.fold import _HEAD, ExecutionState  # pyright: ignore[reportPrivateUsage]
+from loom.kernel.fold import ExecutionState
+from loom.kernel.primitive import Admission, Primitive
 from loom.store.leases import LeaseRequest, QueueDepth
 
 if TYPE_CHECKING:
-    from loom.app import Loom
-    from loom.runtime import Runtime
+    from loom.kernel.app import App
+    from loom.kernel.runtime import Runtime
     from loom.wire import ExecutionResult
 
 log = logging.getLogger("loom")
@@ -111,7 +112,7 @@ def declare(
     return registry[name]
 
 
-def started_fields(app: Loom, queue: QueueRef | None) -> dict[str, Any]:
+def started_fields(app: App, queue: QueueRef | None) -> dict[str, Any]:
     """The ``ExecutionStarted`` fields of a start on ``queue``.
 
     Raises:
@@ -119,8 +120,8 @@ def started_fields(app: Loom, queue: QueueRef | None) -> dict[str, Any]:
     """
     if queue is None:
         return {}
-    if queue.name not in app.queues:
-        names = ", ".join(sorted(app.queues)) or "none"
+    if queue.name not in declared(app):
+        names = ", ".join(sorted(declared(app))) or "none"
         raise InputError(
             f"unknown queue {queue.name!r} (declared: {names})", details={"queue": queue.name}
         )
@@ -147,7 +148,7 @@ def _queue(runtime: Runtime, state: ExecutionState) -> QueueDef | None:
     if state.queue is None:
         return None
     # A queue no longer declared runs unlimited rather than never (said in the log line).
-    return runtime.app.queues.get(state.queue) or QueueDef(state.queue)
+    return declared(runtime.app).get(state.queue) or QueueDef(state.queue)
 
 
 # The renewal of each lease this process holds, by its owner (the claim's holder): a
@@ -232,21 +233,40 @@ async def defer(runtime: Runtime, state: ExecutionState) -> ExecutionResult:
     return await runtime.report(state, include_state=False)
 
 
+class QueueAdmission(Admission):
+    """A queue's lease, taken before an execution on a queue is claimed (the kernel's
+    ``Admission`` hook): see the module docstring."""
+
+    def applies(self, state: ExecutionState) -> bool:
+        return state.queue is not None
+
+    async def admit(self, rt: Runtime, state: ExecutionState, owner: str) -> bool:
+        return await admit(rt, state, owner)
+
+    async def release(self, rt: Runtime, state: ExecutionState, owner: str) -> None:
+        await release(rt, state, owner)
+
+    async def defer(self, rt: Runtime, state: ExecutionState) -> ExecutionResult:
+        return await defer(rt, state)
+
+
+def declared(app: App) -> dict[str, QueueDef]:
+    """The queues declared on ``app`` (``Loom.queue``), by name."""
+    return cast("dict[str, QueueDef]", app.declared.setdefault("queues", {}))
+
+
 async def depths(runtime: Runtime) -> dict[str, QueueDepth]:
     """In-flight and waiting counts of every declared queue."""
     leases = runtime.store.leases()
     now = runtime.clock()
-    return {name: await leases.depth(name, now) for name in runtime.app.queues}
+    return {name: await leases.depth(name, now) for name in declared(runtime.app)}
 
 
 # -- fold handler ----------------------------------------------------------------------------
 
-_before = _HEAD["ExecutionStarted"]
-
 
 def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
-    _before(s, e)
     s.queue, s.partition_key = e.queue, e.partition_key
 
 
-_HEAD["ExecutionStarted"] = _started
+PRIMITIVE = Primitive("queues", head={"ExecutionStarted": _started}, admission=QueueAdmission())

@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from loom.errors import ConfigurationError, LoomError, UnknownExecutionError
 from loom.ids import check_execution_id
@@ -43,10 +43,11 @@ from loom.kernel.starts import noting_creates
 from loom.primitives.cron import Cron
 
 if TYPE_CHECKING:
-    from loom.runtime import Runtime
+    from loom.kernel.app import App
+    from loom.kernel.runtime import Runtime
     from loom.store.base import ExecutionSummary
 
-log = logging.getLogger("loom.primitives.schedules")
+log = logging.getLogger("loom.schedules")
 
 DEFAULT_GRACE: Final = 300.0
 PREFIX: Final = "schedule:"
@@ -206,3 +207,8 @@ async def _summary(runtime: Runtime, eid: str) -> ExecutionSummary | None:
         return await runtime.store.summary(eid)
     except UnknownExecutionError:
         return None
+
+
+def declared(app: App) -> dict[str, Schedule]:
+    """The schedules declared on ``app`` (``Loom.schedule``), by name."""
+    return cast("dict[str, Schedule]", app.declared.setdefault("schedules", {}))

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from loom.runtime import Runtime
     from loom.workers.http_routes import Reply, Services
 
-log = logging.getLogger("loom.primitives.schedules")
+log = logging.getLogger("loom.schedules")
 DEFAULT_INTERVAL: Final = 5.0
 
 

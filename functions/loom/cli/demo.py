@@ -47,7 +47,7 @@ def _kill_worker(store: str, execution_id: str, crash_at: str) -> int:
 
 async def run_demo(store_url: str | None = None) -> None:
     """Run the demo; raise if any flow does not end as the demo expects."""
-    from loom.cli import Embedded, Settings
+    from loom.cli.base import Embedded, Settings
 
     if store_url is not None:
         second = await _run_in(Embedded, Settings, store_url)

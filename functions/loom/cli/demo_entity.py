@@ -23,7 +23,7 @@ COMMANDS: list[dict[str, Any]] = [
 
 async def entity_section(url: str, tag: str) -> list[str]:
     """Run the section on the store at ``url``; return the executions it made."""
-    from loom.cli import Embedded, Settings
+    from loom.cli.base import Embedded, Settings
     from loom.cli.render import status_text
 
     console.rule("4. entities: messages between executions, published state, continue-as-new")

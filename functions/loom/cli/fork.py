@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from loom.cli import Embedded, Settings, _print_result, _settle, _with  # pyright: ignore[reportPrivateUsage]
 from loom.cli.authority import local_principal
+from loom.cli.base import Embedded, Settings, print_result, settle, with_env
 from loom.cli.types import EXECUTION_ID
 
 
@@ -47,6 +47,6 @@ def fork(
             version=version,
             capabilities=capabilities,
         )
-        return await _settle(env, result.execution_id, wait)
+        return await settle(env, result.execution_id, wait)
 
-    _print_result(_with(settings, body))
+    print_result(with_env(settings, body))

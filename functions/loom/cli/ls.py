@@ -17,7 +17,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from loom.cli import Embedded, Settings, _with  # pyright: ignore[reportPrivateUsage]
+from loom.cli.base import Embedded, Settings, with_env
 from loom.store.base import STATUSES, ExecutionSummary
 from loom.store.browse import MAX_BROWSE_LIMIT, BrowseQuery
 from loom.wire import ExecutionResult
@@ -134,7 +134,7 @@ def list_executions(
         }
         return rows, more, doubts
 
-    rows, more, doubts = _with(settings, body, need_app=False)
+    rows, more, doubts = with_env(settings, body, need_app=False)
     if as_json:
         click.echo(json.dumps(to_json(rows, doubts), indent=2))
         if more:

@@ -6,12 +6,12 @@ from typing import Any
 
 import click
 
-from loom.cli import Embedded, Settings
-from loom.cli import _json_arg as json_arg  # pyright: ignore[reportPrivateUsage]
-from loom.cli import _print_result as print_result  # pyright: ignore[reportPrivateUsage]
-from loom.cli import _settle as settle  # pyright: ignore[reportPrivateUsage]
-from loom.cli import _with as with_env  # pyright: ignore[reportPrivateUsage]
 from loom.cli.authority import local_principal
+from loom.cli.base import Embedded, Settings
+from loom.cli.base import json_arg as json_arg
+from loom.cli.base import print_result as print_result
+from loom.cli.base import settle as settle
+from loom.cli.base import with_env as with_env
 from loom.cli.types import EXECUTION_ID
 
 

@@ -29,7 +29,7 @@ def purge(settings: Any, older_than: str, batch: int, as_json: bool) -> None:
     Running, waiting and in-doubt executions are never deleted; a purged id can be started
     again as a new execution. Safe to interrupt and to run again.
     """
-    from loom.cli import Embedded, _run  # pyright: ignore[reportPrivateUsage]
+    from loom.cli.base import Embedded, run_async
 
     async def go() -> PurgeSummary:
         seconds = parse_age(older_than)
@@ -38,7 +38,7 @@ def purge(settings: Any, older_than: str, batch: int, as_json: bool) -> None:
                 env.store, env.runtime.payloads.blobs, older_than=seconds, batch=batch
             )
 
-    summary = _run(go())
+    summary = run_async(go())
     if as_json:
         click.echo(json.dumps(summary.to_json()))
     else:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from loom.cli import Embedded, Settings, _with  # pyright: ignore[reportPrivateUsage]
+from loom.cli.base import Embedded, Settings, with_env
 
 
 @click.command()
@@ -20,7 +20,7 @@ def queues(settings: Settings, as_json: bool) -> None:
     async def body(env: Embedded) -> list[dict[str, Any]]:
         return await describe_queues(env.runtime)
 
-    listed = _with(settings, body)
+    listed = with_env(settings, body)
     if as_json:
         click.echo(json.dumps({"queues": listed}))
         return

@@ -14,8 +14,8 @@ import sys
 
 import click
 
-from loom.cli import Embedded, Settings, _print_result, _with  # pyright: ignore[reportPrivateUsage]
 from loom.cli.authority import local_principal
+from loom.cli.base import Embedded, Settings, print_result, with_env
 from loom.ids import check_execution_id
 from loom.ops.deadletters import (
     KINDS,
@@ -67,13 +67,13 @@ def retry(
     if status is not None and capabilities:
         raise click.UsageError("--capability goes with one EXECUTION_ID, not --status")
     if status is None:
-        done = _with(settings, lambda env: _one(env, execution_id or "", by, capabilities))
+        done = with_env(settings, lambda env: _one(env, execution_id or "", by, capabilities))
         if isinstance(done, Redrive):
             _render([done], False, False)
             if done.error:
                 sys.exit(1)
         else:
-            _print_result(done)
+            print_result(done)
         return
     kind = check_kind(status)
 
@@ -84,7 +84,7 @@ def retry(
             env.runtime, letters, by=by, dry_run=dry_run, principal=local_principal()
         )
 
-    _render(_with(settings, body), dry_run, as_json)
+    _render(with_env(settings, body), dry_run, as_json)
 
 
 async def _one(

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from loom.cli import Embedded, Settings, _with  # pyright: ignore[reportPrivateUsage]
+from loom.cli.base import Embedded, Settings, with_env
 
 
 @click.command()
@@ -27,7 +27,7 @@ def schedules(settings: Settings, fire: bool, as_json: bool) -> None:
         listed = [describe(s, now) for s in declared(env.runtime.app).values()]
         return {"schedules": listed, "fired": fired}
 
-    done = _with(settings, body)
+    done = with_env(settings, body)
     if as_json:
         click.echo(json.dumps(done))
         return

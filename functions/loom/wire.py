@@ -17,7 +17,9 @@ from pydantic import (
 
 from loom.events import unvalidated
 from loom.ids import ExecutionId
-from loom.kernel.fold import ExecutionState
+
+if TYPE_CHECKING:
+    from loom.kernel.state import ExecutionState
 
 Reason = Literal["start", "resume", "timer", "verdict", "sweep", "manual"]
 M = TypeVar("M", bound=BaseModel)

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from loom import EffectContext, FlowContext, Loom, Retry, telemetry
+from loom import EffectContext, FlowContext, Loom, Retry, crash, telemetry
 from loom.blobs import InMemoryBlobStore
 from loom.events import event_to_json
-from loom.kernel import crash, fast_step, steps
+from loom.kernel import fast_step, steps
 from loom.kernel.session import Session
 from loom.kernel.steps import EffectSteps
 from loom.runtime import Runtime

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from loom.config import open_store
+from loom.crash import MESSAGE_POINTS
 from loom.events import Event
-from loom.kernel.crash import MESSAGE_POINTS
 from loom.primitives.messages import deliver
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage

@@ -60,9 +60,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from loom import crash
 from loom import events as ev
 from loom.errors import StoreError, StoreLimitError
-from loom.kernel import crash
 from loom.kernel.context import AbortSignal, SupersededSignal
 from loom.kernel.fold import ExecutionState, evolve
 from loom.kernel.journal import READY, Journal

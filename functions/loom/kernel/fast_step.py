@@ -21,8 +21,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from loom import telemetry
-from loom.kernel import crash
+from loom import crash, telemetry
 from loom.kernel.context import EffectContext
 from loom.kernel.effects import _returned, admit, attempt_failure, completed_event, retry_after  # pyright: ignore[reportPrivateUsage]
 

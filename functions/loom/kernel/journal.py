@@ -16,9 +16,9 @@ import asyncio
 from collections.abc import Awaitable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from loom import crash
 from loom import events as ev
 from loom.errors import AppendConflictError, StoreLimitError
-from loom.kernel import crash
 from loom.kernel.context import SCOPE, SupersededSignal
 from loom.kernel.fold import ExecutionState, evolve
 from loom.kernel.limits import instead

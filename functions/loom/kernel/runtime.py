@@ -19,11 +19,12 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from loom import crash
 from loom import events as ev
 from loom.errors import ExecutionSupersededError, UnknownExecutionError
 from loom.grants import GrantPolicy
 from loom.ids import check_execution_id
-from loom.kernel import control, crash, executing, poison
+from loom.kernel import control, executing, poison
 from loom.kernel.app import App
 from loom.kernel.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.kernel.cancellation import request_cancel

@@ -24,9 +24,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from loom import crash
 from loom import events as ev
 from loom.errors import ExecutionConflictError, ExecutionSupersededError
-from loom.kernel import crash
 from loom.kernel.claims import ACTIVE_HOLDERS, claim_is_live, new_holder
 from loom.kernel.context import SupersededSignal
 from loom.kernel.fold import ExecutionState, fold

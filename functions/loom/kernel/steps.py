@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+from loom import crash
 from loom import events as ev
 from loom.errors import EffectFailedError, failed_error
-from loom.kernel import cancellation, crash, fast_step
+from loom.kernel import cancellation, fast_step
 from loom.kernel.backoff import BACKOFF, scheduled, wait_for_retry
 from loom.kernel.context import SCOPE, EffectContext, InDoubtSignal, StopSignal
 from loom.kernel.defs import EffectDef

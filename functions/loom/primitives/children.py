@@ -44,6 +44,7 @@ import re
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
+from loom import crash
 from loom import events as ev
 from loom.errors import (
     ChildFlowFailedError,
@@ -55,7 +56,7 @@ from loom.errors import (
     UnknownFlowError,
 )
 from loom.ids import MAX_ID_BYTES
-from loom.kernel import cancellation, crash
+from loom.kernel import cancellation
 from loom.kernel.context import FlowContext, next_step_id, off_scope
 from loom.kernel.defs import FlowDef, to_json_value
 from loom.kernel.divergence import visit

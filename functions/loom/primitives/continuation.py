@@ -53,9 +53,10 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from loom import crash
 from loom import events as ev
 from loom.errors import LoomError, StoreError
-from loom.kernel import cancellation, crash
+from loom.kernel import cancellation
 from loom.kernel.context import (
     AbortSignal,
     FlowContext,

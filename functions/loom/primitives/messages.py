@@ -38,6 +38,7 @@ import weakref
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
+from loom import crash
 from loom import events as ev
 from loom.errors import (
     ConfigurationError,
@@ -54,7 +55,7 @@ from loom.errors import (
     UnknownExecutionError,
 )
 from loom.ids import check_execution_id
-from loom.kernel import cancellation, crash
+from loom.kernel import cancellation
 from loom.kernel.context import AbortSignal, FlowContext, next_step_id, off_scope
 from loom.kernel.decide import NOTHING, Decision, write
 from loom.kernel.defs import to_json_value

@@ -47,8 +47,8 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from loom import crash
 from loom.errors import StoreUnavailableError
-from loom.kernel import crash
 from loom.store.sqlite_faults import rollback, translate
 from loom.store.sqlite_requests import Batch, Body, Call, Request
 

@@ -60,7 +60,8 @@ from loom.store.sqlite_faults import (
 from loom.store.sqlite_group import GroupCommitter
 from loom.store.sqlite_leases import SqliteLeaseSet
 from loom.store.sqlite_schema import SCHEMA, SUMMARY_COLUMNS, migrate
-from loom.store.sqlite_writes import KEEP_SNAPSHOT, Append, Create
+from loom.store.sqlite_wal import configure, preallocate, release
+from loom.store.sqlite_writes import KEEP_SNAPSHOT, Append, Create, last_seq
 from loom.store.unreadable import parse_events
 
 T = TypeVar("T")
@@ -116,8 +117,19 @@ class SqliteEventStore(EventStore):
 
     @guard("opening the database")
     def _init(self) -> None:
-        self._con().executescript(SCHEMA + sqlite_browse.INDEXES)
-        migrate(self._con())
+        con = self._con()
+        try:
+            # One transaction, one fsync, for a new file's tables (none for an existing
+            # file); the WAL preallocated under its write lock (``sqlite_wal``).
+            con.execute("BEGIN IMMEDIATE")
+            preallocate(con, self._where)
+            for statement in (SCHEMA + sqlite_browse.INDEXES).split(";"):
+                con.execute(statement)  # (``executescript`` would commit first)
+            con.execute("COMMIT")
+        except sqlite3.OperationalError:  # read-only, say: each statement alone, as before
+            rollback(con)
+            con.executescript(SCHEMA + sqlite_browse.INDEXES)
+        migrate(con)
 
     def leases(self) -> SqliteLeaseSet:
         """Queue leases in this database file, shared by every process that opens it."""
@@ -158,7 +170,7 @@ class SqliteEventStore(EventStore):
             if con in self._all:
                 self._all.remove(con)
         with contextlib.suppress(sqlite3.Error):
-            con.close()
+            release(con)
 
     def _con(self) -> sqlite3.Connection:
         con: sqlite3.Connection | None = getattr(self._local, "con", None)
@@ -188,6 +200,7 @@ class SqliteEventStore(EventStore):
         try:
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=FULL")
+            configure(con, self._where)  # commits overwrite a kept WAL (``sqlite_wal``)
             self._file = self._file or file_identity(self._where)  # (for ``_write_con``)
         except sqlite3.Error:
             con.close()
@@ -302,13 +315,11 @@ class SqliteEventStore(EventStore):
     @guard("save_snapshot")
     def _save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
         def body(con: sqlite3.Connection) -> None:
-            row = con.execute(
-                "SELECT last_seq FROM executions WHERE id=?", (execution_id,)
-            ).fetchone()
-            if row is None:
+            last = last_seq(con, execution_id)
+            if last is None:
                 raise UnknownExecutionError(f"unknown execution {execution_id!r}")
-            if snapshot.seq > row[0]:
-                raise ValueError(f"snapshot at {snapshot.seq} is ahead of the log ({row[0]})")
+            if snapshot.seq > last:
+                raise ValueError(f"snapshot at {snapshot.seq} is ahead of the log ({last})")
             con.execute(KEEP_SNAPSHOT, (execution_id, snapshot.seq, snapshot.state))
 
         self._write(body)
@@ -418,6 +429,6 @@ class SqliteEventStore(EventStore):
         self._writer = self._readers = None
         with self._lock:
             for con in self._all:
-                con.close()
+                release(con)
             self._all.clear()
         self._local = threading.local()

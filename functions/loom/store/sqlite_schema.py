@@ -1,4 +1,14 @@
-"""The tables of ``SqliteEventStore`` and how an older database is brought up to date."""
+"""The tables of ``SqliteEventStore`` and how an older database is brought up to date.
+
+An append writes the page of ``events`` its row goes to, and nothing else unless the status
+changes (docs/adr/0086): the log's end and the time of its last event are read from the
+events themselves (:data:`SUMMARY_COLUMNS`), so the ``executions`` row is written by a
+create and by appends that change the status, wake time or parked reason. Its stored
+``last_seq`` and ``updated_at`` are those of its last write: they lag the log, never lead
+it, and a summary takes the larger of the two. A database created by an older release
+keeps its tables as they are (an ``executions`` table with a rowid, whose rows the same
+statements read and write); new files get the clustered one.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +26,7 @@ CREATE TABLE IF NOT EXISTS executions (
     wake_at REAL,
     parked_reason TEXT,
     flow_version TEXT NOT NULL DEFAULT '1'
-);
+) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS executions_status ON executions(status, created_at);
 CREATE INDEX IF NOT EXISTS executions_wake ON executions(wake_at) WHERE wake_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS events (
@@ -32,8 +42,18 @@ CREATE TABLE IF NOT EXISTS snapshots (
 );
 """
 
+# The columns ``create`` writes (and the order ``ExecutionSummary`` takes them in).
+COLUMNS = "id, flow, status, last_seq, created_at, updated_at, wake_at, parked_reason, flow_version"
+# The log's end and its last event's time, from the events (one seek each, on the key).
+LAST_SEQ = (
+    "max(last_seq, ifnull((SELECT max(seq) FROM events WHERE execution_id=executions.id), 0))"
+)
+UPDATED_AT = (
+    "max(updated_at, ifnull((SELECT json_extract(body, '$.at') FROM events"
+    " WHERE execution_id=executions.id ORDER BY seq DESC LIMIT 1), 0))"
+)
 SUMMARY_COLUMNS = (
-    "id, flow, status, last_seq, created_at, updated_at, wake_at, parked_reason, flow_version"
+    f"id, flow, status, {LAST_SEQ}, created_at, {UPDATED_AT}, wake_at, parked_reason, flow_version"
 )
 
 

@@ -83,7 +83,7 @@ class Floor:
         self.steps = steps
         self.overwrite = _connect(self.dir / "overwrite.db", checkpoint=False)
         _commits(self.overwrite, COMMITS * 3)  # grown well past what a round overwrites
-        self.fresh_count = 0
+        self.fresh_count = self.warm_count = 0
         self.marks: list[float] = []
         self.app = _app(self.marks)
         self.warm_store = open_store(f"sqlite:///{self.dir / 'warm.db'}")
@@ -107,7 +107,8 @@ class Floor:
             self.fresh_count += 1
             store = open_store(f"sqlite:///{self.dir / f'fresh-{self.fresh_count}.db'}")
             return asyncio.run(self._flow(store, self.steps, "fresh", close=True))
-        return asyncio.run(self._flow(self.warm_store, self.steps, f"warm-{self.fresh_count}"))
+        self.warm_count += 1
+        return asyncio.run(self._flow(self.warm_store, self.steps, f"warm-{self.warm_count}"))
 
     async def _flow(self, store: Any, steps: int, eid: str, close: bool = False) -> float:
         from loom.runtime import Runtime

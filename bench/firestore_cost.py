@@ -252,7 +252,11 @@ async def run(modes: tuple[str, ...] = ("strict", "batched")) -> dict[str, Any]:
         for idempotent in (True, False)
         for durability in modes
     ]
-    flows += [await measure_flow(database, 10, True, d, dispatched=True) for d in modes]
+    flows += [
+        await measure_flow(database, steps, True, d, dispatched=True)
+        for steps in (10, 100)
+        for d in modes
+    ]
     resumes = [await measure_resume(database, 200, d) for d in modes]
     return {"flows": flows, "resumes": resumes}
 

@@ -228,3 +228,18 @@ def test_the_store_outlives_a_connection_closed_without_it(tmp_path: Path) -> No
     again = SqliteEventStore(store.path)
     assert wal_size(store.path) == KEPT
     asyncio.run(again.aclose())
+
+
+async def test_a_summary_survives_a_last_event_it_cannot_read(tmp_path: Path) -> None:
+    """The log's end and last change come from the last event; a body that is not JSON, or
+    whose time is not a number, leaves the stored time in place instead of failing."""
+    store = SqliteEventStore(tmp_path / "loom.db")
+    for eid in ("garbled", "text"):
+        await store.create(_started(eid))
+    with sqlite3.connect(store.path) as con:
+        con.execute("INSERT INTO events VALUES ('garbled', 2, 'not json {')")
+        con.execute("""INSERT INTO events VALUES ('text', 2, '{"at": "later"}')""")
+    rows = {row.execution_id: row for row in await store.list()}
+    for row in rows.values():
+        assert row.last_seq == 2 and row.updated_at == row.created_at
+    await store.aclose()

@@ -48,8 +48,15 @@ COLUMNS = "id, flow, status, last_seq, created_at, updated_at, wake_at, parked_r
 LAST_SEQ = (
     "max(last_seq, ifnull((SELECT max(seq) FROM events WHERE execution_id=executions.id), 0))"
 )
+# (A body that is not JSON, or whose ``at`` is not a number, counts for nothing: a summary
+# never fails, nor turns into text, because of one stored event.)
+_AT = (
+    "CASE WHEN json_valid(body) THEN CASE json_type(body, '$.at')"
+    " WHEN 'real' THEN json_extract(body, '$.at')"
+    " WHEN 'integer' THEN json_extract(body, '$.at') END END"
+)
 UPDATED_AT = (
-    "max(updated_at, ifnull((SELECT json_extract(body, '$.at') FROM events"
+    f"max(updated_at, ifnull((SELECT {_AT} FROM events"
     " WHERE execution_id=executions.id ORDER BY seq DESC LIMIT 1), 0))"
 )
 SUMMARY_COLUMNS = (

@@ -108,6 +108,10 @@ def fill_with_wal(directory: Path, db: Path) -> Path:
         with contextlib.suppress(sqlite3.OperationalError):  # "database or disk is full"
             for _ in range(4096):
                 con.execute("INSERT INTO ballast VALUES (zeroblob(4000))")
+        # Then one page a commit, until not even that fits: a store commit needs a block too.
+        with contextlib.suppress(sqlite3.OperationalError):
+            for n in range(4096):
+                con.execute("UPDATE ballast SET b = zeroblob(?) WHERE rowid = 1", (3000 + n % 2,))
     finally:
         con.close()
     return filler

@@ -51,6 +51,7 @@ from loom.store.sqlite_faults import (
     busy_timeout_from_env,
     check_same_file,
     check_sizes,
+    check_writable,
     file_identity,
     guard,
     max_event_bytes_from_env,
@@ -59,8 +60,8 @@ from loom.store.sqlite_faults import (
 )
 from loom.store.sqlite_group import GroupCommitter
 from loom.store.sqlite_leases import SqliteLeaseSet
-from loom.store.sqlite_schema import SCHEMA, SUMMARY_COLUMNS, migrate
-from loom.store.sqlite_wal import configure, preallocate, release
+from loom.store.sqlite_schema import SUMMARY_COLUMNS, prepare
+from loom.store.sqlite_wal import configure, release
 from loom.store.sqlite_writes import KEEP_SNAPSHOT, Append, Create, last_seq
 from loom.store.unreadable import parse_events
 
@@ -118,18 +119,7 @@ class SqliteEventStore(EventStore):
     @guard("opening the database")
     def _init(self) -> None:
         con = self._con()
-        try:
-            # One transaction, one fsync, for a new file's tables (none for an existing
-            # file); the WAL preallocated under its write lock (``sqlite_wal``).
-            con.execute("BEGIN IMMEDIATE")
-            preallocate(con, self._where)
-            for statement in (SCHEMA + sqlite_browse.INDEXES).split(";"):
-                con.execute(statement)  # (``executescript`` would commit first)
-            con.execute("COMMIT")
-        except sqlite3.OperationalError:  # read-only, say: each statement alone, as before
-            rollback(con)
-            con.executescript(SCHEMA + sqlite_browse.INDEXES)
-        migrate(con)
+        prepare(con, self._where, sqlite_browse.INDEXES)
 
     def leases(self) -> SqliteLeaseSet:
         """Queue leases in this database file, shared by every process that opens it."""
@@ -185,6 +175,7 @@ class SqliteEventStore(EventStore):
         # Once the store has opened its file, a new connection opens it or fails (``rw``):
         # one opened after the file was deleted must not create an empty database there.
         uri = f"file:{quote(str(self._where))}?mode={'rw' if self._file else 'rwc'}"
+        check_writable(self._where)
         try:
             con = sqlite3.connect(
                 uri,
@@ -395,8 +386,8 @@ class SqliteEventStore(EventStore):
         return self._write(body)
 
     async def ping(self) -> None:
-        """Take and release the write lock: refuses a read-only or unopenable file, and a
-        lock held by another connection for longer than a second."""
+        """Take the write lock and write, then roll back: refuses a read-only or unopenable
+        file, and a lock held by another connection for longer than a second."""
         await self._run(False, self._ping)
 
     @guard("health check")
@@ -405,7 +396,9 @@ class SqliteEventStore(EventStore):
         con.execute(f"PRAGMA busy_timeout={_PING_BUSY_MS}")
         try:
             con.execute("BEGIN IMMEDIATE")
-            con.execute("SELECT 1 FROM executions LIMIT 1").fetchall()
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+            # A write, rolled back: with a kept WAL a read-only file grants the lock itself.
+            con.execute(f"PRAGMA user_version={int(version)}")
         finally:
             rollback(con)
             con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")

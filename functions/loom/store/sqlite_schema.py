@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+from pathlib import Path
+
+from loom.store.sqlite_faults import rollback
+from loom.store.sqlite_wal import preallocate
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS executions (
@@ -62,6 +66,22 @@ UPDATED_AT = (
 SUMMARY_COLUMNS = (
     f"id, flow, status, {LAST_SEQ}, created_at, {UPDATED_AT}, wake_at, parked_reason, flow_version"
 )
+
+
+def prepare(con: sqlite3.Connection, path: Path, indexes: str) -> None:
+    """Create what a new file lacks (the tables, ``indexes``), in one transaction and one
+    fsync, with the WAL preallocated under its write lock (:mod:`loom.store.sqlite_wal`);
+    then :func:`migrate`. An existing file's statements change nothing and write nothing."""
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        preallocate(con, path)
+        for statement in (SCHEMA + indexes).split(";"):
+            con.execute(statement)  # (``executescript`` would commit first)
+        con.execute("COMMIT")
+    except sqlite3.OperationalError:  # read-only, say: each statement alone, as before
+        rollback(con)
+        con.executescript(SCHEMA + indexes)
+    migrate(con)
 
 
 def migrate(con: sqlite3.Connection) -> None:

@@ -13,11 +13,12 @@ statements read and write); new files get the clustered one.
 from __future__ import annotations
 
 import contextlib
+import re
 import sqlite3
 from pathlib import Path
 
 from loom.store.sqlite_faults import rollback
-from loom.store.sqlite_wal import preallocate
+from loom.store.sqlite_wal import preallocate, wal_short
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS executions (
@@ -71,16 +72,21 @@ SUMMARY_COLUMNS = (
 def prepare(con: sqlite3.Connection, path: Path, indexes: str) -> None:
     """Create what a new file lacks (the tables, ``indexes``), in one transaction and one
     fsync, with the WAL preallocated under its write lock (:mod:`loom.store.sqlite_wal`);
-    then :func:`migrate`. An existing file's statements change nothing and write nothing."""
+    then :func:`migrate`. A file that has them all and a WAL long enough takes no lock."""
+    script = SCHEMA + indexes
+    names = {str(row[0]) for row in con.execute("SELECT name FROM sqlite_master")}
+    if set(re.findall(r"EXISTS (\w+)", script)) <= names and not wal_short(con, path):
+        migrate(con)
+        return
     try:
         con.execute("BEGIN IMMEDIATE")
         preallocate(con, path)
-        for statement in (SCHEMA + indexes).split(";"):
+        for statement in script.split(";"):
             con.execute(statement)  # (``executescript`` would commit first)
         con.execute("COMMIT")
     except sqlite3.OperationalError:  # read-only, say: each statement alone, as before
         rollback(con)
-        con.executescript(SCHEMA + indexes)
+        con.executescript(script)
     migrate(con)
 
 

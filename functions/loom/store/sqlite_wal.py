@@ -116,6 +116,15 @@ def _load() -> Any:
     return lib
 
 
+def wal_short(con: sqlite3.Connection, path: Path) -> bool:
+    """Whether the WAL of ``path`` is missing or shorter than :func:`wal_bytes`."""
+    page_size = int(con.execute("PRAGMA page_size").fetchone()[0])
+    try:
+        return os.stat(f"{path}-wal").st_size < wal_bytes(page_size)
+    except OSError:
+        return True
+
+
 def preallocate(con: sqlite3.Connection, path: Path) -> None:
     """Extend the WAL of ``path`` with zeros to :func:`wal_bytes`, if it is shorter.
 

@@ -4,9 +4,9 @@
 
 Each system runs the same workflow: ``n`` sequential durable no-op steps, called once with
 ``n`` steps and once with none, ``--pairs`` times per round; a step costs the difference of
-the two medians divided by ``n`` (what the call itself costs cancels out). The order of the
-systems rotates from round to round, so a busy moment hits each alike, and the machine's
-load average is read at every round.
+the two medians divided by ``n`` (what the call itself costs cancels out). The systems take
+turns call by call, in an order that rotates from round to round, so a busy moment of the
+disk hits each alike; the machine's load average is read at every round.
 
 * **Loom**: ``Runtime.start`` in this process on a ``sqlite:///`` store (``open_store``: the
   engine's settings), strict durability (the default) and batched.
@@ -15,6 +15,8 @@ load average is read at every round.
   on 127.0.0.1 and free ports.
 * **DBOS**: the ``dbos`` package from PyPI, its system database on SQLite, a
   ``@DBOS.workflow`` of ``@DBOS.step`` calls, in a process of its own virtualenv.
+* **SQLite commit alone**: one fsync'd one-row commit per "step", the disk's floor at the
+  same moments.
 
 Restate and DBOS are installed on first use under ``.cache/peers`` (ignored by git; nothing
 of theirs is part of this repository): ``npm`` and ``pip`` must reach their registries once.
@@ -30,6 +32,7 @@ import json
 import os
 import platform
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -247,14 +250,40 @@ def loom(scratch: Path, durability: str) -> Callable[[int], float]:
     return call
 
 
-def marginal(call: Callable[[int], float], steps: int, pairs: int) -> float:
-    """Milliseconds per step: medians of ``n``-step and empty calls, alternated."""
-    full: list[float] = []
-    empty: list[float] = []
+def bare_commit(scratch: Path) -> Callable[[int], float]:
+    """The disk's floor in the same turns: ``n`` one-row SQLite commits (WAL, FULL) that
+    overwrite a grown WAL."""
+    con = sqlite3.connect(scratch / "bare.db", isolation_level=None)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=FULL")
+    con.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
+    con.execute("INSERT INTO t VALUES (1, '')")
+
+    def call(n: int) -> float:
+        t = time.perf_counter()
+        for i in range(n):
+            con.execute("BEGIN IMMEDIATE")
+            con.execute("UPDATE t SET v=? WHERE k=1", (f"{time.perf_counter_ns()}:{i}",))
+            con.execute("COMMIT")
+        return time.perf_counter() - t
+
+    call(1500)  # grown past a checkpoint: commits overwrite from then on
+    return call
+
+
+def marginal(calls: dict[str, Callable[[int], float]], steps: int, pairs: int) -> dict[str, float]:
+    """Milliseconds per step of each system: medians of ``n``-step and empty calls. The
+    systems take turns call by call, so each faces the disk of the same moment."""
+    full: dict[str, list[float]] = {name: [] for name in calls}
+    empty: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(pairs):
-        empty.append(call(0))
-        full.append(call(steps))
-    return (statistics.median(full) - statistics.median(empty)) / steps * 1000
+        for name, call in calls.items():
+            empty[name].append(call(0))
+            full[name].append(call(steps))
+    return {
+        name: (statistics.median(full[name]) - statistics.median(empty[name])) / steps * 1000
+        for name in calls
+    }
 
 
 def run(rounds: int, steps: int, pairs: int) -> dict[str, Any]:
@@ -266,17 +295,19 @@ def run(rounds: int, steps: int, pairs: int) -> dict[str, Any]:
             "Loom batched": loom(scratch, "batched"),
             "Restate": restate_call,
             "DBOS": dbos_call,
+            "SQLite commit alone": bare_commit(scratch),
         }
-        for call in systems.values():  # warm-up: imports, connections, first files
-            marginal(call, steps, 1)
+        marginal(systems, steps, 1)  # warm-up: imports, connections, first files
         names = list(systems)
         per: dict[str, list[float]] = {name: [] for name in names}
         loads: list[float] = []
         for r in range(rounds):
             loads.append(os.getloadavg()[0])
-            for name in names[r % len(names) :] + names[: r % len(names)]:
-                per[name].append(marginal(systems[name], steps, pairs))
-            print(f"round {r + 1}/{rounds}: load {loads[-1]:.1f} {per}", file=sys.stderr)
+            order = names[r % len(names) :] + names[: r % len(names)]
+            got = marginal({name: systems[name] for name in order}, steps, pairs)
+            for name, ms in got.items():
+                per[name].append(ms)
+            print(f"round {r + 1}/{rounds}: load {loads[-1]:.1f} {got}", file=sys.stderr)
     shutil.rmtree(scratch, ignore_errors=True)
     strict = per["Loom strict"]
     return {

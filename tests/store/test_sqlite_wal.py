@@ -108,6 +108,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.slow
 async def test_a_new_process_writes_into_the_wal_the_last_one_kept(tmp_path: Path) -> None:
     _kept_here(tmp_path)
     store = SqliteEventStore(tmp_path / "loom.db")
@@ -243,3 +244,22 @@ async def test_a_summary_survives_a_last_event_it_cannot_read(tmp_path: Path) ->
     for row in rows.values():
         assert row.last_seq == 2 and row.updated_at == row.created_at
     await store.aclose()
+
+
+def _loom(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "loom", *args], check=True, cwd=ROOT, timeout=120)
+
+
+@pytest.mark.slow
+def test_each_loom_command_writes_into_the_wal_the_last_one_kept(tmp_path: Path) -> None:
+    """``loom`` CLI processes, one after the other on one file: the first creates and
+    preallocates the WAL, the next ones write into it (the same file, never grown)."""
+    _kept_here(tmp_path)
+    db = tmp_path / "loom.db"
+    store = ["--app", "tests.store.test_sqlite_wal:app", "--store", f"sqlite:///{db}"]
+    _loom(*store, "start", "steps", "--id", "first", "--input", "5")
+    inode = _wal_inode(db)
+    assert wal_size(db) == KEPT
+    for n in range(3):
+        _loom(*store, "start", "steps", "--id", f"next-{n}", "--input", "5")
+        assert (_wal_inode(db), wal_size(db)) == (inode, KEPT)

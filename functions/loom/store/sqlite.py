@@ -1,7 +1,8 @@
 """``SqliteEventStore``: the embedded default, one file on disk.
 
 WAL mode with ``synchronous=FULL``: every append is one transaction whose commit fsyncs the
-WAL before ``append`` returns. Several processes may share the file; ``BEGIN IMMEDIATE`` takes
+WAL before ``append`` returns. The WAL is kept across closes and preallocated, so commits
+overwrite written space instead of growing the file (:mod:`loom.store.sqlite_wal`). Several processes may share the file; ``BEGIN IMMEDIATE`` takes
 the write lock up front so the ``expected_seq`` check and the insert are one atomic step.
 
 By default calls run on the caller's thread without an executor hop: a commit costs ~0.2 ms,

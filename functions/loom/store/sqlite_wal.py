@@ -144,7 +144,10 @@ def preallocate(con: sqlite3.Connection, path: Path) -> None:
         size = os.fstat(fd).st_size
         if size >= target:
             return
-        os.pwrite(fd, bytes(target - size), size)
+        os.lseek(fd, size, os.SEEK_SET)
+        zeros = memoryview(bytes(target - size))
+        while zeros:
+            zeros = zeros[os.write(fd, zeros) :]
         # The size and blocks on disk now: a later commit's fdatasync has no metadata to add.
         os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)
     except OSError as exc:

@@ -75,8 +75,11 @@ class Server:
 class Processes:
     """Every server process started, each stopped by its PID at the end."""
 
-    def __init__(self, store: Path, secret: bytes, logs: Path) -> None:
+    def __init__(
+        self, store: Path, secret: bytes, logs: Path, ports: tuple[int, int] = (0, 0)
+    ) -> None:
         self.store, self.secret, self.logs = store, secret, logs
+        self.ports = ports  # (http, ws): 0 picks a free port
         self.started: list[asyncio.subprocess.Process] = []
 
     async def start(self) -> Server:
@@ -96,6 +99,10 @@ class Processes:
                 "examples.a2ui_callfunction.server",
                 "--store",
                 str(self.store),
+                "--http-port",
+                str(self.ports[0]),
+                "--ws-port",
+                str(self.ports[1]),
                 cwd=ROOT,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -220,7 +227,10 @@ async def grain_b(
         )
     await asyncio.wait_for(killed.wait(), 15)
     second = await procs.start()
-    say(f"  fresh server pid {second.proc.pid} rebuilds the execution from the log")
+    say(
+        f"  fresh server pid {second.proc.pid} (http {second.http}, ws {second.ws}) "
+        "rebuilds the execution from the log"
+    )
     async with Control(second, procs.secret) as control:
         return await _resolve(control, eid, client, report, say)
 
@@ -273,10 +283,14 @@ async def replay_logs(
     report.client_calls_during_replay = len(client.received) - before
 
 
-async def run_example(workdir: Path, say: Say = print) -> Report:
-    """Run the whole example in ``workdir``; every process it starts is stopped at the end."""
+async def run_example(workdir: Path, say: Say = print, ports: tuple[int, int] = (0, 0)) -> Report:
+    """Run the whole example in ``workdir``; every process it starts is stopped at the end.
+
+    ``ports`` are the servers' HTTP and WebSocket ports (0: free ones); the server that
+    replaces the killed one listens on the same ports.
+    """
     secret = secrets.token_hex(16).encode()
-    procs = Processes(workdir / "loom.db", secret, workdir)
+    procs = Processes(workdir / "loom.db", secret, workdir, ports)
     tag = secrets.token_hex(3)  # a fresh pair of execution ids on every run
     report = Report(ids={"greet": f"greet-{tag}", "submit": f"submit-{tag}"})
     try:

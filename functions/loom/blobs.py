@@ -30,10 +30,12 @@ import shutil
 import tempfile
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 from loom.errors import BlobNotFoundError, ConfigurationError, StoreError
 from loom.extras import requires_extra
+from loom.scope import off_scope_methods
 
 MAX_KEY_BYTES = 1024
 
@@ -52,6 +54,10 @@ def validate_key(key: str) -> str:
 
 class BlobStore(abc.ABC):
     """Write-once storage for large payloads (the claim check). See the module docstring."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        off_scope_methods(cls)  # a backend's calls take no flow step ids (loom.scope)
 
     @abc.abstractmethod
     async def put(self, key: str, data: bytes) -> str:

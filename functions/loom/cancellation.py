@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from loom import events as ev
 from loom import timeouts
 from loom.context import AbortSignal, _Signal, off_scope  # pyright: ignore[reportPrivateUsage]
+from loom.decide import NOTHING, Decision, write
 from loom.errors import ExecutionFinishedError
 from loom.fold import _HEAD, ExecutionState  # pyright: ignore[reportPrivateUsage]
 from loom.journal import DryJournal
@@ -104,17 +105,35 @@ async def request_cancel(
         ExecutionFinishedError: The execution already ended.
     """
     state = await rt.load_state(execution_id)
-    _check_open(state)
-    if state.cancel is not None:
-        return await rt.report(state)
-    if state.parked_reason is not None or state.status == "in_doubt":
+
+    def decide(now: ExecutionState) -> Decision:
+        # Decided again on every reload: a verdict, a retry, an end or another cancel that
+        # landed meanwhile changes what this request comes to.
+        _check_open(now)
+        if now.cancel is not None:  # a request landed first: it stands (idempotent)
+            return NOTHING
+        if now.parked_reason is not None or now.status == "in_doubt":  # no flow to clean up
+            return Decision([ev.ExecutionCancelled(reason=reason, by=by)], _ENDED)
+        budget = timeouts.cleanup_budget(rt, now)
+        event = ev.CancelRequested(reason=reason, by=by, cleanup_s=budget)
+        return Decision([event], StatusChange("running") if now.status == "suspended" else None)
+
+    state, wrote = await write(rt, state, decide)
+    if state.finished:  # ended here: what the flow started is told it ended
         from loom import children  # (it imports this module)
 
-        end = ev.ExecutionCancelled(reason=reason, by=by)
-        state = await rt._append_control(state, [end], StatusChange("cancelled"), _check_open)  # pyright: ignore[reportPrivateUsage]
         await children.follow_up(rt, state)
         return await rt.report(state)
-    return await _request(rt, state, reason, by)
+    if not wrote:
+        return await rt.report(state)
+    eid = state.execution_id
+    if state.flow not in rt.app.versions:  # this process lacks the code: a worker runs it
+        return await rt.report(state)  # (the sweep dispatches a running execution left alone)
+    ran = await rt._dispatch(eid, state.flow, "manual", f"{eid}:{state.last_seq}:cancel")  # pyright: ignore[reportPrivateUsage]
+    return ran or await rt.report(state)
+
+
+_ENDED = StatusChange("cancelled")
 
 
 def _check_open(state: ExecutionState) -> None:
@@ -123,32 +142,6 @@ def _check_open(state: ExecutionState) -> None:
             f"execution {state.execution_id!r} is already {state.status}",
             details={"status": state.status},
         )
-
-
-async def _request(
-    rt: Runtime, state: ExecutionState, reason: str, by: str | None
-) -> ExecutionResult:
-    event = ev.CancelRequested(reason=reason, by=by, cleanup_s=timeouts.cleanup_budget(rt, state))
-    change = StatusChange("running") if state.status == "suspended" else None
-
-    def recheck(now: ExecutionState) -> None:
-        _check_open(now)
-        if now.cancel is not None:  # a concurrent request landed first: it stands
-            raise _AlreadyRequestedError
-
-    try:
-        state = await rt._append_control(state, [event], change, recheck)  # pyright: ignore[reportPrivateUsage]
-    except _AlreadyRequestedError:
-        return await rt.result(state.execution_id)
-    eid = state.execution_id
-    if state.flow not in rt.app.versions:  # this process lacks the code: a worker runs it
-        return await rt.report(state)  # (the sweep dispatches a running execution left alone)
-    ran = await rt._dispatch(eid, state.flow, "manual", f"{eid}:{state.last_seq}:cancel")  # pyright: ignore[reportPrivateUsage]
-    return ran or await rt.report(state)
-
-
-class _AlreadyRequestedError(Exception):
-    """Internal: a concurrent request landed first (never leaves this module)."""
 
 
 # -- the session side -------------------------------------------------------------------

@@ -26,7 +26,6 @@ from loom.cli_types import EXECUTION_ID
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
 from loom.errors import ConfigurationError, InputError, LoomError, StoreError, StoreLimitError
 from loom.queues import queue_ref
-from loom.store.base import STATUSES
 
 T = TypeVar("T")
 EX_TEMPFAIL = 75
@@ -308,31 +307,6 @@ def show(settings: Settings, execution_id: str, as_json: bool) -> None:
         render_timeline(result, events)
 
 
-@main.command(name="ls")
-@click.option("--status", type=click.Choice(STATUSES), default=None)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON array instead of a table.")
-@click.pass_obj
-def list_executions(settings: Settings, status: str | None, as_json: bool) -> None:
-    """List executions (in-doubt ones with their steps and keys)."""
-    from loom.cli_hints import list_json
-    from loom.cli_render import render_list
-
-    async def body(env: Embedded) -> tuple[Any, Any]:
-        rows = await env.runtime.list(status)
-        doubts = {
-            r.execution_id: await env.runtime.result(r.execution_id)
-            for r in rows
-            if r.status == "in_doubt"
-        }
-        return rows, doubts
-
-    rows, doubts = _with(settings, body, need_app=False)
-    if as_json:
-        click.echo(json.dumps(list_json(rows, doubts), indent=2))
-    else:
-        render_list(rows, doubts)
-
-
 @main.command()
 @click.option(
     "--use-store",
@@ -365,6 +339,7 @@ def serve(settings: Settings, host: str, port: int) -> None:
 register_deploy_commands(main)
 
 from loom.cli_fork import fork as _fork  # noqa: E402 - registers after the group exists
+from loom.cli_ls import list_executions as _ls  # noqa: E402 - the same
 from loom.cli_messages import get_event as _get_event  # noqa: E402 - the same
 from loom.cli_messages import send as _send  # noqa: E402 - the same
 from loom.cli_purge import purge as _purge  # noqa: E402 - registers after the group exists
@@ -372,6 +347,7 @@ from loom.cli_queues import queues as _queues  # noqa: E402 - registers after th
 from loom.cli_retry import retry as _retry  # noqa: E402 - registers after the group exists
 from loom.cli_schedules import schedules as _schedules  # noqa: E402 - registers after the group
 
+main.add_command(_ls)
 main.add_command(_purge)
 main.add_command(_retry)
 main.add_command(_fork)

@@ -19,6 +19,12 @@ from loom.cli_types import EXECUTION_ID
 )
 @click.option("--version", default=None, help="Flow version to run (default: the latest).")
 @click.option("--wait", default=0.0, help="Also wait this many seconds for timers due.")
+@click.option(
+    "--capability",
+    "capabilities",
+    multiple=True,
+    help="Add a capability to the fork's (if policy lets you); repeat it for several.",
+)
 @click.pass_obj
 def fork(
     settings: Settings,
@@ -27,13 +33,19 @@ def fork(
     new_id: str | None,
     version: str | None,
     wait: float,
+    capabilities: tuple[str, ...],
 ) -> None:
     """Start a new execution that reuses EXECUTION_ID's steps before --from-step and runs
     the rest on the current code (the original is untouched)."""
 
     async def body(env: Embedded) -> Any:
         result = await env.runtime.fork(
-            execution_id, from_step, new_id=new_id, by=local_principal(), version=version
+            execution_id,
+            from_step,
+            new_id=new_id,
+            by=local_principal(),
+            version=version,
+            capabilities=capabilities,
         )
         return await _settle(env, result.execution_id, wait)
 

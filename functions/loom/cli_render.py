@@ -12,7 +12,6 @@ from rich.table import Table
 
 from loom.continuation import run_chain
 from loom.events import Event
-from loom.store.base import ExecutionSummary
 from loom.wire import ExecutionResult
 
 console = Console(highlight=False)
@@ -148,40 +147,3 @@ def show_json(result: ExecutionResult, events: Sequence[Event]) -> dict[str, Any
         "runs": run_chain(result.execution_id, events),
         "events": [e.model_dump(mode="json") for e in events],
     }
-
-
-def render_list(rows: Sequence[ExecutionSummary], doubts: dict[str, ExecutionResult]) -> None:
-    """Print executions (80 columns fit); then one line per in-doubt step with its effect,
-    idempotency key and when it started."""
-    table = Table(box=None, pad_edge=False)
-    table.add_column("execution", overflow="fold", min_width=8)
-    table.add_column("flow", overflow="fold", min_width=6)
-    for col in ("status", "events", "updated (UTC)"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("detail", overflow="fold", min_width=16)
-    lines: list[str] = []
-    for row in rows:
-        detail = row.parked_reason or ""
-        result = doubts.get(row.execution_id)
-        for d in result.in_doubt if result else []:
-            detail = detail or "see below"
-            lines.append(
-                f"  {row.execution_id}  step {d.step_id}  {d.effect}  "
-                f"key={d.idempotency_key}  started {_when(d.started_at)}  episode {d.episode}"
-            )
-        table.add_row(
-            row.execution_id,
-            row.flow,
-            row.status,
-            str(row.last_seq),
-            _when(row.updated_at),
-            detail,
-        )
-    console.print(table)
-    if lines:
-        console.print(
-            "in doubt (give a verdict: loom verdict ID STEP performed|not_performed|failed):"
-        )
-        for line in lines:
-            console.print(line, soft_wrap=True)
-    console.print(f"{len(rows)} execution(s)")

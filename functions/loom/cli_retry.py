@@ -10,10 +10,12 @@ would do.
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
 from loom.cli import Embedded, Settings, _print_result, _with  # pyright: ignore[reportPrivateUsage]
+from loom.cli_authority import local_principal
 from loom.deadletters import (
     KINDS,
     Redrive,
@@ -36,6 +38,12 @@ from loom.wire import ExecutionResult
 @click.option("--limit", default=1000, show_default=True, help="Bulk: at most this many.")
 @click.option("--dry-run", is_flag=True, help="Bulk: list what would be done; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Bulk: print JSON lines.")
+@click.option(
+    "--capability",
+    "capabilities",
+    multiple=True,
+    help="One failed execution: add a capability to its re-drive (if policy lets you).",
+)
 @click.pass_obj
 def retry(
     settings: Settings,
@@ -47,6 +55,7 @@ def retry(
     limit: int,
     dry_run: bool,
     as_json: bool,
+    capabilities: tuple[str, ...],
 ) -> None:
     """Run a parked execution again (after a poison park, or fixed code for a divergence), or
     re-run a failed one as a fork; with --status, every dead letter of that kind (failed ones
@@ -55,10 +64,14 @@ def retry(
         raise click.UsageError("give an EXECUTION_ID, or --status for a bulk re-drive")
     if status is None and (flow or since or dry_run or as_json):
         raise click.UsageError("--flow, --since, --dry-run and --json go with --status")
+    if status is not None and capabilities:
+        raise click.UsageError("--capability goes with one EXECUTION_ID, not --status")
     if status is None:
-        done = _with(settings, lambda env: _one(env, execution_id or "", by))
+        done = _with(settings, lambda env: _one(env, execution_id or "", by, capabilities))
         if isinstance(done, Redrive):
             _render([done], False, False)
+            if done.error:
+                sys.exit(1)
         else:
             _print_result(done)
         return
@@ -67,16 +80,26 @@ def retry(
     async def body(env: Embedded) -> list[Redrive]:
         after = parse_since(since, env.runtime.clock()) if since else None
         letters = await find(env.runtime, kind, flow=flow, since=after, limit=limit, bulk=True)
-        return await redrive(env.runtime, letters, by=by, dry_run=dry_run)
+        return await redrive(
+            env.runtime, letters, by=by, dry_run=dry_run, principal=local_principal()
+        )
 
     _render(_with(settings, body), dry_run, as_json)
 
 
-async def _one(env: Embedded, execution_id: str, by: str) -> Redrive | ExecutionResult:
+async def _one(
+    env: Embedded, execution_id: str, by: str, capabilities: tuple[str, ...]
+) -> Redrive | ExecutionResult:
     """A failed execution is re-driven as a fork (a failed re-drive too); else retried."""
     row = await env.runtime.store.summary(check_execution_id(execution_id))
-    if row.status == "failed":
-        return await redrive_by_id(env.runtime, execution_id, by=by)
+    if row.status == "failed" or capabilities:  # (refused for a parked one, saying why)
+        return await redrive_by_id(
+            env.runtime,
+            execution_id,
+            by=by,
+            capabilities=capabilities,
+            principal=local_principal(),  # the grant policy checks the local operator
+        )
     return await env.runtime.retry(execution_id, by=by)
 
 

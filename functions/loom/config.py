@@ -4,7 +4,7 @@
 package registers in the ``loom.stores`` entry-point group (``firestore://project/database``
 comes from ``loom_gcp``). Entry points keep the engine free of Google imports. A backend
 whose library is not installed raises :class:`~loom.errors.MissingExtraError` naming the
-pip extra (``firestore://`` without ``loom-cloudrun[gcp]``).
+pip extra (``firestore://`` without the ``gcp`` extra) and how to install it.
 """
 
 from __future__ import annotations
@@ -109,7 +109,12 @@ def load_app(ref: str | None = None) -> Loom:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigurationError(f"cannot import app module {module_name!r}: {exc}") from exc
-    app = getattr(module, attr, None)
+    if not hasattr(module, attr):
+        raise ConfigurationError(
+            f"app module {module_name!r} has no attribute {attr!r} (in {ref!r}); "
+            f"its Loom app is usually `app`: --app {module_name}:app"
+        )
+    app = getattr(module, attr)
     if not isinstance(app, Loom):
         raise ConfigurationError(f"{ref!r} is {type(app).__name__}, not a loom.Loom app")
     return app

@@ -23,7 +23,6 @@ cannot swallow a suspension, a park or a supersession.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import sys
 import uuid as _uuid
@@ -33,6 +32,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from loom.errors import ContextMisuseError
+from loom.scope import SCOPE as SCOPE  # (re-exported: where the flow's tasks look)
+from loom.scope import off_scope as off_scope
 
 if TYPE_CHECKING:
     from loom.app import EffectDef
@@ -124,9 +125,6 @@ class Scope:
         return f"{self.prefix}t{self.timers}"
 
 
-SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("loom_scope", default=None)
-
-
 def task_factory(
     loop: asyncio.AbstractEventLoop,
     coro: Coroutine[Any, Any, Any],
@@ -185,25 +183,6 @@ def root_scope(session: Session) -> contextvars.Context:
     flat = session.state.step_numbering == STEP_NUMBERING
     ctx.run(SCOPE.set, Scope("", session, flat))
     return ctx
-
-
-class _OffScope:
-    """``with off_scope():`` as a plain class: a generator-based context manager costs a
-    few microseconds more on a path every step takes."""
-
-    __slots__ = ("_token",)
-
-    def __enter__(self) -> None:
-        self._token = SCOPE.set(None)
-
-    def __exit__(self, *_: object) -> None:
-        SCOPE.reset(self._token)
-
-
-def off_scope() -> contextlib.AbstractContextManager[None]:
-    """Run store and dispatch calls made for a step outside the flow's step scope: a task
-    they create (a store client's, a receiver run inline) must not take a step id."""
-    return _OffScope()
 
 
 def next_step_id(ctx: FlowContext | None = None) -> str:

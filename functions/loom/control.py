@@ -1,55 +1,28 @@
 """Control calls from outside a flow that append one event: a resume and a verdict.
 
-Each appends at the log's end with a fence (:func:`append_control`), retrying over concurrent
-appends, and then hands the execution to the dispatcher (inline with none). The bodies of
+Each is decided from the loaded state and written with :func:`loom.decide.write` (on a
+conflict: reload, decide again), and then hands the execution to the dispatcher (inline
+with none). The bodies of
 :meth:`Runtime.resume <loom.runtime.Runtime.resume>` and :meth:`Runtime.verdict
 <loom.runtime.Runtime.verdict>`, whose docstrings are the contract.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from loom import events as ev
 from loom.app import to_json_value
-from loom.errors import AppendConflictError, ExecutionFinishedError, ExecutionSupersededError
-from loom.fold import ExecutionState, fold, resume_key
+from loom.decide import NOTHING, Decision, write
+from loom.errors import ExecutionFinishedError
+from loom.fold import ExecutionState, resume_key
 from loom.late_replies import timed_out_gate
-from loom.store.base import AppendRequest, StatusChange
-from loom.timeouts import overdue
+from loom.store.base import StatusChange
 from loom.verdicts import current_episode, verdict_event
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
     from loom.wire import ExecutionResult
-
-
-async def append_control(
-    rt: Runtime,
-    state: ExecutionState,
-    events: list[ev.Event],
-    change: StatusChange | None,
-    recheck: Callable[[ExecutionState], object] | None = None,
-) -> ExecutionState:
-    """Append control events at the log's end, retrying over concurrent appends.
-
-    ``recheck`` runs again on the reloaded state before each retry (and may raise), so a
-    check made before the first try still holds for the append that lands.
-    """
-    events = [*overdue(rt, state), *events]
-    for attempt in range(20):
-        if attempt and recheck is not None:
-            recheck(state)
-        ev.number(events, state.last_seq, rt.clock())
-        try:
-            await rt.store.append(
-                AppendRequest(state.execution_id, state.last_seq, events, change, fence=True)
-            )
-            return fold(events, state)
-        except AppendConflictError:
-            state = await rt.load_state(state.execution_id)
-    raise ExecutionSupersededError(f"log of {state.execution_id!r} keeps changing")
 
 
 async def resume(
@@ -63,29 +36,27 @@ async def resume(
 ) -> ExecutionResult:
     """The body of :meth:`Runtime.resume <loom.runtime.Runtime.resume>`."""
     state = await rt.load_state(execution_id)
-    key = resume_key(on, correlation_key)
-    late = timed_out_gate(state, on, correlation_key, rt.clock())  # (``loom.late_replies``)
-    if late is not None:
-        raise late
-    if key in state.resumes:
-        # A redelivered resume (at-least-once transports) is a no-op, even after the end.
-        return await rt.report(state, include_state=False)
-    if state.finished:
-        raise ExecutionFinishedError(
-            f"execution {execution_id!r} is {state.status}; resume refused",
-            details={"status": state.status},
-        )
+    key, at = resume_key(on, correlation_key), rt.clock()
+    if _settled(state, key, on, correlation_key, at):
+        return await rt.report(state, include_state=False)  # a redelivery, even after the end
     check = rt.app.resume_checks.get(on)
     if check is not None:
         payload = await check(rt, state, correlation_key, payload)
     stored, _ = await rt.payloads.encode(to_json_value(payload), f"{execution_id}/resume")
-    event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored, by=by)
-    opens = any(
-        g["on"] == on and g["correlation_key"] == correlation_key
-        for g in state.open_gates().values()
-    )
-    change = StatusChange("running") if opens and state.status == "suspended" else None
-    state = await append_control(rt, state, [event], change)
+
+    def decide(now: ExecutionState) -> Decision:
+        # Decided again on every reload: a resume that landed meanwhile (the same one,
+        # delivered twice at once) or an end makes this one write nothing or be refused.
+        # (The deadline as it stood when asked: the fold gives a gate whose deadline passes
+        # before the append to the timeout by the event's own time, and the reply is refused.)
+        if _settled(now, key, on, correlation_key, at):
+            return NOTHING
+        event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored, by=by)
+        return Decision([event], _resume_change(now, on, correlation_key))
+
+    state, wrote = await write(rt, state, decide)
+    if not wrote:
+        return await rt.report(state, include_state=False)
     ran = await rt._dispatch(  # pyright: ignore[reportPrivateUsage]
         execution_id, state.flow, "resume", f"{execution_id}:{state.last_seq}"
     )
@@ -94,6 +65,37 @@ async def resume(
     if late is not None:
         raise late
     return ran or await rt.report(state, include_state=False)
+
+
+def _settled(state: ExecutionState, key: str, on: str, correlation_key: str, now: float) -> bool:
+    """Whether ``state`` holds the resume already (a redelivery: a no-op, even after the
+    end); refuse it if its gate timed out (or its deadline passed by ``now``) or the
+    execution ended without it.
+
+    Raises:
+        GateTimedOutError: The gate's timeout won.
+        ExecutionFinishedError: The execution ended.
+    """
+    late = timed_out_gate(state, on, correlation_key, now)  # (``loom.late_replies``)
+    if late is not None:
+        raise late
+    if key in state.resumes:
+        return True
+    if state.finished:
+        raise ExecutionFinishedError(
+            f"execution {state.execution_id!r} is {state.status}; resume refused",
+            details={"status": state.status},
+        )
+    return False
+
+
+def _resume_change(state: ExecutionState, on: str, correlation_key: str) -> StatusChange | None:
+    """``running`` when the resume opens a gate of a suspended execution."""
+    opens = any(
+        g["on"] == on and g["correlation_key"] == correlation_key
+        for g in state.open_gates().values()
+    )
+    return StatusChange("running") if opens and state.status == "suspended" else None
 
 
 async def verdict(
@@ -108,18 +110,26 @@ async def verdict(
 ) -> ExecutionResult:
     """The body of :meth:`Runtime.verdict <loom.runtime.Runtime.verdict>`."""
     state = await rt.load_state(execution_id)
-    effect, episode = current_episode(state, step_id, episode)
-    event = verdict_event(rt.app, effect, step_id, verdict, output, error, by, episode)
-    if event.verdict == "performed":  # stored like an effect output: escaped or offloaded
-        stored, _ = await rt.payloads.encode(event.output, f"{execution_id}/{step_id}/verdict")
-        event = event.model_copy(update={"output": stored})
-    change = StatusChange("running") if len(state.in_doubt) == 1 else None
+    effect, episode = current_episode(state, step_id, episode)  # pinned for every decision
+    first = verdict_event(rt.app, effect, step_id, verdict, output, error, by, episode)
+    stored = first.output
+    if first.verdict == "performed":  # stored like an effect output: escaped or offloaded
+        stored, _ = await rt.payloads.encode(first.output, f"{execution_id}/{step_id}/verdict")
 
-    # A concurrent verdict on the same episode must not land twice.
-    def recheck(now: ExecutionState) -> None:
+    def decide(now: ExecutionState) -> Decision:
+        # On every reload: a verdict that landed meanwhile settled the episode, so this one
+        # is refused as stale rather than settling the step twice.
+        if now.finished:  # (cancelled while in doubt: its steps stay listed, settled by none)
+            raise ExecutionFinishedError(
+                f"execution {execution_id!r} is {now.status}; verdict refused",
+                details={"status": now.status},
+            )
         current_episode(now, step_id, episode)
+        event = first.model_copy(update={"output": stored})
+        change = StatusChange("running") if len(now.in_doubt) == 1 else None
+        return Decision([event], change)
 
-    state = await append_control(rt, state, [event], change, recheck)
+    state, _ = await write(rt, state, decide)
     ran = None
     if not state.in_doubt:
         ran = await rt._dispatch(  # pyright: ignore[reportPrivateUsage]

@@ -199,30 +199,65 @@ async def _rows(runtime: Runtime, status: str) -> AsyncIterator[ExecutionSummary
 
 
 async def redrive(
-    runtime: Runtime, letters: Sequence[ExecutionSummary], *, by: str, dry_run: bool = False
+    runtime: Runtime,
+    letters: Sequence[ExecutionSummary],
+    *,
+    by: str,
+    dry_run: bool = False,
+    principal: str | None = None,
 ) -> list[Redrive]:
-    """Re-drive each letter (see the module docstring); on ``dry_run`` only say how."""
-    return [await _one(runtime, row, by, dry_run) for row in letters]
+    """Re-drive each letter (see the module docstring); on ``dry_run`` only say how.
+
+    ``principal`` (default ``by``) is who the grant policy checks for the capabilities a
+    failed letter's fork keeps."""
+    return [await _one(runtime, row, by, dry_run, (), principal) for row in letters]
 
 
-async def redrive_by_id(runtime: Runtime, execution_id: str, *, by: str) -> Redrive:
+async def redrive_by_id(
+    runtime: Runtime,
+    execution_id: str,
+    *,
+    by: str,
+    capabilities: Sequence[str] = (),
+    principal: str | None = None,
+) -> Redrive:
     """Re-drive one execution, whatever selected it: a failed one (a failed re-drive too) is
     forked as a bulk re-drive would, a parked one retried.
+
+    ``capabilities`` are added to a failed execution's fork (see :func:`loom.fork.fork`:
+    ``principal``, default ``by``, must be allowed to grant them); a parked execution runs
+    on in place with what it was started with, so it takes none.
 
     Raises:
         UnknownExecutionError: No such execution.
         NotParkedError: It is neither failed nor parked.
+        InputError: Capabilities asked for an execution that is not failed.
     """
     row = await runtime.store.summary(check_execution_id(execution_id))
     if row.status != "failed":
+        if capabilities:
+            raise InputError(
+                f"{execution_id!r} is {row.status}, not failed: a retry runs it on in place "
+                "with the capabilities it was started with; capabilities can be added only to "
+                "the re-drive of a failed execution (a fork)",
+                code="invalid_request",
+                details={"status": row.status},
+            )
         result = await runtime.retry(execution_id, by=by)
         return Redrive(
             execution_id, row.flow, row.parked_reason or "", "retry", None, result.status
         )
-    return await _one(runtime, row, by, False)
+    return await _one(runtime, row, by, False, tuple(capabilities), principal)
 
 
-async def _one(runtime: Runtime, row: ExecutionSummary, by: str, dry_run: bool) -> Redrive:
+async def _one(
+    runtime: Runtime,
+    row: ExecutionSummary,
+    by: str,
+    dry_run: bool,
+    capabilities: tuple[str, ...] = (),
+    principal: str | None = None,
+) -> Redrive:
     if row.status != "failed":
         plan = Redrive(row.execution_id, row.flow, row.parked_reason or "", "retry")
         return plan if dry_run else await _attempt(plan, runtime.retry(row.execution_id, by=by))
@@ -237,6 +272,7 @@ async def _one(runtime: Runtime, row: ExecutionSummary, by: str, dry_run: bool) 
     if dry_run:
         return plan
     options: dict[str, Any] = {"from_seq": cut} if step is None else {"from_step": step}
+    options |= {"capabilities": capabilities, "principal": principal}
     return await _attempt(plan, runtime.fork(row.execution_id, new_id=new_id, by=by, **options))
 
 

@@ -7,8 +7,11 @@
    non-idempotent charge returned (recovery parks it in doubt; an operator verdict resolves
    it; the charge is never silently run again).
 3. Both histories replayed from their logs: same results, nothing invoked.
-4. Two account entities (``examples/entity.py``) messaging each other, publishing their
+4. Two account entities (``loom.examples.entity``) messaging each other, publishing their
    balances and continuing as new.
+
+The flows ship inside the package (:mod:`loom.examples`), so the demo runs from any folder
+after a plain ``pip install``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -26,17 +28,7 @@ from rich.console import Console
 from loom.errors import ConfigurationError
 
 console = Console(highlight=False)
-APP_REF = "examples.orders:app"
-
-
-def _repo_root() -> Path:
-    root = Path(__file__).resolve().parents[2]
-    if not (root / "examples" / "orders.py").exists():
-        raise ConfigurationError(
-            "loom demo runs the flows in the checkout's examples/ folder; install the project "
-            "from its source checkout with `pip install -e .`"
-        )
-    return root
+APP_REF = "loom.examples.orders:app"
 
 
 def _kill_worker(store: str, execution_id: str, crash_at: str) -> int:
@@ -44,7 +36,6 @@ def _kill_worker(store: str, execution_id: str, crash_at: str) -> int:
     env = {**os.environ, "LOOM_CRASH_AT": crash_at, "LOOM_APP": APP_REF, "LOOM_STORE": store}
     proc = subprocess.run(
         [sys.executable, "-m", "loom", "execute", execution_id],
-        cwd=_repo_root(),
         env=env,
         capture_output=True,
         text=True,
@@ -56,9 +47,6 @@ def _kill_worker(store: str, execution_id: str, crash_at: str) -> int:
 
 async def run_demo(store_url: str | None = None) -> None:
     """Run the demo; raise if any flow does not end as the demo expects."""
-    root = _repo_root()
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
     from loom.cli import Embedded, Settings
 
     if store_url is not None:

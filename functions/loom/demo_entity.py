@@ -1,5 +1,5 @@
 """``loom demo``'s entity section: two account executions messaging each other, publishing
-their balances and continuing as new (the flows of ``examples/entity.py``)."""
+their balances and continuing as new (the flows of :mod:`loom.examples.entity`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.console import Console
 from loom.errors import ConfigurationError
 
 console = Console(highlight=False)
-APP_REF = "examples.entity:app"
+APP_REF = "loom.examples.entity:app"
 COMMANDS: list[dict[str, Any]] = [
     {"kind": "deposit", "amount": 50},
     {"kind": "transfer", "amount": 30, "to": "{bob}"},

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 from loom import crash
 from loom import events as ev
 from loom.context import AbortSignal, SupersededSignal
-from loom.errors import AppendConflictError, ExecutionSupersededError, StoreError, StoreLimitError
+from loom.errors import AppendConflictError, StoreError, StoreLimitError
 from loom.fold import ExecutionState, evolve, fold
 from loom.journal import BY_DURABILITY, READY, Journal
 from loom.store.base import AppendRequest, StatusChange
@@ -338,14 +338,16 @@ async def force(session: EffectSteps) -> None:
         session._raise(AbortSignal(exc))  # pyright: ignore[reportPrivateUsage]
 
 
-async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: FlowDef) -> Session:
-    """Claim the execution for ``holder`` and open its session.
+async def claim(
+    runtime: Runtime, state: ExecutionState, holder: str, flow: FlowDef
+) -> Session | None:
+    """Claim the execution for ``holder`` and open its session; ``None`` when the log
+    changed since ``state`` was loaded (nothing written: the caller reloads and decides
+    again).
 
-    The claim (with the resumes of gates whose deadline passed) is one append; a batched
-    session keeps a lone claim unforced instead, to be written with its first durable point.
-
-    Raises:
-        ExecutionSupersededError: The log changed since ``state`` was loaded.
+    The claim (with the resumes of gates whose deadline passed) is one append, decided from
+    ``state`` and conditioned on its seq; a batched session keeps a lone claim unforced
+    instead, to be written with its first durable point.
     """
     from loom.session import Session  # the session imports this module
 
@@ -376,10 +378,8 @@ async def claim(runtime: Runtime, state: ExecutionState, holder: str, flow: Flow
         await runtime.store.append(
             AppendRequest(state.execution_id, state.last_seq, batch, change, fence=takeover)
         )
-    except AppendConflictError as exc:
-        raise ExecutionSupersededError(
-            f"execution {state.execution_id!r} changed while claiming it"
-        ) from exc
+    except AppendConflictError:
+        return None
     fold(batch, state)
     return Session(runtime, state, flow, holder)
 

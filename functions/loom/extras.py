@@ -27,9 +27,27 @@ EXTRA_OF_MODULE = {
 }
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        return "VERSION"
+
+
 def install_hint(extra: str) -> str:
-    """The command that installs ``extra``."""
-    return f"pip install '{DISTRIBUTION}[{extra}]'"
+    """How to install ``extra``.
+
+    Loom is not published on a package index, so the hint never names a distribution there
+    (anyone could register the name): it installs the extra from Loom's source, or from the
+    wheel ``python -m build`` makes of it.
+    """
+    wheel = f"dist/loom_cloudrun-{_version()}-py3-none-any.whl"
+    return (
+        f"install it from Loom's source: pip install '.[{extra}]' in a checkout of Loom, or "
+        f"pip install '{wheel}[{extra}]' with the wheel `python -m build` makes there"
+    )
 
 
 @contextlib.contextmanager

@@ -114,11 +114,38 @@ def _verdict_step(s: ExecutionState, e: ev.EffectVerdict) -> None:
 
 # Head handlers: everything else, always applied at once.
 
+# Attempts are counted as the log learns they were made, whichever execute call made them:
+# an intent record (attempt ``k`` starts), a retry (``EffectRetried{attempt: k}``: attempt
+# ``k`` starts now, or, scheduled for later, ``k - 1`` were made) and the step's outcome
+# (its ``attempts``: every attempt of the step). Each step counts up to the most it is known
+# to have made, so a retry after a durable backoff or a crash counts what came before.
+
+
+def _count_attempts(s: ExecutionState, step_id: str, made: int) -> None:
+    counted = s.attempts_counted.get(step_id, 0)
+    if made > counted:
+        s.meter.attempts += made - counted
+        s.attempts_counted[step_id] = made
+
+
+def _settle_attempts(s: ExecutionState, step_id: str, made: int) -> None:
+    counted = s.attempts_counted.pop(step_id, 0) if s.attempts_counted else 0
+    if made > counted:
+        s.meter.attempts += made - counted
+
+
+def _started_meter(s: ExecutionState, e: ev.EffectStarted) -> None:
+    _count_attempts(s, e.step_id, e.attempt)
+
+
+def _retried_meter(s: ExecutionState, e: ev.EffectRetried) -> None:
+    _count_attempts(s, e.step_id, e.attempt if e.not_before is None else e.attempt - 1)
+
 
 def _completed_meter(s: ExecutionState, e: ev.EffectCompleted) -> None:
     m = s.meter
     m.effect_calls += 1
-    m.attempts += e.attempts
+    _settle_attempts(s, e.step_id, e.attempts)
     m.effect_seconds += e.duration_s
     m.bytes_stored += e.output_bytes
 
@@ -126,7 +153,7 @@ def _completed_meter(s: ExecutionState, e: ev.EffectCompleted) -> None:
 def _failed_meter(s: ExecutionState, e: ev.EffectFailed) -> None:
     m = s.meter
     m.effect_calls += 1 if e.attempts else 0
-    m.attempts += e.attempts
+    _settle_attempts(s, e.step_id, e.attempts)
     m.effect_seconds += e.duration_s
 
 
@@ -166,6 +193,8 @@ def _in_doubt(s: ExecutionState, e: ev.EffectInDoubt) -> None:
 def _verdict(s: ExecutionState, e: ev.EffectVerdict) -> None:
     if e.verdict == "performed":
         s.meter.effect_calls += 1
+    if e.verdict != "not_performed":  # settled: the attempts it made stay counted
+        s.attempts_counted.pop(e.step_id, None)
     if e.step_id in s.in_doubt:
         s.in_doubt.remove(e.step_id)
     if not s.in_doubt and s.status == "in_doubt":
@@ -201,6 +230,8 @@ def _cancelled(s: ExecutionState, e: ev.ExecutionCancelled) -> None:
 _HEAD: dict[str, Callable[[ExecutionState, Any], None]] = {
     "ExecutionStarted": _started,
     "ExecutionClaimed": _claimed,
+    "EffectStarted": _started_meter,
+    "EffectRetried": _retried_meter,
     "EffectCompleted": _completed_meter,
     "EffectFailed": _failed_meter,
     "ExecutionSuspended": _suspended,

@@ -46,7 +46,7 @@ purging the original never breaks the fork.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
@@ -103,7 +103,7 @@ def cut_seq(events: Sequence[ev.Event], step: str, execution_id: str = "?") -> i
     for event in events:
         if event.type in _CUT_AT and _in_step(getattr(event, "step_id", None), step):
             return event.seq
-    steps = _recorded_steps(events)
+    steps = recorded_steps(events)
     shown = ", ".join(steps[:20]) + (", …" if len(steps) > 20 else "")
     raise NotForkableError(
         f"execution {execution_id!r} has no step {step!r}; its recorded steps: {shown or 'none'}",
@@ -111,7 +111,8 @@ def cut_seq(events: Sequence[ev.Event], step: str, execution_id: str = "?") -> i
     )
 
 
-def _recorded_steps(events: Sequence[ev.Event]) -> list[str]:
+def recorded_steps(events: Sequence[ev.Event]) -> list[str]:
+    """The step ids a fork of ``events`` (a whole log) may run again from, in log order."""
     seen: dict[str, None] = {}
     for event in events:
         if event.type in _CUT_AT:
@@ -163,17 +164,24 @@ async def fork(
     by: str | None = None,
     version: str | int | None = None,
     run: bool = True,
+    capabilities: Iterable[str] = (),
+    principal: str | None = None,
 ) -> ExecutionResult:
     """Start a new execution from ``execution_id``'s log before ``from_step``.
 
     ``from_seq`` cuts at a log position instead (what re-driving a failed execution uses:
     the position of its failure). Idempotent by ``new_id`` (default: a new id).
 
+    The fork holds the original's capabilities plus ``capabilities`` (an execution that
+    failed for want of one is re-run with it). ``principal`` (default ``by``, the name
+    recorded) must be allowed by the grant policy to grant all of them to the flow; with
+    neither, the caller is the process's own trusted code.
+
     Raises:
         UnknownExecutionError: No such execution.
         NotForkableError: See the module docstring.
         ExecutionConflictError: ``new_id`` exists and is not this fork.
-        NotPermittedError: ``by`` may not grant the original's capabilities.
+        NotPermittedError: The principal may not grant the fork's capabilities.
         UnknownFlowError: The flow (or ``version``) is not in the deployed code.
     """
     await runtime.require(execution_id)
@@ -188,8 +196,10 @@ async def fork(
             "a fork needs a new execution id, not the original's", details={"execution_id": eid}
         )
     defn = runtime.app.get_flow(first.flow, version)
-    if by is not None:
-        runtime.grants.check(by, first.flow, first.capabilities)
+    held = sorted({*first.capabilities, *capabilities})
+    who = principal if principal is not None else by
+    if who is not None:
+        runtime.grants.check(who, first.flow, held)
     value = await runtime.payloads.decode(first.input, execution_id)
     stored, _ = await runtime.payloads.encode(
         to_json_value(defn.typed.parse_input(value)), f"{eid}/input"
@@ -200,7 +210,7 @@ async def fork(
         flow=first.flow,
         input=stored,
         flow_version=defn.version,
-        capabilities=list(first.capabilities),
+        capabilities=held if capabilities else list(first.capabilities),
         budgets=dict(first.budgets),
         at=runtime.clock(),
         by=by,

@@ -3,8 +3,9 @@
 A ``Journal`` owns the folded state of one ``execute`` call. It evolves the state with each
 batch before writing it (the status summary travels in the same write), extends the claim
 when the lease is half spent, and takes a snapshot every ``snapshot_every`` events. On an
-append conflict it reloads: another holder's claim or a cancel means this call was
-overtaken; anything else (a resume, a verdict) is folded in and the caller retries. A batch
+append conflict it reloads: a delivery to the execution's inbox (a resume, a message, a
+cancel request) is folded in and the caller retries; anything else (another holder's
+claim, an end, a park) means this call was overtaken. A batch
 over the store's limits is replaced by the record of what it was about failing
 (:mod:`loom.limits`); long runs of decisions are written ahead within them.
 """
@@ -251,14 +252,26 @@ class Journal:
         return StatusChange(s.status, wake, s.parked_reason)
 
     async def _merge_foreign(self, expected: int) -> None:
+        """Fold in what others appended since ``expected``, or end the session.
+
+        A running session shares its log only with deliveries to its inbox (a resume, a
+        message, a cancel request): those are merged and the caller appends again. Anything
+        else means another writer decided for the execution meanwhile (a claim, an end, a
+        park in doubt or as poison): the session was overtaken and writes nothing more.
+        """
         fresh = await self.rt.load_state(self.execution_id)
         foreign = await self.rt.store.read(self.execution_id, after_seq=expected)
         for event in foreign:
-            if event.type == "ExecutionCancelled" or (
-                event.type == "ExecutionClaimed" and event.holder != self.holder
+            if event.type in _INBOX or (
+                event.type == "ExecutionClaimed" and event.holder == self.holder
             ):
-                raise SupersededSignal()
+                continue
+            raise SupersededSignal()
         self.state = fresh
+
+
+# What others may append beside a live session without overtaking it (see ``_merge_foreign``).
+_INBOX = frozenset({"ExecutionResumed", "MessageReceived", "CancelRequested"})
 
 
 class DryJournal(Journal):

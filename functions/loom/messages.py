@@ -41,10 +41,10 @@ from loom import cancellation, crash
 from loom import events as ev
 from loom.app import to_json_value
 from loom.context import AbortSignal, off_scope
+from loom.decide import NOTHING, Decision, write
 from loom.divergence import visit
 from loom.durability import force
 from loom.errors import (
-    AppendConflictError,
     ConfigurationError,
     ExecutionFinishedError,
     ExecutionSupersededError,
@@ -60,11 +60,11 @@ from loom.errors import (
 )
 from loom.fold import _HEAD as HEAD  # pyright: ignore[reportPrivateUsage]
 from loom.fold import _STEP as STEP  # pyright: ignore[reportPrivateUsage]
-from loom.fold import ExecutionState, GateRecord, evolve, resume_key
+from loom.fold import ExecutionState, GateRecord, resume_key
 from loom.ids import check_execution_id
 from loom.message_repeats import check_same_message
 from loom.payloads import dump_exact
-from loom.store.base import AppendRequest, StatusChange
+from loom.store.base import StatusChange
 
 if TYPE_CHECKING:
     from loom.runtime import Runtime
@@ -80,7 +80,6 @@ RECV: Final = "loom.recv"
 SEND: Final = "loom.send"
 """The step record of a ``ctx.send`` (what the log shows in place of an effect name)."""
 MAX_TOPIC: Final = 256
-_UNSET: Final = object()
 
 # Errors a failed delivery records with the sender's step and raises again on replay.
 _RECORDED: dict[str, type[LoomError]] = {
@@ -200,31 +199,45 @@ async def deliver(
     value = to_json_value(payload)
     raw = dump_exact(value, "message payload")  # refused before anything is read or written
     state = await rt.load_state(eid)
-    stored: Any = _UNSET  # encoded once, and only for a message that is new
-    for _ in range(20):
-        if message_id in state.message_ids:
-            await check_same_message(rt, state, message_id, topic, value)
-            return state, False
-        if state.finished:
-            raise ExecutionFinishedError(
-                f"execution {eid!r} is {state.status}; message on {topic!r} refused",
-                details={"execution_id": eid, "status": state.status, "topic": topic},
-            )
-        if stored is _UNSET:
-            stored, _ = await rt.payloads.encode(value, f"{eid}/message", raw)
+    if not _new_message(state, message_id, topic):
+        await check_same_message(rt, state, message_id, topic, value)
+        return state, False
+    stored, _ = await rt.payloads.encode(value, f"{eid}/message", raw)
+
+    def decide(now: ExecutionState) -> Decision:
+        # Decided again on every reload: the same message delivered twice at once lands
+        # once, and none lands after the end.
+        if not _new_message(now, message_id, topic):
+            return NOTHING
+        at = rt.clock()
         event = ev.MessageReceived(
             topic=topic, message_id=message_id, payload=stored, sender=sender, by=by
         )
-        ev.number([event], state.last_seq, rt.clock())
-        woke = _place(state, topic, event.at)[2] and state.parked_reason is None
-        change = StatusChange("running") if woke and state.status == "suspended" else None
-        try:
-            await rt.store.append(AppendRequest(eid, state.last_seq, [event], change, fence=True))
-        except AppendConflictError:
-            state = await rt.load_state(eid)
-            continue
-        return evolve(state, event), True
-    raise ExecutionSupersededError(f"log of {eid!r} keeps changing; message not delivered")
+        woke = _place(now, topic, at)[2] and now.parked_reason is None
+        change = StatusChange("running") if woke and now.status == "suspended" else None
+        return Decision([event], change, at)
+
+    state, wrote = await write(rt, state, decide)
+    if not wrote:  # the same id landed meanwhile: the same message, or a conflict
+        await check_same_message(rt, state, message_id, topic, value)
+    return state, wrote
+
+
+def _new_message(state: ExecutionState, message_id: str, topic: str) -> bool:
+    """Whether ``message_id`` is new to ``state`` (else a repeat: dropped, if the same);
+    refused if the execution ended.
+
+    Raises:
+        ExecutionFinishedError: The execution ended (and never had this message).
+    """
+    if message_id in state.message_ids:
+        return False
+    if state.finished:
+        raise ExecutionFinishedError(
+            f"execution {state.execution_id!r} is {state.status}; message on {topic!r} refused",
+            details={"execution_id": state.execution_id, "status": state.status, "topic": topic},
+        )
+    return True
 
 
 async def _wake(rt: Runtime, state: ExecutionState) -> ExecutionResult | None:

@@ -15,11 +15,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from loom import events as ev
+from loom.claims import claim_is_live
+from loom.decide import NOTHING, Decide, Decision, write
 from loom.errors import NotParkedError
+from loom.fold import ExecutionState
 from loom.store.base import StatusChange
 
 if TYPE_CHECKING:
-    from loom.fold import ExecutionState
     from loom.runtime import Runtime
     from loom.wire import ExecutionResult
 
@@ -37,15 +39,25 @@ def poisoned(state: ExecutionState, limit: int) -> bool:
     return state.idle_claims >= limit and not state.finished
 
 
-async def park_poison(runtime: Runtime, state: ExecutionState) -> ExecutionState:
-    """Park ``state`` as poison, naming how many calls died and where it stood."""
-    reason = (
-        f"{POISON}: {state.idle_claims} execute calls in a row claimed it and made no "
-        f"progress (last event #{state.last_seq}); `loom retry {state.execution_id}` runs it again"
-    )
-    event = ev.ExecutionParked(reason=reason)
-    change = StatusChange("suspended", None, reason)
-    return await runtime._append_control(state, [event], change)  # pyright: ignore[reportPrivateUsage]
+def decide_poison(limit: int, now: float) -> Decide:
+    """The decider of a poison park: park ``state`` as poison, naming how many calls died and
+    where it stood, while it still is (no call made progress or took it meanwhile)."""
+
+    def decide(state: ExecutionState) -> Decision:
+        if not poisoned(state, limit) or state.parked_reason is not None:
+            return NOTHING
+        if claim_is_live(state.claim, now):
+            return NOTHING  # a call took it meanwhile: not ours to park
+        reason = (
+            f"{POISON}: {state.idle_claims} execute calls in a row claimed it and made no "
+            f"progress (last event #{state.last_seq}); "
+            f"`loom retry {state.execution_id}` runs it again"
+        )
+        return Decision(
+            [ev.ExecutionParked(reason=reason)], StatusChange("suspended", None, reason)
+        )
+
+    return decide
 
 
 async def retry(runtime: Runtime, execution_id: str, by: str = "operator") -> ExecutionResult:
@@ -59,13 +71,16 @@ async def retry(runtime: Runtime, execution_id: str, by: str = "operator") -> Ex
 
     await runtime.require(execution_id)
     state = await runtime.load_state(execution_id)
-    if state.parked_reason is None or state.finished:
-        raise NotParkedError(
-            f"execution {execution_id!r} is {state.status} and not parked; nothing to retry",
-            details={"execution_id": execution_id, "status": state.status},
-        )
-    events: list[ev.Event] = [ev.ExecutionRetried(by=by)]
-    state = await runtime._append_control(state, events, StatusChange("running"))  # pyright: ignore[reportPrivateUsage]
+
+    def decide(now: ExecutionState) -> Decision:
+        if now.parked_reason is None or now.finished:
+            raise NotParkedError(
+                f"execution {execution_id!r} is {now.status} and not parked; nothing to retry",
+                details={"execution_id": execution_id, "status": now.status},
+            )
+        return Decision([ev.ExecutionRetried(by=by)], StatusChange("running"))
+
+    state, _ = await write(runtime, state, decide)
     dispatch_id = f"{execution_id}:{state.last_seq}:retry"
     ran = await runtime._dispatch(execution_id, state.flow, "manual", dispatch_id)  # pyright: ignore[reportPrivateUsage]
     return ran or ExecutionResult.from_state(state, include_state=False)

@@ -21,6 +21,7 @@ from loom import cancellation
 from loom import events as ev
 from loom.app import to_json_value
 from loom.context import off_scope
+from loom.divergence import visit
 from loom.errors import EventNotFoundError, InputError
 from loom.fold import _HEAD, _STEP, ExecutionState  # pyright: ignore[reportPrivateUsage]
 from loom.ids import check_execution_id
@@ -83,6 +84,7 @@ async def set_event(session: Session, step_id: str, key: str, value: Any) -> Non
         session._park(  # pyright: ignore[reportPrivateUsage]
             step_id, f"step {step_id}: log has effect {rec.get('effect')!r}, flow set an event"
         )
+    visit(session, step_id)  # (the replay check counts it reached, as a send)
     await session._turn(rec.get("seq", 0))  # pyright: ignore[reportPrivateUsage]
 
 

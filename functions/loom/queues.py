@@ -127,7 +127,9 @@ def started_fields(app: Loom, queue: QueueRef | None) -> dict[str, Any]:
     return {"queue": queue.name, "partition_key": queue.partition_key}
 
 
-def _request(runtime: Runtime, state: ExecutionState, q: QueueDef) -> LeaseRequest:
+def _request(
+    runtime: Runtime, state: ExecutionState, q: QueueDef, owner: str, replaces: str | None = None
+) -> LeaseRequest:
     return LeaseRequest(
         q.name,
         state.execution_id,
@@ -136,6 +138,8 @@ def _request(runtime: Runtime, state: ExecutionState, q: QueueDef) -> LeaseReque
         limit=q.concurrency,
         partition=state.partition_key,
         rate=q.rate_per_second,
+        owner=owner,
+        replaces=replaces,
     )
 
 
@@ -146,26 +150,33 @@ def _queue(runtime: Runtime, state: ExecutionState) -> QueueDef | None:
     return runtime.app.queues.get(state.queue) or QueueDef(state.queue)
 
 
-# The renewal of each lease this process holds, by execution id (see ``_renew``).
+# The renewal of each lease this process holds, by its owner (the claim's holder): a
+# second call of the same execution in this process has renewals of its own, if any.
 _HEARTBEATS: dict[str, tuple[asyncio.Event, asyncio.Task[None]]] = {}
 
 
-async def admit(runtime: Runtime, state: ExecutionState) -> bool:
-    """Take (or renew) the execution's lease, renewed until released; True when it may run
-    now (or has no queue)."""
+async def admit(runtime: Runtime, state: ExecutionState, owner: str) -> bool:
+    """Take the execution's lease for ``owner`` (the claim about to run it), renewed until
+    released; True when it may run now (or has no queue).
+
+    The lease of a claim in ``state`` that is no longer live (its call died holding it) is
+    taken over; a live lease of another call is not: that call runs the execution.
+    """
     q = _queue(runtime, state)
     if q is None:
         return True
-    if not await runtime.store.leases().acquire(_request(runtime, state, q)):
+    dead = state.claim["holder"] if state.claim is not None else None  # (checked not live)
+    if not await runtime.store.leases().acquire(_request(runtime, state, q, owner, dead)):
         return False
-    await _stop_heartbeat(state.execution_id)
     stop = asyncio.Event()
-    beat = asyncio.ensure_future(_renew(runtime, state, q, stop))
-    _HEARTBEATS[state.execution_id] = (stop, beat)
+    beat = asyncio.ensure_future(_renew(runtime, state, q, owner, stop))
+    _HEARTBEATS[owner] = (stop, beat)
     return True
 
 
-async def _renew(runtime: Runtime, state: ExecutionState, q: QueueDef, stop: asyncio.Event) -> None:
+async def _renew(
+    runtime: Runtime, state: ExecutionState, q: QueueDef, owner: str, stop: asyncio.Event
+) -> None:
     """Renew the lease every third of its ttl, so it outlives the call but not a dead worker."""
     while True:
         try:
@@ -174,32 +185,33 @@ async def _renew(runtime: Runtime, state: ExecutionState, q: QueueDef, stop: asy
         except TimeoutError:
             pass
         try:
-            if not await runtime.store.leases().acquire(_request(runtime, state, q)):
+            if not await runtime.store.leases().acquire(_request(runtime, state, q, owner)):
                 log.warning("queue lease of %s on %r lapsed", state.execution_id, q.name)
         except StoreError as exc:  # the next beat tries again, before the lease lapses
             log.warning("queue lease of %s not renewed: %s", state.execution_id, exc)
 
 
-async def _stop_heartbeat(execution_id: str) -> None:
+async def _stop_heartbeat(owner: str) -> None:
     """Stop the renewals, waiting out one in flight (never cancelled: a renewal landing
     after the release would take the slot again)."""
-    found = _HEARTBEATS.pop(execution_id, None)
+    found = _HEARTBEATS.pop(owner, None)
     if found is not None:
         found[0].set()
         await found[1]
 
 
-async def release(runtime: Runtime, state: ExecutionState) -> None:
-    """Give the execution's lease back at the end of an execute call.
+async def release(runtime: Runtime, state: ExecutionState, owner: str) -> None:
+    """Give back the lease ``owner`` took for the execution, at the end of its call (a
+    lease another call holds stays with it).
 
     A release that fails (the store unavailable past its retries) is logged, not raised: the
     execution's outcome is already written, and the lease frees itself when it expires.
     """
     if state.queue is None:
         return
-    await _stop_heartbeat(state.execution_id)
+    await _stop_heartbeat(owner)
     try:
-        await runtime.store.leases().release(state.queue, state.execution_id)
+        await runtime.store.leases().release(state.queue, state.execution_id, owner)
     except StoreError as exc:
         log.warning(
             "queue lease of %s on %r not released (it expires by itself): %s",

@@ -16,39 +16,31 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from loom import control, crash, messages, poison, published, queues
+from loom import control, crash, executing, messages, poison, published, queues
 from loom import events as ev
 from loom.app import Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.cancellation import request_cancel
 from loom.child_ids import check_outside_id
-from loom.claims import claim_is_live, new_holder
 from loom.context import STEP_NUMBERING
-from loom.errors import (
-    ExecutionSupersededError,
-    UnknownExecutionError,
-)
+from loom.errors import ExecutionSupersededError, UnknownExecutionError
 from loom.fold import ExecutionState, fold
-from loom.follow_up import follow_up, nothing_to_do
 from loom.fork import fork as fork_from
 from loom.grants import GrantPolicy
 from loom.ids import check_execution_id
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec, dump_exact
-from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, park_poison, poisoned
+from loom.poison import DEFAULT_MAX_IDLE_CLAIMS
 from loom.starts import (
     check_same_start,
     never_ran,
     note_created,
-    run_handed,
-    run_session,
     runs_here,
     start_here,
     started_event,
 )
-from loom.store.base import EventStore, ExecutionSummary, LoadedLog, Snapshot, StatusChange
+from loom.store.base import EventStore, ExecutionSummary, LoadedLog, Snapshot
 from loom.telemetry import traced_execute
 from loom.timeouts import deadline_for
-from loom.verdicts import park_in_doubt
 from loom.wire import ExecutionPackage, ExecutionResult, Reason
 
 if TYPE_CHECKING:
@@ -263,41 +255,9 @@ class Runtime:
             UnknownExecutionError: No such execution.
             ExecutionSupersededError: Another holder's claim is live, or it overtook us.
         """
-        if (handed := run_handed(self, package)) is not None:  # claimed with its create
-            return await handed
-        state, tail = await self._load(package.execution_id)
-        holder = new_holder()
-        if nothing_to_do(self, state):
-            # A retried delivery re-arms the timer, in case the dispatch that should have
-            # armed it failed after the suspension was written (dispatch ids deduplicate).
-            await follow_up(self, state)
-            return await self.report(state)
-        # A worker that lacks the flow, or the version it started on, writes nothing.
-        flow = self.app.get_flow(state.flow, state.flow_version)
-        if claim_is_live(state.claim, self.clock()):
-            raise ExecutionSupersededError(
-                f"execution {state.execution_id!r} is held by {state.claim['holder']!r}",  # type: ignore[index]
-                details={"holder": state.claim["holder"]},  # type: ignore[index]
-            )
-        if poisoned(state, self.max_idle_claims):
-            return ExecutionResult.from_state(await park_poison(self, state))
-        if await park_in_doubt(self, state):
-            return await self.report(await self.load_state(state.execution_id))
-        if not await queues.admit(self, state):  # its queue is full: try again later
-            return await queues.defer(self, state)
-        return await run_session(self, state, flow, holder, tail)
+        return await executing.execute(self, package)
 
     # -- control calls ------------------------------------------------------------------
-
-    async def _append_control(
-        self,
-        state: ExecutionState,
-        events: list[ev.Event],
-        change: StatusChange | None,
-        recheck: Callable[[ExecutionState], object] | None = None,
-    ) -> ExecutionState:
-        """:func:`loom.control.append_control` on this runtime (modules call it here)."""
-        return await control.append_control(self, state, events, change, recheck)
 
     async def resume(
         self,

@@ -24,11 +24,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loom import crash, queues
+from loom import crash
 from loom import events as ev
 from loom.claims import ACTIVE_HOLDERS, claim_is_live, new_holder
 from loom.context import SupersededSignal
-from loom.durability import claim
 from loom.errors import ExecutionConflictError, ExecutionSupersededError
 from loom.fold import ExecutionState, fold
 from loom.follow_up import follow_up, has_follow_up
@@ -234,37 +233,25 @@ def run_handed(
     claimed = _HANDED.pop(id(package), None) if _HANDED else None
     if claimed is None:
         return None
-    return run_session(rt, claimed.state, claimed.flow, claimed.holder, 0, claimed=True)
+    from loom.session import Session  # the session imports the runtime's modules
+
+    return run_session(rt, Session(rt, claimed.state, claimed.flow, claimed.holder), 0)
 
 
-async def run_session(
-    rt: Runtime,
-    state: ExecutionState,
-    flow: FlowDef,
-    holder: str,
-    tail: int,
-    *,
-    claimed: bool = False,
-) -> ExecutionResult:
-    """Claim (unless ``claimed``), run the flow until it blocks, and report where it stands.
+async def run_session(rt: Runtime, session: Session, tail: int) -> ExecutionResult:
+    """Run a claimed session's flow until it blocks, and report where it stands.
+
+    Args:
+        rt: The runtime.
+        session: The session, its claim made (:func:`loom.durability.claim`).
+        tail: Events after the last snapshot when the state was loaded.
 
     Raises:
         ExecutionSupersededError: Another writer overtook the session.
     """
-    from loom.session import Session  # the session imports the runtime's modules
-
-    ACTIVE_HOLDERS.add(holder)
-    try:
-        if claimed:
-            session = Session(rt, state, flow, holder)
-        else:
-            session = await claim(rt, state, holder, flow)
-        session.journal.since_snapshot = tail
-        await session.run()
-    finally:
-        ACTIVE_HOLDERS.discard(holder)
-        if state.queue is not None:  # (off a queue there is no lease: no coroutine to build)
-            await queues.release(rt, state)
+    # (The caller keeps the holder in ``ACTIVE_HOLDERS`` from its claim to its reply.)
+    session.journal.since_snapshot = tail
+    await session.run()
     signal, state, since_snapshot = (
         session.signal,
         session.journal.state,

@@ -115,6 +115,9 @@ class ExecutionState:
     step_numbering: int | None = None  # how step ids are numbered (loom.context)
     children: dict[str, dict[str, str]] = field(default_factory=_dict)
     meter: Meter = field(default_factory=Meter)
+    # Attempts of steps still retrying already counted in ``meter`` (by step id; a step
+    # leaves when its outcome is recorded): see ``loom.fold``'s attempt counting.
+    attempts_counted: dict[str, int] = field(default_factory=_dict)
     _steps: dict[str, StepRecord] | None = field(default=None, repr=False)
     _decisions: dict[str, Any] | None = field(default=None, repr=False)
     _raw_tail: bytes | None = field(default=None, repr=False)

@@ -170,7 +170,11 @@ class EffectSteps:
         value, refused = admit(defn, value, state.capabilities)
         if refused is not None:
             await self._refuse(step_id, defn, refused)
-        if state.budgets:  # (most executions have none: no call)
+        # Budgets are checked when a step starts (most executions have none: no call): a
+        # step begun runs its retry policy out, whether its backoffs are slept through or
+        # resumed from a durable timer, so both make the same attempts (the meter counts
+        # every one of them, ``loom.fold``).
+        if state.budgets and attempt == 1:
             self._check_budget(state, defn.name)
         crash.point("before_intent", step_id)
         if not defn.idempotent:
@@ -204,6 +208,8 @@ class EffectSteps:
         if outcome.retry_at is not None:
             await self.append([scheduled(step_id, defn.name, attempt + outcome.attempts, outcome)])
             return BACKOFF
+        if attempt > 1:  # the outcome records every attempt of the step, earlier calls' too
+            outcome.attempts += attempt - 1
         unknown = outcome.error is not None and outcome.error.code == "outcome_unknown"
         if unknown and not defn.idempotent:
             # The effect says it cannot know whether it ran: exactly a crash mid-call.
@@ -231,6 +237,7 @@ class EffectSteps:
         await self.append([retried])
 
     def _check_budget(self, state: ExecutionState, effect: str) -> None:
+        """Stop before a step invokes ``effect`` if a budget is spent."""
         exceeded = budget_exceeded(state.budgets, state.meter, effect)
         if exceeded is not None:
             self._raise(StopSignal(exceeded))

@@ -31,6 +31,8 @@ import weakref
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from loom.scope import off_scope_method
+
 if TYPE_CHECKING:
     from werkzeug.datastructures import Headers
 
@@ -180,8 +182,14 @@ async def _traced_execute(fn: Callable[[Any, Any], Awaitable[T]], self: Any, pac
         status = getattr(result, "status", None)
         if status is not None:
             sp.set_attribute("loom.status", str(status))
-        flow = _FLOW.get()  # set by the claim, in this task, when the package named none
-        if flow is not None and package.flow is None:
+        if status == "failed":  # the execution failed: the span says so to any backend
+            error: dict[str, Any] = getattr(result, "error", None) or {}
+            described = f"{error.get('code', 'failed')}: {error.get('message', '')}"
+            sp.set_status(_api.trace.Status(_api.trace.StatusCode.ERROR, described))  # type: ignore[union-attr]
+        # The claim names the flow when the package did not, in this task; a call whose
+        # claim ran in another task (the CLI's execute) reads it from the result.
+        flow = package.flow or _FLOW.get() or getattr(result, "flow", None)
+        if flow:
             sp.set_attribute("loom.flow", flow)
         return result
 
@@ -240,7 +248,8 @@ def _wrap_store_methods(cls: type) -> None:
     for op in _STORE_OPS:
         fn = cls.__dict__.get(op)
         if fn is not None and not getattr(fn, "__isabstractmethod__", False):
-            setattr(cls, op, _traced_store_op(op, fn))
+            # Off the flow's scope outermost: a span processor's work is no flow step either.
+            setattr(cls, op, off_scope_method(_traced_store_op(op, fn)))
 
 
 def _traced_store_op(op: str, fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
@@ -253,6 +262,7 @@ def _traced_store_op(op: str, fn: Callable[..., Awaitable[Any]]) -> Callable[...
             return fn(self, *args, **kwargs)
         return _traced_store_call(op, name, fn, self, args, kwargs)
 
+    traced._loom_traced = True  # type: ignore[attr-defined]  # (what tests look for)
     return traced
 
 

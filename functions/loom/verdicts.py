@@ -8,17 +8,16 @@ again, that is a new episode with a new seq, so a verdict captured for the first
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loom import events as ev
 from loom.app import Loom, to_json_value
+from loom.claims import claim_is_live
+from loom.decide import NOTHING, Decide, Decision
 from loom.errors import InvalidPayloadError, StaleVerdictError, VerdictError
 from loom.fold import ExecutionState
 from loom.payloads import check_exact
 from loom.store.base import StatusChange
-
-if TYPE_CHECKING:
-    from loom.runtime import Runtime
 
 
 def current_episode(
@@ -100,14 +99,24 @@ def verdict_event(
     )
 
 
-async def park_in_doubt(runtime: Runtime, state: ExecutionState) -> bool:
-    """Append ``EffectInDoubt`` for intent records with no outcome. True if any."""
-    doubts: list[ev.Event] = [
-        ev.EffectInDoubt(step_id=sid, effect=rec.get("effect", "?"))
-        for sid, rec in state.steps.items()
-        if rec.get("status") == "started"
-    ]
-    if not doubts:
-        return False
-    await runtime._append_control(state, doubts, StatusChange("in_doubt"))  # pyright: ignore[reportPrivateUsage]
-    return True
+def decide_in_doubt(now: float) -> Decide:
+    """The decider that parks intent records with no outcome in doubt (``EffectInDoubt`` for
+    each), on the state it is given: a step whose outcome landed meanwhile, or a call that
+    claimed the execution meanwhile, leaves nothing to park."""
+
+    def decide(state: ExecutionState) -> Decision:
+        if state.finished or claim_is_live(state.claim, now):
+            return NOTHING
+        doubts: list[ev.Event] = [
+            ev.EffectInDoubt(step_id=sid, effect=rec.get("effect", "?"))
+            for sid, rec in state.steps.items()
+            if rec.get("status") == "started"
+        ]
+        return Decision(doubts, StatusChange("in_doubt")) if doubts else NOTHING
+
+    return decide
+
+
+def has_open_intents(state: ExecutionState) -> bool:
+    """Whether an intent record (``EffectStarted``) has no outcome: a rebuild parks it."""
+    return any(rec.get("status") == "started" for rec in state.steps.values())

@@ -150,9 +150,9 @@ class PinnedLeaseSet(LeaseSet):
         """See :class:`LeaseSet`."""
         return await self.store._on_loop(self.inner.acquire(request))  # pyright: ignore[reportPrivateUsage]
 
-    async def release(self, queue: str, holder: str) -> None:
+    async def release(self, queue: str, holder: str, owner: str) -> None:
         """See :class:`LeaseSet`."""
-        await self.store._on_loop(self.inner.release(queue, holder))  # pyright: ignore[reportPrivateUsage]
+        await self.store._on_loop(self.inner.release(queue, holder, owner))  # pyright: ignore[reportPrivateUsage]
 
     async def wait(self, queue: str, holder: str, now: float) -> None:
         """See :class:`LeaseSet`."""

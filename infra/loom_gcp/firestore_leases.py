@@ -42,6 +42,7 @@ from loom.store.leases import (
     QueueDepth,
     admits,
     is_new_grant,
+    owned_elsewhere,
     rate_window,
 )
 from loom_gcp._firestore_io import translate
@@ -123,6 +124,9 @@ class FirestoreLeaseSet(LeaseSet):
 
         def change(data: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
             leases = {h: v for h, v in data.get("leases", {}).items() if v["e"] > request.now}
+            mine = leases.get(request.holder)
+            if owned_elsewhere(request, None if mine is None else mine.get("o", "")):
+                return False, None
             keep = request.now - rate_window(request.rate)
             grants = [t for t in data.get("grants", []) if t > keep]
             live = {h: v.get("p") for h, v in leases.items()}
@@ -130,20 +134,23 @@ class FirestoreLeaseSet(LeaseSet):
                 return False, None
             if is_new_grant(request, live):
                 grants.append(request.now)
-            leases[request.holder] = {"p": request.partition, "e": request.now + request.ttl}
+            lease = {"p": request.partition, "e": request.now + request.ttl, "o": request.owner}
+            leases[request.holder] = lease
             return True, {"leases": leases, "grants": grants}
 
         what = "acquiring a queue lease"
         return bool(await self._change(request.queue, what, change, request.holder))
 
-    async def release(self, queue: str, holder: str) -> None:
+    async def release(self, queue: str, holder: str, owner: str) -> None:
         """See :class:`~loom.store.leases.LeaseSet` (a transaction too: on the emulator a
         plain write to a document locked by a transaction times out rather than waits)."""
 
         def change(data: dict[str, Any]) -> tuple[None, dict[str, Any] | None]:
             leases: dict[str, Any] = dict(data.get("leases", {}))
-            if leases.pop(holder, None) is None:
-                return None, None
+            lease = leases.get(holder)
+            if lease is None or lease.get("o", "") != owner:
+                return None, None  # not there, or another call's: that call releases it
+            del leases[holder]
             return None, {**data, "leases": leases}
 
         await self._change(queue, "releasing a queue lease", change)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,3 +37,31 @@ async def test_the_example_runs_both_grains_crashes_recovers_and_replays(tmp_pat
     assert report.client_calls_during_replay == 0
     assert _problems(report) == []
     assert any("in_doubt" in line for line in lines)
+
+
+@pytest.mark.slow
+def test_the_command_takes_its_ports_and_leaves_no_temporary_folder(tmp_path: Path) -> None:
+    """``python -m examples.a2ui_callfunction --http-port P --ws-port Q``: both servers (the
+    one killed mid-call and the one that replaces it) listen on P and Q, and the temporary
+    folder the example made is gone once it succeeded."""
+    from tests import procs
+
+    http, ws = procs.free_port(), procs.free_port()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "TMPDIR": str(scratch),
+        "PYTHONPATH": f"{root}{os.pathsep}{root / 'functions'}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "examples.a2ui_callfunction", "--http-port", str(http),
+         "--ws-port", str(ws)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    servers = [ln for ln in done.stdout.splitlines() if "server pid" in ln and "http" in ln]
+    assert len(servers) == 2 and all(f"http {http}, ws {ws}" in ln for ln in servers), servers
+    assert "both grains completed" in done.stdout
+    assert list(scratch.iterdir()) == []  # the example's folder was removed

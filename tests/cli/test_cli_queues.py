@@ -27,7 +27,7 @@ async def _fill(path: Path, queue: str, n: int) -> None:
     """Hold ``n`` leases on ``queue`` as other workers would."""
     store = SqliteEventStore(path)
     for i in range(n):
-        request = LeaseRequest(queue, f"elsewhere-{i}", time.time(), 60.0, limit=2)
+        request = LeaseRequest(queue, f"elsewhere-{i}", time.time(), 60.0, limit=2, owner="them")
         assert await store.leases().acquire(request)
     await store.aclose()
 

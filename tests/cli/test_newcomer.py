@@ -67,7 +67,7 @@ def test_a_configuration_error_exits_2(run, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["--store", "bogus://x", "ls"])
     assert result.exit_code == 2 and "no backend for 'bogus://x'" in result.stderr
     code, _, err = run("start", "x", app="examples.orders:nope")
-    assert code == 2 and "not a loom.Loom app" in err
+    assert code == 2 and "has no attribute 'nope'" in err
 
 
 def test_resume_no_gate_waits_for_is_buffered_with_a_warning_or_refused(run) -> None:

@@ -61,3 +61,20 @@ async def refund_flow(ctx: FlowContext, amount: int) -> str:
 async def echo(ctx: FlowContext, value: Any) -> Any:
     """Returns its input (big inputs go to the blob store)."""
     return value
+
+
+@app.flow("gift")
+async def gift(ctx: FlowContext, to: str) -> str:
+    """A parent: publishes its stage, wraps a child flow, and returns what the child did."""
+    await ctx.set_event("stage", "wrapping")
+    wrapped = await ctx.execute_flow(echo, {"wrap": to})
+    await ctx.set_event("stage", "sent")
+    return f"{wrapped['wrap']} gifted"
+
+
+@app.flow("tally")
+async def tally(ctx: FlowContext, n: int) -> int:
+    """Continues as new until its input reaches 3: three runs of one execution."""
+    if n < 3:
+        await ctx.continue_as_new(n + 1)
+    return n

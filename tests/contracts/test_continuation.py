@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from loom import FlowContext, Loom
+from loom import FlowContext, Loom, messages
 from loom import events as ev
 from loom.errors import ExecutionFinishedError, InvalidPayloadError
 from loom.replay_check import Checked, ReplayChecker
@@ -134,12 +134,17 @@ async def test_runs_continue_with_a_fresh_history_and_the_same_id(rt: Runtime) -
 
 
 async def test_messages_the_ended_run_did_not_take_are_carried_over(rt: Runtime) -> None:
+    """Five messages wait in the mailbox before the flow first runs (delivered without a
+    wake-up, so no run takes one as it comes): run 1 takes three and continues; the two it
+    did not take must reach run 2, each once."""
     await rt.start("counter", START, execution_id="m", run=False)
-    for n in [1, 2, 3, 4, 5]:  # buffered before the flow runs: run 1 takes 3, leaves 2
-        await rt.send("m", "add", n, message_id=f"m{n}")
+    for n in [1, 2, 3, 4, 5]:
+        await messages.deliver(rt, "m", "add", n, message_id=f"m{n}")
+    assert (await rt.load_state("m")).run == 1  # nothing ran yet
     await rt.execute(ExecutionPackage(execution_id="m"))
     state = await rt.load_state("m")
     assert state.run == 2 and state.input == {"total": 6, "runs": 2}
+    assert await rt.get_event("m", "total") == 15  # run 2 took 4 and 5 at once
     await rt.send("m", "add", 5, message_id="m5")  # a retried send across the boundary
     await rt.send("m", "add", "stop")
     result = await rt.result("m")

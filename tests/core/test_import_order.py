@@ -26,6 +26,7 @@ MODULES = [
     "loom.effects",
     "loom.errors",
     "loom.events",
+    "loom.examples.orders",
     "loom.fold",
     "loom.grants",
     "loom.payloads",

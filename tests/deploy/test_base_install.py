@@ -1,19 +1,22 @@
 """The newcomer's install: the base package serves the worker; missing extras are named.
 
-A fresh virtualenv (no system site-packages) gets the project's wheel with ``--no-deps``
-and exactly its core dependencies, resolved from ``pyproject.toml`` through their own
-metadata and linked in from this interpreter's site-packages (no index is needed, and no
-extra's library is there). In it, ``loom serve`` and the ``functions-framework`` command
-answer ``/health``, and every optional backend says which extra to install.
+A fresh virtualenv (no system site-packages) gets the project's wheel (``python -m build``,
+installed with ``--no-deps``, not editable) and exactly its core dependencies, resolved from
+``pyproject.toml`` through their own metadata and linked in from this interpreter's
+site-packages (no index is needed, and no extra's library is there). In it, ``loom demo``
+runs from a folder outside the checkout, ``loom serve`` and the ``functions-framework``
+command answer ``/health``, and every optional backend says how to install its extra.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from collections.abc import Iterator
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
@@ -67,30 +70,37 @@ def _files(name: str) -> Iterator[tuple[Path, Path]]:
 
 
 @pytest.fixture(scope="module")
-def base_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A virtualenv with the project and its core dependencies only."""
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project's wheel, built as a release is: ``python -m build --wheel``."""
+    out = tmp_path_factory.mktemp("dist")
+    # From a copy of what the wheel is built from: setuptools leaves build/ and egg-info
+    # beside the sources, which must not land in the checkout.
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO_ROOT / name, source / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    shutil.copytree(REPO_ROOT / "functions", source / "functions", ignore=ignore)
+    shutil.copytree(REPO_ROOT / "infra" / "loom_gcp", source / "infra" / "loom_gcp", ignore=ignore)
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out)],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    [found] = out.glob("loom_cloudrun-*-py3-none-any.whl")
+    return found
+
+
+@pytest.fixture(scope="module")
+def base_venv(tmp_path_factory: pytest.TempPathFactory, wheel: Path) -> Path:
+    """A virtualenv with the project (its wheel, not editable) and its core dependencies only."""
     tmp = tmp_path_factory.mktemp("base-install")
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    wheels = tmp / "wheels"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-q",
-            "--no-deps",
-            "-w",
-            str(wheels),
-            str(REPO_ROOT),
-        ],
-        check=True,
-        timeout=300,
-        capture_output=True,
-    )
-    wheel = next(wheels.glob("loom_cloudrun-*.whl"))
     subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
         check=True,
@@ -122,6 +132,42 @@ def _run(venv: Path, code: str) -> subprocess.CompletedProcess[str]:
         cwd=REPO_ROOT.parent,  # not the checkout: only the installed package is importable
         check=False,
     )
+
+
+def test_the_wheel_ships_the_demo_the_console_and_its_types(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as built:
+        names = set(built.namelist())
+    for needed in (
+        "loom/examples/orders.py",
+        "loom/examples/entity.py",
+        "loom/console/templates/execution.html",
+        "loom/console/static/console.js",
+        "loom/console/static/favicon.svg",
+        "loom/py.typed",
+        "loom_gcp/py.typed",
+    ):
+        assert needed in names, needed
+    assert not any(n.startswith(("tests/", "examples/", "bench/")) for n in names)
+
+
+def test_loom_demo_runs_outside_the_checkout(base_venv: Path, tmp_path: Path) -> None:
+    """The newcomer's first command after a plain (not editable) install, from a folder
+    that is not the checkout: the demo's flows come from the installed package."""
+    elsewhere = tmp_path / "anywhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOM_", "PYTHON"))}
+    done = subprocess.run(
+        [str(base_venv / "bin" / "loom"), "demo"],
+        cwd=elsewhere,
+        env={**env, "VIRTUAL_ENV": str(base_venv), "COLUMNS": "120"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "demo flows completed: 4 of 4" in done.stdout
+    assert list(elsewhere.iterdir()) == []  # its store was a temporary one, removed
 
 
 def test_the_venv_has_no_extra_and_a_consistent_base(base_venv: Path) -> None:
@@ -161,7 +207,7 @@ def test_import_loom_stays_light(base_venv: Path) -> None:
 
 def _serve_env(tmp_path: Path) -> dict[str, str]:
     return {
-        "LOOM_APP": "examples.orders:app",
+        "LOOM_APP": "loom.examples.orders:app",  # shipped in the wheel: no checkout needed
         "LOOM_STORE": f"sqlite:///{tmp_path / 'loom.db'}",
         "PYTHONPATH": "",
         "VIRTUAL_ENV": "",
@@ -232,7 +278,11 @@ def test_a_missing_backend_names_its_extra(base_venv: Path, backend: str) -> Non
     result = _run(base_venv, code)
     extra = EXTRA.get(backend, "gcp")
     assert result.returncode == 0, result.stderr
-    assert f"pip install 'loom-cloudrun[{extra}]'" in result.stdout, result.stdout
+    assert f"pip install '.[{extra}]' in a checkout of Loom" in result.stdout, result.stdout
+    wheel = f"loom_cloudrun-{distribution('loom-cloudrun').version}-py3-none-any.whl[{extra}]"
+    assert wheel in result.stdout, result.stdout
+    # Loom is on no package index: no hint may send anyone to a name someone else can take.
+    assert "pip install 'loom-cloudrun" not in result.stdout
 
 
 def test_the_closure_is_resolved_from_real_metadata() -> None:

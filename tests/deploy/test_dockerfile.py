@@ -129,10 +129,14 @@ def dockerfile_problems(text: str) -> list[str]:
         ins.args for ins in everything if ins.keyword == "RUN" and "pip install" in ins.args
     ]
     if not any(
-        re.search(rf"(--constraint|-c)[ =]{re.escape(CONSTRAINTS)}", run) and ".[gcp]" in run
+        re.search(rf"(--constraint|-c)[ =]{re.escape(CONSTRAINTS)}", run)
+        and re.search(r"pip wheel --no-deps --wheel-dir (\S+) \.", run)
+        and re.search(r"loom_cloudrun-\*\.whl\)?\"?\[gcp\]", run)
         for run in installs
     ):
-        problems.append(f"the package is not installed as .[gcp] with --constraint {CONSTRAINTS}")
+        problems.append(
+            f"the package is not installed from its wheel with [gcp] and --constraint {CONSTRAINTS}"
+        )
     return problems
 
 
@@ -166,7 +170,13 @@ BREAKAGES = {
         "ENTRYPOINT functions-framework --source functions/main.py # ",
         "exec (JSON) form",
     ),
-    "no-constraints": ('--constraint infra/constraints.txt ".[gcp]"', '".[gcp]"', "--constraint"),
+    "no-constraints": ('--constraint infra/constraints.txt "$(echo', '"$(echo', "--constraint"),
+    "source-not-wheel": (
+        '"$(echo /wheels/loom_cloudrun-*.whl)[gcp]"',
+        '".[gcp]"',
+        "from its wheel",
+    ),
+    "no-wheel-built": ("pip wheel --no-deps --wheel-dir /wheels . ", "true ", "from its wheel"),
     "constraints-not-copied": (
         "COPY infra/constraints.txt infra/constraints.txt",
         "",

@@ -1,4 +1,5 @@
-"""The README's deploy section names only variables, outputs and substitutions that exist."""
+"""The deployment guide (docs/operations/deploy.md) names only variables, outputs and
+substitutions that exist."""
 
 from __future__ import annotations
 
@@ -10,15 +11,12 @@ import yaml
 from tests.deploy import terraform_model as tm
 from tests.deploy.terraform_model import REPO_ROOT, TerraformDir
 
-README = REPO_ROOT / "README.md"
+DEPLOY_DOC = REPO_ROOT / "docs" / "operations" / "deploy.md"
 
 
 def deploy_doc() -> str:
-    """The README from "## Deploy to Google Cloud" to the next level-2 heading."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index("## Deploy to Google Cloud")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else None]
+    """The deployment guide, whole."""
+    return DEPLOY_DOC.read_text(encoding="utf-8")
 
 
 def _section(text: str, heading: str) -> str:

@@ -120,7 +120,9 @@ async def test_child_flows_on_a_queue_stay_within_its_limit(store: EventStore):
     runtime = _runtime(store)
     leases = store.leases()
     for other in ("x", "y"):  # the queue is full: every child must wait
-        assert await leases.acquire(LeaseRequest("two", other, runtime.clock(), 60.0, limit=2))
+        assert await leases.acquire(
+            LeaseRequest("two", other, runtime.clock(), 60.0, limit=2, owner="them")
+        )
     await runtime.start("fan_out", 5, execution_id="parent", run=False)
     assert (await runtime.execute(ExecutionPackage(execution_id="parent"))).status == "suspended"
     kids = [r.execution_id for r in await runtime.list() if r.execution_id != "parent"]
@@ -129,7 +131,7 @@ async def test_child_flows_on_a_queue_stay_within_its_limit(store: EventStore):
         started, *rest = await runtime.history(kid)
         assert (started.queue, rest) == ("two", [])  # type: ignore[attr-defined]  # waits
     for other in ("x", "y"):
-        await leases.release("two", other)
+        await leases.release("two", other, "them")
     await _until_done(runtime, kids)
     result = await runtime.execute(ExecutionPackage(execution_id="parent"))
     assert (result.status, result.output) == ("completed", ["done"] * 5)

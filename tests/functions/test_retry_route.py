@@ -11,6 +11,8 @@ import asyncio
 from flask.testing import FlaskClient
 
 from loom import events as ev
+from loom.decide import Decision, write
+from loom.fold import ExecutionState
 from loom.runtime import Runtime
 from loom.store.base import StatusChange
 from loom.workers.auth import sign
@@ -19,10 +21,12 @@ from tests.functions.helpers import assert_error, history, seed
 
 
 def _park(runtime: Runtime, execution_id: str, reason: str) -> None:
+    def decide(_: ExecutionState) -> Decision:
+        park = ev.ExecutionParked(reason=reason)
+        return Decision([park], StatusChange("suspended", None, reason))
+
     async def go() -> None:
-        state = await runtime.load_state(execution_id)
-        change = StatusChange("suspended", None, reason)
-        await runtime._append_control(state, [ev.ExecutionParked(reason=reason)], change)  # pyright: ignore[reportPrivateUsage]
+        await write(runtime, await runtime.load_state(execution_id), decide)
 
     asyncio.run(go())
 

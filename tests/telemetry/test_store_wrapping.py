@@ -3,8 +3,9 @@ its ``loom.store.<op>`` span: the same spans as a wrapper that looked up whether
 every call, without that wrapper's call on every append of a process that never traces.
 
 In a fresh process (a tracer provider is set once per process): the store's operations are
-the classes' own functions at first, and wrapped once ``refresh`` finds the provider, both
-for a store class defined before it and one defined after."""
+untraced at first (the classes' own functions behind the guard that keeps them off a flow's
+step scope, ``loom.scope``), and traced once ``refresh`` finds the provider, both for a
+store class defined before it and one defined after."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ async def calls(store):
     await store.summary("x")
 
 def wrapped(cls):
-    return [op for op in ("create", "append", "summary") if "__wrapped__" in dir(cls.__dict__.get(op))]
+    return [op for op in ("create", "append", "summary") if getattr(cls.__dict__.get(op), "_loom_traced", False)]
 
 exporter = InMemorySpanExporter()
 print(wrapped(SqliteEventStore), wrapped(Before))

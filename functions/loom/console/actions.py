@@ -1,29 +1,45 @@
-"""The console's actions: a verdict, a resume or a cancel, posted as a form.
+"""The console's actions: a verdict, a resume, a cancel, a retry, a re-drive or a fork,
+posted as a form.
 
 Each one reads the raw form body (bounded like any API body), checks CSRF, runs the same
-authenticator as the API route for that action over the raw body, and then calls the same
+authenticator as the API route for that action over the raw body (a retry and a re-drive
+are the action ``retry``, a fork ``fork``, as on ``POST /executions/{id}/retry``,
+``POST /dead-letters/retry`` and ``POST /executions/{id}/fork``), and then calls the same
 runtime method with the same arguments the API passes: a verdict names its step *and* the
 in-doubt episode the page showed, so a form left open while the step was settled and fell
-in doubt again is refused as stale, never applied to the new episode.
+in doubt again is refused as stale, never applied to the new episode. Every form takes the
+operator's name, recorded as ``name (via principal)`` as the API records a body's ``by``.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
 from flask import Request
 
 from loom.console.security import actor, check_csrf
+from loom.deadletters import redrive_by_id
 from loom.errors import InputError
 from loom.ids import check_execution_id
 from loom.workers.http_routes import HttpError, Services, read_body, run
 from loom.workers.logs import bind
 
-Action = Callable[[Services, Request, str, str], str]
-"""``(services, request, execution_id, reader) -> notice``: what the page says after."""
+
+@dataclass(frozen=True)
+class Done:
+    """What an action did: the notice the next page shows, and which execution's page that
+    is (a fork's or a re-drive's; default: the one acted on)."""
+
+    notice: str
+    goto: str | None = None
+
+
+Action = Callable[[Services, Request, str, str], Done]
+"""``(services, request, execution_id, reader) -> Done``."""
 
 _VERDICTS = ("performed", "not_performed", "failed")
 
@@ -68,7 +84,14 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def verdict(s: Services, req: Request, execution_id: str, who: str) -> str:
+def _recorded(form: dict[str, str], principal: str) -> str:
+    """Who the log records: the operator's name from the form on behalf of the principal
+    the check accepted, as the API records a body's ``by``."""
+    name = _field(form, "by", 256, required=False)
+    return f"{name} (via {principal})" if name else principal
+
+
+def verdict(s: Services, req: Request, execution_id: str, who: str) -> Done:
     """Settle one in-doubt episode with the verdict the form names."""
     raw, form = read_form(s, req)
     check_csrf(req, form)
@@ -85,8 +108,7 @@ def verdict(s: Services, req: Request, execution_id: str, who: str) -> str:
         raise InputError(
             f"episode must be a positive number, not {episode!r}", code="invalid_request"
         )
-    name = _field(form, "by", 256, required=False)
-    by = f"{name} (via {principal})" if name else principal
+    by = _recorded(form, principal)
     output = _json_field(form, "output") if chosen == "performed" else None
     error = _field(form, "error", 4096, required=False) or None
     bind(step_id=step_id, episode=int(episode), principal=by)
@@ -101,38 +123,85 @@ def verdict(s: Services, req: Request, execution_id: str, who: str) -> str:
             episode=int(episode),
         )
     )
-    return f"verdict {chosen} recorded on step {step_id}"
+    return Done(f"verdict {chosen} recorded on step {step_id}")
 
 
-def resume(s: Services, req: Request, execution_id: str, who: str) -> str:
+def resume(s: Services, req: Request, execution_id: str, who: str) -> Done:
     """Deliver a resume to a gate (buffered if the flow has not opened it yet)."""
     raw, form = read_form(s, req)
     check_csrf(req, form)
-    by = actor(s.resume_auth, req, "resume", execution_id, raw, who)
+    by = _recorded(form, actor(s.resume_auth, req, "resume", execution_id, raw, who))
     on = _field(form, "on", 256)
     key = _field(form, "correlation_key", 1024)
     payload = _json_field(form, "payload")
     bind(principal=by)
     run(s.runtime.resume(execution_id, on, key, payload, by=by))
-    return f"resume {on} delivered"
+    return Done(f"resume {on} delivered")
 
 
-def cancel(s: Services, req: Request, execution_id: str, who: str) -> str:
+def cancel(s: Services, req: Request, execution_id: str, who: str) -> Done:
     """End the execution as cancelled (an operator's action: the verdict check decides)."""
     raw, form = read_form(s, req)
     check_csrf(req, form)
-    by = actor(s.verdict_auth, req, "cancel", execution_id, raw, who)
+    by = _recorded(form, actor(s.verdict_auth, req, "cancel", execution_id, raw, who))
     reason = _field(form, "reason", 1024, required=False) or "cancelled from the console"
     bind(principal=by)
     run(s.runtime.cancel(execution_id, reason, by=by))
-    return "execution cancelled"
+    return Done("execution cancelled")
 
 
-ACTIONS: dict[str, Action] = {"verdict": verdict, "resume": resume, "cancel": cancel}
+def retry(s: Services, req: Request, execution_id: str, who: str) -> Done:
+    """Let a parked execution (poison, divergence) run again, as the retry route does."""
+    raw, form = read_form(s, req)
+    check_csrf(req, form)
+    by = _recorded(form, actor(s.verdict_auth, req, "retry", execution_id, raw, who))
+    bind(principal=by)
+    result = run(s.runtime.retry(execution_id, by=by))
+    return Done(f"retried: the execution is {result.status}")
 
 
-def perform(s: Services, req: Request, execution_id: str, name: str, who: str) -> str:
-    """Run the named action on the execution; the notice the page shows after."""
+def redrive(s: Services, req: Request, execution_id: str, who: str) -> Done:
+    """Re-run a failed execution as a fork from the step whose failure ended it, under its
+    re-drive id, as ``POST /dead-letters/retry`` does."""
+    raw, form = read_form(s, req)
+    check_csrf(req, form)
+    principal = actor(s.verdict_auth, req, "retry", execution_id, raw, who)
+    by = _recorded(form, principal)
+    bind(principal=by)
+    done = run(redrive_by_id(s.runtime, execution_id, by=by, principal=principal))
+    if done.error:
+        raise InputError(f"the re-drive was refused: {done.error}", code="not_redriven")
+    if done.action == "none":
+        return Done(f"already re-driven as {done.new_execution_id} ({done.status})")
+    return Done(f"re-driven from {execution_id}: {done.status}", done.new_execution_id)
+
+
+def fork(s: Services, req: Request, execution_id: str, who: str) -> Done:
+    """Start a new execution reusing the steps before the one the form names."""
+    raw, form = read_form(s, req)
+    check_csrf(req, form)
+    principal = actor(s.verdict_auth, req, "fork", execution_id, raw, who)
+    by = _recorded(form, principal)
+    step = _field(form, "from_step", 256)
+    new_id = _field(form, "execution_id", 1024, required=False) or None
+    bind(principal=by, step_id=step)
+    result = run(s.runtime.fork(execution_id, step, new_id=new_id, by=by, principal=principal))
+    return Done(f"forked from {execution_id} at step {step}: {result.status}", result.execution_id)
+
+
+ACTIONS: dict[str, Action] = {
+    "verdict": verdict,
+    "resume": resume,
+    "cancel": cancel,
+    "retry": retry,
+    "redrive": redrive,
+    "fork": fork,
+}
+"""The console's actions by the last segment of their URL."""
+
+
+def perform(s: Services, req: Request, execution_id: str, name: str, who: str) -> Done:
+    """Run the named action on the execution; what the next page shows."""
     check_execution_id(execution_id)
     bind(execution_id=execution_id)
     return ACTIONS[name](s, req, execution_id, who)

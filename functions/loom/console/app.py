@@ -16,8 +16,8 @@ from urllib.parse import quote, unquote, urlencode
 
 from flask import Request, Response
 
-from loom.console import actions, pages
-from loom.console.render import page, plain
+from loom.console import actions, execution, pages
+from loom.console.render import as_json, page, plain
 from loom.console.security import (
     COOKIE_PATH,
     CSRF_COOKIE,
@@ -25,17 +25,23 @@ from loom.console.security import (
     TOKEN_COOKIE,
     check_csrf,
     csrf_token,
+    principal_of,
     reader,
     secure,
+    signed_in_as,
 )
 from loom.errors import ExecutionSupersededError, InputError, StoreError
-from loom.workers.auth import AuthError, AuthRequest, Forbidden
+from loom.workers.auth import AuthError, Forbidden
 from loom.workers.http_routes import HttpError, Services, path_segments
 
 log = logging.getLogger("loom.console")
 
 NOTICE_COOKIE = "loom_console_notice"
-_STATIC = {"console.css": "text/css", "console.js": "text/javascript"}
+_STATIC = {
+    "console.css": "text/css",
+    "console.js": "text/javascript",
+    "favicon.svg": "image/svg+xml",
+}
 _SESSION_SECONDS = 8 * 3600
 
 
@@ -77,10 +83,13 @@ def _route(services: Callable[[], Services], req: Request, token: str) -> Respon
     s = services()
     if segments == ["executions"] and method == "GET":
         who = reader(s, req, "list")
-        return page("executions.html", _ctx(req, token, who, pages.executions_page(s, req)))
+        return page("executions.html", _ctx(s, req, token, who, pages.executions_page(s, req)))
     if segments == ["in-doubt"] and method == "GET":
         who = reader(s, req, "list")
-        return page("in_doubt.html", _ctx(req, token, who, pages.in_doubt_page(s, req)))
+        return page("in_doubt.html", _ctx(s, req, token, who, pages.in_doubt_page(s, req)))
+    if segments == ["live"] and method == "GET":
+        reader(s, req, "list")
+        return as_json(pages.list_token(s, req))
     if len(segments) >= 2 and segments[0] == "executions":
         return _execution(s, req, token, method, segments[1:])
     raise HttpError(404, "not_found", f"the console has no page {req.method} {req.path}")
@@ -90,26 +99,28 @@ def _execution(s: Services, req: Request, token: str, method: str, rest: list[st
     execution_id = rest[0]
     if len(rest) == 1 and method == "GET":
         who = reader(s, req, "read", execution_id)
-        context = pages.execution_page(s, req, execution_id)
+        context = execution.execution_page(s, req, execution_id)
         context["notice"] = unquote(req.cookies.get(NOTICE_COOKIE, ""))[:512]
-        response = page("execution.html", _ctx(req, token, who, context))
+        response = page("execution.html", _ctx(s, req, token, who, context))
         if NOTICE_COOKIE in req.cookies:
             response.delete_cookie(NOTICE_COOKIE, path=COOKIE_PATH)
         return response
+    if rest[1:] == ["live"] and method == "GET":
+        reader(s, req, "read", execution_id)
+        return as_json(execution.live_token(s, execution_id))
     if rest[1:] == ["payload"] and method == "GET":
         reader(s, req, "read", execution_id)
         args = req.args
-        return plain(
-            pages.payload_text(s, execution_id, args.get("seq", ""), args.get("field", ""))
-        )
+        text = execution.payload_text(s, execution_id, args.get("seq", ""), args.get("field", ""))
+        return plain(text, "application/json" if args.get("format") == "json" else "text/plain")
     if len(rest) == 2 and rest[1] in actions.ACTIONS and method == "POST":
         who = reader(s, req, rest[1], execution_id)
-        notice = actions.perform(s, req, execution_id, rest[1], who)
-        response = _redirect(execution_url(execution_id))
+        done = actions.perform(s, req, execution_id, rest[1], who)
+        response = _redirect(execution_url(done.goto or execution_id))
         # A flash in a cookie, not the URL: a link from elsewhere cannot make the page say
         # something the console did not do.
         response.set_cookie(
-            NOTICE_COOKIE, quote(notice), max_age=60, path=COOKIE_PATH, httponly=True,
+            NOTICE_COOKIE, quote(done.notice), max_age=60, path=COOKIE_PATH, httponly=True,
             samesite="Strict", secure=secure(req),
         )  # fmt: skip
         return response
@@ -119,7 +130,7 @@ def _execution(s: Services, req: Request, token: str, method: str, rest: list[st
 def _session(s: Services, req: Request, token: str, method: str, which: str) -> Response:
     """Sign in (keep a credential the worker's checks accept) or sign out."""
     if method == "GET" and which == "sign-in":
-        return page("sign_in.html", _ctx(req, token, None, {}))
+        return page("sign_in.html", _ctx(s, req, token, None, {}))
     if method != "POST":
         raise HttpError(405, "method_not_allowed", f"{method} is not allowed here")
     _, form = actions.read_form(s, req)
@@ -129,7 +140,10 @@ def _session(s: Services, req: Request, token: str, method: str, which: str) -> 
         response.delete_cookie(TOKEN_COOKIE, path=COOKIE_PATH)
         return response
     credential = form.get("token", "").strip()
-    _accepted(s, credential)
+    if not credential:
+        raise Forbidden("paste the credential the worker accepts (e.g. its shared secret)")
+    if principal_of(s, credential) is None:
+        raise Forbidden("no check of this worker accepts that credential")
     response.set_cookie(
         TOKEN_COOKIE, credential, max_age=_SESSION_SECONDS, path=COOKIE_PATH, httponly=True,
         samesite="Strict", secure=secure(req),
@@ -137,23 +151,9 @@ def _session(s: Services, req: Request, token: str, method: str, which: str) -> 
     return response
 
 
-def _accepted(s: Services, credential: str) -> None:
-    """Refuse a credential that none of the worker's checks accepts."""
-    if not credential:
-        raise Forbidden("paste the credential the worker accepts (e.g. its shared secret)")
-    probe = AuthRequest("read", "", {"Authorization": f"Bearer {credential}"}, b"")
-    for check in (s.caller_auth, s.verdict_auth, s.resume_auth):
-        if check is None:
-            continue
-        try:
-            check(probe)
-            return
-        except AuthError:
-            continue
-    raise Forbidden("no check of this worker accepts that credential")
-
-
-def _ctx(req: Request, token: str, who: str | None, context: dict[str, Any]) -> dict[str, Any]:
+def _ctx(
+    s: Services, req: Request, token: str, who: str | None, context: dict[str, Any]
+) -> dict[str, Any]:
     signed_in = bool(req.cookies.get(TOKEN_COOKIE))
     return {
         **context,
@@ -161,6 +161,7 @@ def _ctx(req: Request, token: str, who: str | None, context: dict[str, Any]) -> 
         "csrf_field": CSRF_FIELD,
         "who": who,
         "signed_in": signed_in,
+        "acting_as": signed_in_as(s, req) if signed_in else None,
         "execution_url": execution_url,
         "payload_url": payload_url,
     }
@@ -204,6 +205,7 @@ def _error_page(exc: Exception, token: str) -> Response:
     status, code, message = _status(exc)
     context: dict[str, Any] = {"status": status, "code": code, "message": message}
     context |= {"csrf": token, "csrf_field": CSRF_FIELD, "who": None, "signed_in": False}
+    context |= {"acting_as": None}
     context |= {"execution_url": execution_url, "payload_url": payload_url}
     response = page("error.html", context, status)
     if status == 401:

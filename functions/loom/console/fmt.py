@@ -6,6 +6,8 @@ import math
 import time
 from datetime import UTC, datetime
 
+from markupsafe import Markup, escape
+
 
 def fmt_time(value: float | None) -> str:
     """Epoch seconds as ``2026-01-31 14:00:05.123Z`` ("" for none)."""
@@ -39,3 +41,13 @@ def fmt_until(value: float | None) -> str:
         return ""
     delta = value - time.time()
     return f"in {fmt_duration(delta)}" if delta >= 0 else f"{fmt_duration(-delta)} ago"
+
+
+def when(value: float | None) -> Markup:
+    """A time as ``<time>``: UTC as text, the instant in ``datetime`` for the page's script
+    to add the reader's local time beside it ("" for none)."""
+    text = fmt_time(value)
+    if not text or value is None or "epoch" in text:
+        return Markup(escape(text))
+    iso = datetime.fromtimestamp(value, UTC).isoformat(timespec="milliseconds")
+    return Markup('<time datetime="{}">{}</time>').format(iso, text)

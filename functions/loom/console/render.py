@@ -9,13 +9,14 @@ through could not run.
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from typing import Any
 
 from flask import Response
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from loom.console.fmt import fmt_duration, fmt_time, fmt_until
+from loom.console.fmt import fmt_duration, fmt_time, fmt_until, when
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -36,6 +37,7 @@ def environment() -> Environment:
     env.filters["ts"] = fmt_time
     env.filters["dur"] = fmt_duration
     env.filters["until"] = fmt_until
+    env.filters["when"] = when
     return env
 
 
@@ -54,6 +56,11 @@ def page(template: str, context: dict[str, Any], status: int = 200) -> Response:
     return _harden(Response(html, status=status, mimetype="text/html"))
 
 
-def plain(text: str) -> Response:
+def plain(text: str, mimetype: str = "text/plain") -> Response:
     """A text answer (a recorded value fetched on demand), never sniffed as HTML."""
-    return _harden(Response(text, mimetype="text/plain"))
+    return _harden(Response(text, mimetype=mimetype))
+
+
+def as_json(value: Any) -> Response:
+    """A small JSON answer (what a page polls to know it is stale)."""
+    return _harden(Response(json.dumps(value), mimetype="application/json"))

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 from flask import Request
 from werkzeug.datastructures import Headers
 
-from loom.workers.auth import Authenticator, AuthRequest, Forbidden, Unauthenticated
+from loom.workers.auth import Authenticator, AuthError, AuthRequest, Forbidden, Unauthenticated
 from loom.workers.http_routes import Services
 
 TOKEN_COOKIE = "loom_console_token"
@@ -146,3 +146,23 @@ def check_csrf(req: Request, form: Mapping[str, str]) -> None:
 def _origin(req: Request) -> str:
     scheme = "https" if secure(req) else req.scheme
     return f"{scheme}://{req.host}"
+
+
+def principal_of(services: Services, credential: str) -> str | None:
+    """The principal one of the worker's checks (caller, verdict, resume) names for a bearer
+    ``credential``, or ``None`` when none accepts it."""
+    probe = AuthRequest("read", "", {"Authorization": f"Bearer {credential}"}, b"")
+    for check in (services.caller_auth, services.verdict_auth, services.resume_auth):
+        if check is None:
+            continue
+        try:
+            return check(probe)
+        except AuthError:
+            continue
+    return None
+
+
+def signed_in_as(services: Services, req: Request) -> str | None:
+    """Who the signed-in credential acts as (shown in the header), if a check accepts it."""
+    credential = req.cookies.get(TOKEN_COOKIE, "")
+    return principal_of(services, credential) if credential else None

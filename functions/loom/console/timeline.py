@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loom.children import CHILD_GATE
 from loom.console.fmt import fmt_duration, fmt_time
 from loom.events import Event
 from loom.payloads import ESCAPE_KEY, REF_KEY
@@ -18,7 +19,7 @@ from loom.payloads import ESCAPE_KEY, REF_KEY
 PAYLOAD_FIELDS = ("input", "output", "payload", "value", "error")
 """Event fields shown as expandable values (and fetched on demand when a blob holds them)."""
 _HIDDEN = frozenset({"type", "seq", "at", "schema_version", *PAYLOAD_FIELDS})
-_TIMES = frozenset({"until", "wake_at", "not_before", "started_at"})  # epoch seconds
+_TIMES = frozenset({"until", "wake_at", "not_before", "started_at", "deadline"})  # epoch s
 _BAR_SCALE = 1000  # bars are drawn in an SVG 1000 units wide
 _OUTCOMES = {
     "EffectCompleted": "completed",
@@ -54,6 +55,7 @@ class Row:
     step_id: str | None
     summary: str
     values: list[Value] = field(default_factory=list[Value])
+    note: str = ""
 
 
 @dataclass
@@ -153,6 +155,36 @@ def _bars(events: Sequence[Event], now: float) -> list[Bar]:
     return list(bars.values())
 
 
+def in_story_order(rows: list[Row], events: Sequence[Event]) -> list[Row]:
+    """``rows`` (one per event, in seq order) with each child flow's result moved to just
+    after the ``ChildStarted`` that started the child.
+
+    A child run inline ends, and resumes its parent, before the parent's step has recorded
+    ``ChildStarted``: the log holds the child's result first, and listed in seq order the
+    page said a child ended before it started. The seq column keeps each event's place in
+    the log; the moved row says it was recorded earlier.
+    """
+    started = {
+        e.child_id: e.seq for e in events if e.type == "ChildStarted" and hasattr(e, "child_id")
+    }
+    early: dict[int, list[Row]] = {}
+    kept: list[Row] = []
+    for r, event in zip(rows, events, strict=True):
+        key = getattr(event, "correlation_key", None)
+        if event.type == "ExecutionResumed" and getattr(event, "on", "") == CHILD_GATE:
+            at = started.get(str(key))
+            if at is not None and at > event.seq:
+                r.note = f"recorded at #{event.seq}, before the child's start was (it ran inline)"
+                early.setdefault(at, []).append(r)
+                continue
+        kept.append(r)
+    ordered: list[Row] = []
+    for r in kept:
+        ordered.append(r)
+        ordered.extend(early.pop(r.seq, []))
+    return ordered
+
+
 def build(events: Sequence[Event], now: float, finished: bool) -> Timeline:
     """The timeline of ``events`` (in seq order); ``now`` ends the bars of open steps."""
     times = [e.at for e in events] or [now]
@@ -163,4 +195,5 @@ def build(events: Sequence[Event], now: float, finished: bool) -> Timeline:
     for bar in bars:
         bar.x = max(0, min(_BAR_SCALE - 1, int((bar.start - start) / span * _BAR_SCALE)))
         bar.width = max(2, min(_BAR_SCALE - bar.x, round(bar.duration / span * _BAR_SCALE)))
-    return Timeline([row(e, start) for e in events], bars, start, span)
+    rows = in_story_order([row(e, start) for e in events], events)
+    return Timeline(rows, bars, start, span)

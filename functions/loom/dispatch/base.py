@@ -14,7 +14,9 @@ Contract:
 from __future__ import annotations
 
 import abc
+from typing import Any
 
+from loom.scope import off_scope_methods
 from loom.wire import ExecutionPackage
 
 
@@ -25,6 +27,10 @@ class Dispatcher(abc.ABC):
         inline: True when an immediate ``dispatch`` has run the execution (until it blocked)
             by the time it returns, so the caller can report the outcome.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        off_scope_methods(cls)  # a backend's calls take no flow step ids (loom.scope)
 
     inline: bool = False
 

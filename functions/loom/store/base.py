@@ -63,6 +63,7 @@ from typing import Any
 
 from loom.errors import ConfigurationError
 from loom.events import Event, ExecutionStarted
+from loom.scope import off_scope_methods
 from loom.store.browse import BrowseQuery, browse_by_listing, count_by_scanning
 from loom.store.leases import LeaseSet
 from loom.telemetry import trace_store_methods
@@ -244,6 +245,7 @@ class EventStore(abc.ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        off_scope_methods(cls)  # a backend's calls take no flow step ids (loom.scope)
         trace_store_methods(cls)  # every backend's operations get OpenTelemetry spans
 
     @abc.abstractmethod

@@ -16,6 +16,7 @@ from loom.store.leases import (
     QueueDepth,
     admits,
     is_new_grant,
+    owned_elsewhere,
     rate_window,
 )
 from loom.store.sqlite_faults import translate
@@ -23,7 +24,7 @@ from loom.store.sqlite_faults import translate
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS queue_leases (
     queue TEXT NOT NULL, holder TEXT NOT NULL, partition_key TEXT, expires REAL NOT NULL,
-    PRIMARY KEY (queue, holder));
+    owner TEXT NOT NULL DEFAULT '', PRIMARY KEY (queue, holder));
 CREATE TABLE IF NOT EXISTS queue_grants (queue TEXT NOT NULL, at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS queue_grants_by_queue ON queue_grants (queue, at);
 CREATE TABLE IF NOT EXISTS queue_waiting (
@@ -44,6 +45,7 @@ class SqliteLeaseSet(LeaseSet):
         con = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         if not self._ready:
             con.executescript(_SCHEMA)
+            _add_owners(con)
             self._ready = True
         return con
 
@@ -67,9 +69,9 @@ class SqliteLeaseSet(LeaseSet):
         """See :class:`~loom.store.leases.LeaseSet`."""
         return bool(await self._run("acquiring a queue lease", _acquire, request))
 
-    async def release(self, queue: str, holder: str) -> None:
+    async def release(self, queue: str, holder: str, owner: str) -> None:
         """See :class:`~loom.store.leases.LeaseSet`."""
-        await self._run("releasing a queue lease", _release, queue, holder)
+        await self._run("releasing a queue lease", _release, queue, holder, owner)
 
     async def wait(self, queue: str, holder: str, now: float) -> None:
         """See :class:`~loom.store.leases.LeaseSet`."""
@@ -82,6 +84,14 @@ class SqliteLeaseSet(LeaseSet):
         return found
 
 
+def _add_owners(con: sqlite3.Connection) -> None:
+    """Give a lease table made by an older release its ``owner`` column (leases taken
+    before it have the empty owner, which only an owner-less caller's release drops)."""
+    columns = [row[1] for row in con.execute("PRAGMA table_info(queue_leases)")]
+    if "owner" not in columns:
+        con.execute("ALTER TABLE queue_leases ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+
+
 def _acquire(con: sqlite3.Connection, r: LeaseRequest) -> bool:
     con.execute("DELETE FROM queue_leases WHERE queue = ? AND expires <= ?", (r.queue, r.now))
     con.execute(
@@ -89,24 +99,31 @@ def _acquire(con: sqlite3.Connection, r: LeaseRequest) -> bool:
         (r.queue, r.now - rate_window(r.rate)),
     )
     rows = con.execute(
-        "SELECT holder, partition_key FROM queue_leases WHERE queue = ?", (r.queue,)
+        "SELECT holder, partition_key, owner FROM queue_leases WHERE queue = ?", (r.queue,)
     ).fetchall()
-    live: dict[str, str | None] = {h: p for h, p in rows}
+    owners: dict[str, str] = {h: o for h, _, o in rows}
+    if owned_elsewhere(r, owners.get(r.holder)):
+        return False
+    live: dict[str, str | None] = {h: p for h, p, _ in rows}
     recent = [t for (t,) in con.execute("SELECT at FROM queue_grants WHERE queue = ?", (r.queue,))]
     if not admits(r, live, recent):
         return False
     if is_new_grant(r, live):
         con.execute("INSERT INTO queue_grants VALUES (?, ?)", (r.queue, r.now))
     con.execute(
-        "INSERT OR REPLACE INTO queue_leases VALUES (?, ?, ?, ?)",
-        (r.queue, r.holder, r.partition, r.now + r.ttl),
+        "INSERT OR REPLACE INTO queue_leases (queue, holder, partition_key, expires, owner) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (r.queue, r.holder, r.partition, r.now + r.ttl, r.owner),
     )
     con.execute("DELETE FROM queue_waiting WHERE queue = ? AND holder = ?", (r.queue, r.holder))
     return True
 
 
-def _release(con: sqlite3.Connection, queue: str, holder: str) -> None:
-    con.execute("DELETE FROM queue_leases WHERE queue = ? AND holder = ?", (queue, holder))
+def _release(con: sqlite3.Connection, queue: str, holder: str, owner: str) -> None:
+    con.execute(
+        "DELETE FROM queue_leases WHERE queue = ? AND holder = ? AND owner = ?",
+        (queue, holder, owner),
+    )
 
 
 def _wait(con: sqlite3.Connection, queue: str, holder: str, now: float) -> None:

@@ -13,11 +13,16 @@ from __future__ import annotations
 import abc
 from typing import Any
 
+from loom.scope import off_scope_methods
 from loom.wire import ExecutionPackage, ExecutionResult
 
 
 class WorkerRuntime(abc.ABC):
     """Places execution packages on compute."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        off_scope_methods(cls)  # a backend's calls take no flow step ids (loom.scope)
 
     @abc.abstractmethod
     async def allocate(self, package: ExecutionPackage) -> Any:

@@ -134,9 +134,14 @@ def http_exception_reply(exc: HTTPException) -> Response:
     status = exc.code or 500
     code = _FRAMEWORK_CODES.get(status) or (exc.name or "error").lower().replace(" ", "_")
     body: dict[str, Any] = {"code": code, "message": exc.description or exc.name, "details": {}}
+    headers: dict[str, str] = {}
+    allowed = getattr(exc, "valid_methods", None)  # a 405 says what is allowed (RFC 9110)
+    if status == 405 and allowed:
+        headers["Allow"] = ", ".join(allowed)
+        body["details"] = {"allowed": list(allowed)}
     with log_context(**trace_fields(request.headers)):
         access_log(request, status, 0.0)
-    return json_response(status, body, {})
+    return json_response(status, body, headers)
 
 
 def store_error_response(exc: StoreError) -> Response:

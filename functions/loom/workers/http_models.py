@@ -23,7 +23,10 @@ class ExecuteRequest(BaseModel):
 class StartRequest(BaseModel):
     """``POST /executions``: start a flow; idempotent by ``execution_id``."""
 
-    model_config = ConfigDict(extra="forbid")
+    # The route refuses a partition key without a queue (400); the schema says so too.
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"dependentRequired": {"partition_key": ["queue"]}}
+    )
 
     flow: str = Field(min_length=1, max_length=256)
     input: Any = None
@@ -46,7 +49,10 @@ class StartRequest(BaseModel):
         description="With queue: executions of one key run one at a time",
     )
     timeout: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False, description="Seconds; overrides the flow's"
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds from the start, more than 0 and finite; overrides the flow's",
     )
 
 

@@ -14,8 +14,10 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 import loom.workers.http_routes  # noqa: F401  # pyright: ignore[reportUnusedImport]  (first: the route modules below import it back)
 from loom import __version__
+from loom.ids import MAX_ID_BYTES, rule
 from loom.wire import ExecutionResult
 from loom.workers.cancel_route import CancelRequest
+from loom.workers.deadletters_route import RedriveRequest
 from loom.workers.fork_route import ForkRequest
 from loom.workers.http_messages import MessageRequest, PublishedEvent
 from loom.workers.http_models import (
@@ -28,6 +30,8 @@ from loom.workers.http_models import (
     StartRequest,
     VerdictRequest,
 )
+from loom.workers.openapi_ops import operator_paths
+from loom.workers.retry_route import RetryRequest
 
 _REF = "#/components/schemas/{model}"
 
@@ -39,6 +43,8 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (CancelRequest, "validation"),
     (ForkRequest, "validation"),
     (MessageRequest, "validation"),
+    (RetryRequest, "validation"),
+    (RedriveRequest, "validation"),
     (PublishedEvent, "serialization"),
     (ExecutionResult, "serialization"),
     (ExecutionView, "serialization"),
@@ -78,18 +84,29 @@ def _operation(
     summary: str,
     ok: tuple[str, str],
     errors: list[int],
+    **options: Any,
+) -> dict[str, Any]:
+    return _plain(op_id, summary, (_ref(ok[0]), ok[1]), errors, **options)
+
+
+def _plain(
+    op_id: str,
+    summary: str,
+    ok: tuple[dict[str, Any], str],
+    errors: list[int],
     *,
     body: str | None = None,
+    body_required: bool = True,
     secured: bool = False,
     params: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    responses: dict[str, Any] = {"200": _json(_ref(ok[0]), ok[1])}
+    responses: dict[str, Any] = {"200": _json(ok[0], ok[1])}
     for status in sorted({*errors, 405, 500, 503}):
         responses[str(status)] = _json(_ref("ErrorBody"), _ERRORS[status])
     operation: dict[str, Any] = {"operationId": op_id, "summary": summary, "responses": responses}
     if body is not None:
         operation["requestBody"] = {
-            "required": True,
+            "required": body_required,
             "content": {"application/json": {"schema": _ref(body)}},
         }
     if secured:
@@ -103,7 +120,9 @@ _ID = {
     "name": "execution_id",
     "in": "path",
     "required": True,
-    "schema": {"type": "string", "minLength": 1},
+    "description": f"An execution id: {rule()}; percent-encoded in the path. An id "
+    "breaking the rule is refused with 400 invalid_execution_id, nothing written.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_ID_BYTES},
 }
 _HISTORY = {
     "name": "history",
@@ -280,6 +299,7 @@ def _paths() -> dict[str, Any]:
                 params=[_ID, _KEY, _TIMEOUT],
             )
         },
+        **operator_paths(_operation, _plain, _ID),
     }
 
 
@@ -289,7 +309,7 @@ _TIMEOUT = {
     "in": "query",
     "required": False,
     "description": "Seconds to wait for a first value (default 0, at most 60).",
-    "schema": {"type": "string"},
+    "schema": {"type": "number", "minimum": 0, "maximum": 60},
 }
 
 

@@ -76,7 +76,9 @@ from loom.workers.schedule_routes import fire_schedules_forever
 log = logging.getLogger("loom.worker")
 
 DEFAULT_MAX_BODY = 1024 * 1024
-_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+# Every method reaches the handler, which answers 405 naming what the path allows (Allow):
+# a method left out here got the framework's 405, without an Allow header.
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"]
 
 
 def build_runtime(app_ref: str | None = None, store_url: str | None = None) -> Runtime:

@@ -7,8 +7,8 @@ import asyncio
 from typing import Any
 
 from loom import events as ev
-from loom.decide import Decision, write
-from loom.fold import ExecutionState
+from loom.kernel.decide import Decision, write
+from loom.kernel.fold import ExecutionState
 from loom.runtime import Runtime
 from loom.store.base import StatusChange
 

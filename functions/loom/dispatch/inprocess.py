@@ -12,14 +12,16 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loom.dispatch.base import Dispatcher
 from loom.errors import ExecutionSupersededError, LoomError, StoreError
 from loom.ids import id_problem
 from loom.store.base import EventStore
 from loom.wire import ExecutionPackage
-from loom.workers.base import WorkerRuntime
+
+if TYPE_CHECKING:
+    from loom.workers.base import WorkerRuntime  # (any: a worker runtime is handed in)
 
 log = logging.getLogger("loom.dispatch")
 _SEEN_MAX = 100_000  # dispatch ids remembered for deduplication (the log guards the rest)

@@ -111,6 +111,10 @@ class _CheckSession(Session):
 
     async def execute(self, step_id: str, effect: EffectDef | str, value: Any) -> Any:
         self.visited.add(step_id)
+        # The timers of its durable backoffs (``{step}/retry{n}``, ``loom.backoff``) are the
+        # step's own: a step that ended is served without waiting on them again.
+        retries = f"{step_id}/retry"
+        self.visited.update(g for g in self.state.gates if g.startswith(retries))
         rec = self.state.steps.get(step_id)
         if rec is not None and rec.get("status") in ("started", "in_doubt"):
             name = effect if isinstance(effect, str) else effect.name

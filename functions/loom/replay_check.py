@@ -126,6 +126,7 @@ class _CheckSession(Session):
         await cancellation.checkpoint(self)  # a recorded cancel arrives here, as it did live
         if attempt == 1:
             self._unless_skipped(step_id)  # parks as the live session would
+        self._check_budget(self.state, defn.name)  # a budget stop ends it as it did live
         self._frontier(step_id, f"effect {defn.name!r}")
 
     def decide(self, step_id: str, kind: str) -> Any:

@@ -143,3 +143,15 @@ async def test_a_step_that_waited_on_durable_backoffs_replays_cleanly():
     assert gates == ["1/retry2", "1/retry3"]
     seen = await run_check(app, store)
     assert diverging(seen) == {}
+
+
+async def test_an_execution_stopped_by_its_budget_replays_cleanly():
+    """A budget stops an execution before the step that would exceed it; the replay stops
+    there too, as the live run did, rather than going on to that step."""
+    store = InMemoryEventStore()
+    rt = Runtime(make_app("ab"), store, clock=FakeClock())
+    ended = await rt.start("order", execution_id="o1", budgets={"max_effect_calls": 1})
+    assert ended.status == "failed" and ended.error is not None
+    assert ended.error["code"] == "budget_exceeded"
+    seen = await run_check(make_app("ab"), store)
+    assert diverging(seen) == {}

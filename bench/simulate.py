@@ -72,7 +72,7 @@ def run_chunk(first: int, count: int, keep: int) -> Chunk:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=100_000)
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2, help="processes")

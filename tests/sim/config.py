@@ -6,9 +6,10 @@ store; so a fault that masks another in one mix is absent from the next. A scena
 builds a :class:`SimConfig` by hand instead (usually :meth:`SimConfig.calm`, then changes).
 
 Bounds that keep the checks meaningful (a fault outside them would break a lease by design,
-not by a bug): a store stall stays under half a claim's time to live, so a holder that is
-alive renews its claim before it lapses; lease calls are never stalled, so a queue lease is
-renewed in time; clock jumps stay well under a lease's renewal margin.
+not by a bug): queue lease calls never stall or fail, so a live holder renews its lease in
+time (a third of its 15 s), and clock jumps stay under a few seconds. Store stalls are left
+long enough (up to 4.5 s, with claims of 10 s renewed at half-life) that a live holder's
+claim can lapse while it waits: the takeover that follows is a race the engine must handle.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from loom.queues import QueueRef
 from loom.runtime import Runtime
@@ -131,7 +132,7 @@ async def duplicate_delivery_on_a_full_queue(world: World, clients: Clients) -> 
     )
 
 
-def _starter(eid: str, inp: dict[str, object]) -> Callable[[Runtime], Awaitable[object]]:
+def _starter(eid: str, inp: dict[str, Any]) -> Callable[[Runtime], Awaitable[object]]:
     return lambda rt: rt.start("sim.queued", inp, execution_id=eid, queue=QueueRef("q1"))
 
 

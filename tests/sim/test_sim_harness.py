@@ -244,12 +244,11 @@ def test_a_step_parked_in_doubt_after_it_completed_is_seen():
 
 
 def test_an_event_after_the_end_and_a_resume_twice_are_seen():
-    resumed = {"on": "approve", "correlation_key": "k"}
     log = _numbered(
         _start(),
-        ev.ExecutionResumed(**resumed),
+        ev.ExecutionResumed(on="approve", correlation_key="k"),
         ev.ExecutionCompleted(),
-        ev.ExecutionResumed(**resumed),
+        ev.ExecutionResumed(on="approve", correlation_key="k"),
     )
     final = _final({"e1": log})
     check_terminal(final)

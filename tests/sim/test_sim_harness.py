@@ -280,3 +280,14 @@ def test_a_non_idempotent_attempt_invoked_twice_is_seen():
     )
     check_once(final)
     assert [v.invariant for v in final.world.violations] == ["effects.once"]
+
+
+def test_an_attempt_begun_and_lost_before_it_ran_may_be_counted_but_no_more():
+    """Attempt 2 was recorded as beginning and its worker died before invoking it: the log
+    may count it (nobody can tell), never an attempt that was not even begun."""
+    retried = ev.EffectRetried(step_id="1", effect="sim.flaky", attempt=2)
+    for counted, broken in ((2, []), (3, ["attempts.recorded", "attempts.meter"])):
+        completed = ev.EffectCompleted(step_id="1", effect="sim.flaky", attempts=counted)
+        final = _final({"e1": _numbered(_start(), retried, completed)}, [_inv(0, "e1:1", 1)])
+        check_attempts(final)
+        assert [v.invariant for v in final.world.violations] == broken

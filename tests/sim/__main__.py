@@ -50,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
                 else f"seed {seed}: {dict(report.by_invariant())}  ({report.repro()})"
             )
     took = time.perf_counter() - started
-    print(f"{args.seeds} seeds, {failing} failing, {took:.1f} s ({args.seeds / took:.1f} seeds/s)")
+    print(
+        f"{args.seeds} seeds, {failing} failing, {took:.1f} s ({args.seeds / took:.1f} seeds a second)"
+    )
     print(f"violations by invariant: {dict(totals)}")
     return 0 if not failing else 1
 

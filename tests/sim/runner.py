@@ -13,7 +13,7 @@
 3. **Checks**: the invariants of :mod:`tests.sim.invariants` and
    :mod:`tests.sim.invariants_effects` over the final logs and the ledger.
 
-Everything is a function of the seed (and of the scenario, for a scripted run): the same
+Everything is a function of its seed (and of the scenario, for a scripted run): the same
 seed gives the same :attr:`Report.digest`, in this process or another. A failing run's
 :meth:`Report.repro` is the one line that runs it again.
 """
@@ -89,7 +89,7 @@ class Report:
         return f"python -m tests.sim --seed {self.seed}"
 
     def text(self, limit: int = 20) -> str:
-        """A readable report: the seed, the world, what broke, how to run it again."""
+        """A readable report: its seed, the world, what broke, how to run it again."""
         lines = [
             f"seed {self.seed}: {len(self.violations)} violation(s) "
             f"{dict(self.by_invariant())} in {self.virtual_seconds:.0f} virtual s",

@@ -3,7 +3,7 @@
 A :class:`World` holds everything one seed's run touches, so nothing leaks into the next:
 
 * the :class:`~tests.sim.loop.SimLoop` and the run's random streams (:meth:`World.rng`:
-  one per purpose, all derived from the seed, so changing how one part draws leaves the
+  one per purpose, all derived from its seed, so changing how one part draws leaves the
   others' draws alone);
 * the wall clock the runtimes read (:meth:`World.clock`): the loop's virtual time plus the
   jumps the chaos makes;

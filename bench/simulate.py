@@ -15,11 +15,11 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import platform
 import sys
 import time
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -71,6 +71,10 @@ def run_chunk(first: int, count: int, keep: int) -> Chunk:
     return chunk
 
 
+def _run_chunk(task: tuple[int, int, int]) -> Chunk:
+    return run_chunk(*task)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=100_000)
@@ -86,11 +90,13 @@ def main(argv: list[str] | None = None) -> int:
         for s in range(args.start, args.start + args.seeds, args.chunk)
     ]
     # A fresh process every few chunks: the engine keeps a little per cancelled session.
-    with ProcessPoolExecutor(args.jobs, max_tasks_per_child=4) as pool:
-        futures = [pool.submit(run_chunk, first, count, args.keep) for first, count in bounds]
-        for done, future in enumerate(futures, start=1):
-            total.add(future.result(), args.keep)
-            if done % max(1, len(futures) // 20) == 0:
+    # (``multiprocessing.Pool``: Python 3.11's executor stops replacing the workers it
+    # retires after ``max_tasks_per_child`` and waits for ever.)
+    tasks = [(first, count, args.keep) for first, count in bounds]
+    with multiprocessing.Pool(args.jobs, maxtasksperchild=4) as pool:
+        for done, chunk in enumerate(pool.imap(_run_chunk, tasks), start=1):
+            total.add(chunk, args.keep)
+            if done % max(1, len(tasks) // 20) == 0:
                 print(
                     f"  {total.seeds} seeds, {sum(total.violations.values())} violations",
                     file=sys.stderr,

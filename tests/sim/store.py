@@ -12,10 +12,15 @@ its own :class:`SimStore`, which makes every call a round trip:
    the caller gets ``StoreUnavailableError`` all the same, as a commit whose connection
    dropped does).
 
-A worker killed while its call is on the way stays suspended there: the call may or may
-not have applied, exactly the uncertainty a crash leaves. Events are copied on the way in,
-as a store that serializes them would, so a caller that renumbers an event object it keeps
-(after an error) can never rewrite the log.
+Append conflicts are not made up: the contract says a conflict means the log moved, and the
+workers, the clients and the operator move it often enough (a conflict on a log that did
+not move would be a store bug, not a fault to survive).
+
+A worker killed while its call is on the way stays suspended there: the call may or may not
+have applied, exactly the uncertainty a crash leaves. Events are copied on the way in, as a
+store that serializes them would, so a caller that renumbers an event object it keeps
+(after an error) can never rewrite the log. Summaries are stamped with the virtual clock
+(``tests.sim.patches``).
 
 Queue leases (``store.leases()``) go through :class:`SimLeases`: latency only. A lease call
 that failed or stalled would let a live holder's lease lapse, which bounds nothing by

@@ -150,7 +150,9 @@ def step_problems(run: Sequence[ev.Event]) -> list[str]:
         elif e.type == "EffectRetried" and e.not_before is not None:  # type: ignore[union-attr]
             intent.discard(sid)  # the attempt's failure is known: nothing in doubt
         elif e.type == "EffectInDoubt":
-            if sid not in intent or sid in doubt:
+            if sid in doubt:
+                problems.append(f"{where} while the step is in doubt already")
+            elif sid not in intent:
                 problems.append(f"{where} with no open intent record")
             doubt.add(sid)
         elif e.type == "EffectVerdict":

@@ -181,6 +181,17 @@ async def _main(
     report.digest = _digest(final)
     if inspect is not None:
         inspect(final)
+    await _forget(world, final)
+
+
+async def _forget(world: World, final: invariants.Final) -> None:
+    """Drop what the run wrote: the engine keeps some sessions it cancelled for good (and,
+    through them, whatever they reach), which must not keep every log of every run."""
+    for eid in final.logs:
+        await world.raw.delete_execution(eid)
+    world.ledger.invocations.clear()
+    world.ledger.by_key.clear()
+    world.trace.clear()
 
 
 async def _operator_loop(world: World, operator: Operator) -> None:

@@ -31,6 +31,7 @@ def _summary(failing: list[Report], seeds: int) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # two minutes idle; several times that on a busy machine
 @pytest.mark.xfail(
     strict=True,
     raises=ViolationsFoundError,

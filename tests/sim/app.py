@@ -18,8 +18,8 @@ from typing import Any
 
 from loom import Loom
 from loom.app import Retry
-from loom.kernel.context import EffectContext, FlowContext
 from loom.errors import ChildFlowFailedError, EffectFailedError, GateTimeoutError, LoomError
+from loom.kernel.context import EffectContext, FlowContext
 
 Spec = dict[str, Any]
 

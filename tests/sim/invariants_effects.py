@@ -12,7 +12,9 @@
   same number), and no more than the log shows begun (an attempt recorded as beginning and
   lost with its worker before it ran may be counted: nobody can tell). Steps that went
   through doubt are left out: a verdict decides their count.
-* ``attempts.meter``: the execution's meter counts the same attempts.
+* ``attempts.meter``: the execution's meter counts the same attempts, and for a step a
+  verdict settled with no recorded outcome, the attempts begun (those the ledger saw, up to
+  those the log shows begun).
 * ``budgets``: with ``budgets={"max_attempts": B}``, no step starts its first attempt once
   ``B`` attempts have been made.
 """
@@ -105,7 +107,17 @@ def check_attempts(f: Final) -> None:
         for number, run in enumerate(runs(events), start=1):
             begun = _begun(run)
             doubted = {e.step_id for e in run if isinstance(e, ev.EffectInDoubt)}
+            outcomes = {
+                e.step_id for e in run if isinstance(e, ev.EffectCompleted | ev.EffectFailed)
+            }
             for e in run:
+                if isinstance(e, ev.EffectVerdict) and e.verdict != "not_performed":
+                    if e.step_id not in outcomes:  # settled by the verdict alone: the
+                        # attempts begun count (a performed one ran; a failed one began)
+                        key = _key(eid, number, e.step_id)
+                        made = _distinct(f.world.ledger.by_key.get(key, []))
+                        low, high = low + made, high + max(begun.get(e.step_id, 1), made)
+                    continue
                 if not isinstance(e, ev.EffectCompleted | ev.EffectFailed):
                     continue
                 if e.step_id in doubted:  # a verdict settled what ran: the log's count stands

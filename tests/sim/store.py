@@ -145,12 +145,12 @@ class SimLeases(LeaseSet):
         )
         return granted
 
-    async def release(self, queue: str, holder: str) -> None:
-        await self._call(lambda: self._release(queue, holder))
+    async def release(self, queue: str, holder: str, owner: str) -> None:
+        await self._call(lambda: self._release(queue, holder, owner))
 
-    async def _release(self, queue: str, holder: str) -> None:
-        await self.raw.release(queue, holder)
-        self.world.note(f"lease {queue} {holder} released")
+    async def _release(self, queue: str, holder: str, owner: str) -> None:
+        await self.raw.release(queue, holder, owner)
+        self.world.note(f"lease {queue} {holder} released by {owner}")
 
     async def wait(self, queue: str, holder: str, now: float) -> None:
         await self._call(lambda: self.raw.wait(queue, holder, now))

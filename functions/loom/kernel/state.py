@@ -29,6 +29,7 @@ class StepRecord(TypedDict, total=False):
     verdict_by: str
     episode: int  # seq of the EffectInDoubt that put it in doubt (what a verdict names)
     seq: int  # where the outcome (completion, failure, verdict) sits in the log
+    voided: int  # attempts a ``not_performed`` verdict declared never ran
 
 
 class GateRecord(TypedDict):

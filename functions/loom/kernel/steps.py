@@ -190,6 +190,7 @@ class EffectSteps:
             )
             crash.point("after_intent", step_id)
         ectx = EffectContext(self.execution_id, step_id, key, attempt, defn.name)
+        voided = (state.steps.get(step_id) or {}).get("voided", 0)  # (never ran)
         outcome = await invoke_with_retry(
             defn,
             ectx,
@@ -197,6 +198,7 @@ class EffectSteps:
             self.rt.clock,
             self._retrying,
             self.rt.max_inline_backoff,
+            voided,
         )
         crash.point("after_effect", step_id)
         return await self._record(step_id, defn, attempt, outcome)

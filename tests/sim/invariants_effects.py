@@ -12,9 +12,9 @@
   same number), and no more than the log shows begun (an attempt recorded as beginning and
   lost with its worker before it ran may be counted: nobody can tell). Steps that went
   through doubt are left out: a verdict decides their count.
-* ``attempts.meter``: the execution's meter counts the same attempts, and for a step a
-  verdict settled with no recorded outcome, the attempts begun (those the ledger saw, up to
-  those the log shows begun).
+* ``attempts.meter``: the execution's meter counts the same attempts; for a step a verdict
+  settled with no recorded outcome, or one still retrying when its run ended, the attempts
+  begun (at least those the log shows made, at most those it shows begun).
 * ``budgets``: with ``budgets={"max_attempts": B}``, no step starts its first attempt once
   ``B`` attempts have been made.
 """
@@ -110,6 +110,17 @@ def check_attempts(f: Final) -> None:
             outcomes = {
                 e.step_id for e in run if isinstance(e, ev.EffectCompleted | ev.EffectFailed)
             }
+            settled = outcomes | {
+                e.step_id
+                for e in run
+                if isinstance(e, ev.EffectVerdict) and e.verdict != "not_performed"
+            }
+            for step_id, most in begun.items():
+                if step_id not in settled:  # still retrying when the run or execution ended:
+                    # the attempts before the last one begun were made; that one may have
+                    key = _key(eid, number, step_id)
+                    made = _distinct(f.world.ledger.by_key.get(key, []))
+                    low, high = low + min(made, most - 1), high + max(most, made)
             for e in run:
                 if isinstance(e, ev.EffectVerdict) and e.verdict != "not_performed":
                     if e.step_id not in outcomes:  # settled by the verdict alone: the

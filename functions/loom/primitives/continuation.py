@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from loom import crash
 from loom import events as ev
@@ -126,14 +126,28 @@ def _carried_resumes(s: ExecutionState) -> dict[str, ResumeRecord]:
     }
 
 
+KEEP_MESSAGE_IDS: Final = 7 * 24 * 3600.0
+"""Seconds a message id stays known after the run that received it ended: a sender's step
+redelivering it later (its worker died between the delivery and its record, and it ran
+again after the receiver continued as new, maybe several times) is refused as a repeat."""
+
+
+def _keep_message_ids(s: ExecutionState, now: float) -> None:
+    """Move the ended run's message ids to the kept ones and forget those kept longer than
+    :data:`KEEP_MESSAGE_IDS` (decided by the continue's recorded time: every fold agrees)."""
+    kept = {mid: at for mid, at in s.message_ids_kept.items() if at > now - KEEP_MESSAGE_IDS}
+    for mid in s.message_ids:  # ("" slots: a snapshot's, from before ids were kept by time)
+        kept[mid] = now
+    s.message_ids_kept, s.message_ids = kept, {}
+
+
 def _continued(s: ExecutionState, e: ev.ExecutionContinued) -> None:
     messages = _carried_messages(s, e.consumed)
     resumes: dict[str, ResumeRecord] = {
         k: {"payload": r["payload"], "timed_out": r["timed_out"], "seq": e.seq}
         for k, r in _carried_resumes(s).items()
     }
-    # Ids received in the ended run keep deduplicating; older ones ("" slots) are dropped.
-    s.message_ids = {mid: "" for mid, slot in s.message_ids.items() if slot}
+    _keep_message_ids(s, e.at)
     s.mailbox = {}
     for topic, mid, payload in messages:
         n = s.mailbox[topic] = s.mailbox.get(topic, 0) + 1

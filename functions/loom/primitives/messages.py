@@ -138,8 +138,14 @@ def _place(s: ExecutionState, topic: str, at: float) -> tuple[int, list[int], bo
         return n, late, woke
 
 
+def known(s: ExecutionState, message_id: str) -> bool:
+    """Whether ``message_id`` reached the execution before (this run, or an earlier one not
+    long ago: ``loom.primitives.continuation``): a repeat, never delivered twice."""
+    return message_id in s.message_ids or message_id in s.message_ids_kept
+
+
 def _received(s: ExecutionState, e: ev.MessageReceived) -> None:
-    if e.message_id in s.message_ids:
+    if known(s, e.message_id):
         return  # a redelivered message is dropped
     n, late, woke = _place(s, e.topic, e.at)
     for slot in late:
@@ -226,7 +232,7 @@ def _new_message(state: ExecutionState, message_id: str, topic: str) -> bool:
     Raises:
         ExecutionFinishedError: The execution ended (and never had this message).
     """
-    if message_id in state.message_ids:
+    if known(state, message_id):
         return False
     if state.finished:
         raise ExecutionFinishedError(

@@ -357,3 +357,6 @@ class Session(EffectSteps):
             await record_end(self, flow_task)
         except AbortSignal as signal:
             raise signal.args[0] from None
+        finally:
+            if self.state.cancel is not None:  # (only a cancel's sessions are known there)
+                cancellation.forget(self)

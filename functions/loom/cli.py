@@ -25,6 +25,7 @@ from loom.cli_hints import exit_for, interrupted, resume_checked
 from loom.cli_types import EXECUTION_ID
 from loom.config import DEFAULT_STORE, load_app, open_blob_store, open_store
 from loom.errors import ConfigurationError, InputError, LoomError, StoreError, StoreLimitError
+from loom.grants import recorded_by
 from loom.queues import queue_ref
 from loom.store.base import STATUSES
 
@@ -248,7 +249,9 @@ def resume(
 @click.argument("verdict", type=click.Choice(["performed", "not_performed", "failed"]))
 @click.option("--output", default=None, help="performed: the effect's output, as JSON.")
 @click.option("--error", default=None, help="failed: the error message.")
-@click.option("--by", default=None, help="Who gives the verdict (default: local:<user>).")
+@click.option(
+    "--by", default=None, help="A note recorded beside you (local:<user>); grants nothing."
+)
 @click.option("--episode", type=int, default=None, help="The in-doubt episode (default: open).")
 @click.pass_obj
 def verdict(
@@ -266,7 +269,7 @@ def verdict(
 
     async def body(env: Embedded) -> Any:
         ep = episode or await open_episode(env.runtime, execution_id, step_id)
-        who = by or local_principal()
+        who = recorded_by(local_principal(), by) or local_principal()
         return await env.runtime.verdict(
             execution_id, step_id, verdict, output=value, error=error, by=who, episode=ep
         )

@@ -51,11 +51,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
 from loom.app import to_json_value
-from loom.child_ids import check_outside_id
 from loom.errors import AppendConflictError, ExecutionConflictError, NotForkableError
 from loom.fold import _HEAD, ExecutionState, fold  # pyright: ignore[reportPrivateUsage]
+from loom.grants import recorded_by
 from loom.ids import check_execution_id
 from loom.payloads import REF_KEY
+from loom.reserved_ids import IdForm, check_outside_id
 from loom.store.base import AppendRequest, StatusChange
 
 if TYPE_CHECKING:
@@ -161,18 +162,27 @@ async def fork(
     from_seq: int | None = None,
     new_id: str | None = None,
     by: str | None = None,
+    note: str | None = None,
     version: str | int | None = None,
     run: bool = True,
+    derived: IdForm | None = None,
 ) -> ExecutionResult:
     """Start a new execution from ``execution_id``'s log before ``from_step``.
 
     ``from_seq`` cuts at a log position instead (what re-driving a failed execution uses:
     the position of its failure). Idempotent by ``new_id`` (default: a new id).
 
+    ``by`` is the principal who forks: the fork keeps the original's capabilities only if
+    the grant policy lets ``by`` grant them to the flow (``None``: the process's own code,
+    trusted). ``note`` (free text from the request, e.g. an operator's name) is recorded
+    beside ``by`` and authorizes nothing (:func:`loom.grants.recorded_by`). ``derived`` is
+    for the engine alone: the reserved form (:mod:`loom.reserved_ids`) of ``new_id``.
+
     Raises:
         UnknownExecutionError: No such execution.
         NotForkableError: See the module docstring.
         ExecutionConflictError: ``new_id`` exists and is not this fork.
+        ReservedExecutionIdError: ``new_id`` has a form the engine derives.
         NotPermittedError: ``by`` may not grant the original's capabilities.
         UnknownFlowError: The flow (or ``version``) is not in the deployed code.
     """
@@ -182,7 +192,11 @@ async def fork(
     kept = prefix(events, cut, step)
     first = events[0]
     assert isinstance(first, ev.ExecutionStarted)
-    eid = check_outside_id(check_execution_id(new_id)) if new_id is not None else str(uuid.uuid4())
+    eid = (
+        check_outside_id(check_execution_id(new_id), derived=derived)
+        if new_id is not None
+        else str(uuid.uuid4())
+    )
     if eid == execution_id:
         raise ExecutionConflictError(
             "a fork needs a new execution id, not the original's", details={"execution_id": eid}
@@ -203,7 +217,7 @@ async def fork(
         capabilities=list(first.capabilities),
         budgets=dict(first.budgets),
         at=runtime.clock(),
-        by=by,
+        by=recorded_by(by, note),
         forked_from=origin,
         queue=first.queue,  # a fork runs on its origin's queue, with its partition key
         partition_key=first.partition_key,

@@ -165,6 +165,19 @@ class GrantPolicy:
         return cls.from_json(inline) if inline else None
 
 
+def recorded_by(principal: str | None, note: str | None = None) -> str | None:
+    """What the log records as ``by`` for an act of ``principal`` annotated with ``note``.
+
+    ``note`` is free text from the request (an operator's name typed in a form or a body's
+    ``by``): it is kept beside the principal, ``"{note} (via {principal})"``, and never
+    authorizes anything. Authority (the grant policy, the caller check) is always decided on
+    ``principal`` alone, before this string is made.
+    """
+    if not note:
+        return principal
+    return note if principal is None else f"{note} (via {principal})"
+
+
 def rules(grants: Mapping[str, Mapping[str, Iterable[str]]]) -> list[GrantRule]:
     """Rules from ``{principal: {flow: capabilities}}``, the compact form for Python apps."""
     return [

@@ -21,7 +21,6 @@ from loom import events as ev
 from loom.app import Loom, to_json_value
 from loom.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.cancellation import request_cancel
-from loom.child_ids import check_outside_id
 from loom.claims import claim_is_live, new_holder
 from loom.context import STEP_NUMBERING
 from loom.errors import (
@@ -35,6 +34,7 @@ from loom.grants import GrantPolicy
 from loom.ids import check_execution_id
 from loom.payloads import DEFAULT_THRESHOLD, PayloadCodec, dump_exact
 from loom.poison import DEFAULT_MAX_IDLE_CLAIMS, park_poison, poisoned
+from loom.reserved_ids import IdForm, check_outside_id
 from loom.starts import (
     check_same_start,
     never_ran,
@@ -165,6 +165,7 @@ class Runtime:
         version: str | int | None = None,
         queue: QueueRef | None = None,
         timeout: float | timedelta | None = None,
+        derived: IdForm | None = None,
     ) -> ExecutionResult:
         """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
 
@@ -177,6 +178,8 @@ class Runtime:
         The execution runs on ``version`` of the flow (default: the latest registered) for
         its whole life; the version is recorded in ``ExecutionStarted.flow_version``.
         ``timeout`` overrides the flow's own (``loom.timeouts``).
+        ``derived`` is for the engine alone: the reserved form (:mod:`loom.reserved_ids`) it
+        derived ``execution_id`` in; a repeat then must also be by the same ``by``.
 
         Raises:
             NotPermittedError: ``by`` may not grant some of ``capabilities``.
@@ -184,11 +187,11 @@ class Runtime:
             InvalidPayloadError: The input fails the flow's input model.
             ExecutionConflictError: The id exists with another flow or input.
             InvalidExecutionIdError: ``execution_id`` breaks the id rule (:mod:`loom.ids`).
-            ReservedExecutionIdError: ``execution_id`` has a child flow's form
-                (:mod:`loom.children`).
+            ReservedExecutionIdError: ``execution_id`` has a form the engine derives
+                (:mod:`loom.reserved_ids`), or holds an execution the engine did not make.
         """
         eid = (
-            check_outside_id(check_execution_id(execution_id))  # (child ids are the engine's)
+            check_outside_id(check_execution_id(execution_id), derived=derived)
             if execution_id is not None
             else str(uuid.uuid4())
         )
@@ -227,7 +230,7 @@ class Runtime:
         if created:
             note_created(eid)
         else:  # a repeat: run it if it never ran (see ``loom.starts``)
-            check_same_start(first, started)
+            check_same_start(first, started, own=derived is not None)
             state = await self.load_state(eid)
             if not (run and never_ran(state, self.clock())):
                 return await self.report(state)

@@ -44,6 +44,8 @@ from loom.telemetry import incoming
 from loom.workers.auth import (
     Authenticator,
     caller_auth_from_env,
+    loopback_host,
+    loopback_mode,
     require_authenticator_off_loopback,
     resume_auth_from_env,
     verdict_auth_from_env,
@@ -76,6 +78,7 @@ from loom.workers.schedule_routes import fire_schedules_forever
 log = logging.getLogger("loom.worker")
 
 DEFAULT_MAX_BODY = 1024 * 1024
+_OPEN_PATHS = (["health"], ["live"], ["openapi.json"])
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 
@@ -186,6 +189,10 @@ class WorkerHandler:
         """Answer one request (see the module docstring)."""
         started = time.perf_counter()
         with log_context(**trace_fields(req.headers)), incoming(req.headers):
+            refused = self._foreign_host(req)
+            if refused is not None:
+                access_log(req, refused.status, time.perf_counter() - started)
+                return json_response(refused.status, refused.to_json(), {})
             if console.is_console_path(req.path):  # HTML pages, behind the same checks
                 page = console.serve(self.services, req)
                 access_log(req, page.status_code, time.perf_counter() - started)
@@ -197,6 +204,26 @@ class WorkerHandler:
                 status, body, headers = error_reply(exc)
             access_log(req, status, time.perf_counter() - started)
         return json_response(status, body, headers)
+
+    def _foreign_host(self, req: Request) -> HttpError | None:
+        """The refusal of a request naming another host to a loopback-only worker (no
+        caller check, off Cloud Run): a browser page of another site whose name resolves to
+        127.0.0.1 (DNS rebinding) reaches no route. The probes and the OpenAPI document,
+        which reveal nothing, answer whatever the ``Host`` (an orchestrator probes by IP);
+        the console's pages apply the same rule themselves (``loom.console.security``)."""
+        if self._caller_auth is not None or not loopback_mode():
+            return None
+        if path_segments(req) in _OPEN_PATHS or loopback_host(req.host):
+            return None
+        if console.is_console_path(req.path):
+            return None  # the console refuses it itself, with a page (its reader rule)
+        return HttpError(
+            403,
+            "foreign_host",
+            "this worker answers requests to localhost only (no caller check is configured): "
+            "open it as http://127.0.0.1:<port>, or set LOOM_CALLER_AUTH",
+            {"host": req.host[:200]},
+        )
 
     def _route(self, req: Request) -> Reply:
         segments = path_segments(req)

@@ -60,6 +60,7 @@ from loom.errors import (
 from loom.runtime import Runtime
 from loom.telemetry import incoming
 from loom.wire import ExecutionPackage, ExecutionResult
+from loom.workers.auth import loopback_host, loopback_mode
 from loom.workers.health import liveness, readiness, store_error_reply
 from loom.workers.http_routes import HttpError, parse_json, parse_model, read_body
 from loom.workers.lazy import LazyRuntime
@@ -316,6 +317,13 @@ class TasksHandler:
         """Dispatch on the path: ``/tasks/execute``, ``/tasks/sweep``, ``/tasks/purge``,
         ``/health``."""
         segments = [p for p in request.path.split("/") if p]
+        if segments not in (["health"], ["live"]) and foreign_host(request):
+            raise HttpError(
+                403,
+                "foreign_host",
+                "this target answers requests to localhost only (no caller check is "
+                "configured, off Cloud Run): set LOOM_CALLER_AUTH",
+            )
         if segments == ["tasks", "execute"]:
             _only(request, "POST")
             return self.execute(request)
@@ -345,6 +353,12 @@ class TasksHandler:
         bind(execution_id=body.executionPackage.execution_id)
         info = TaskInfo.from_headers(request.headers)
         return self.loop.run(execute_task(self.runtime(), body, info))
+
+
+def foreign_host(request: Request) -> bool:
+    """Whether a loopback-only target (no caller check, off Cloud Run) was asked under
+    another host's name (DNS rebinding: see ``loom.workers.auth.loopback_host``)."""
+    return loopback_mode() and not loopback_host(request.host)
 
 
 def _only(request: Request, method: str) -> None:

@@ -2,7 +2,7 @@
 
 The public names::
 
-    from loom import Loom, FlowContext, EffectContext, Retry
+    from loom import Loom, FlowContext, EffectContext, Retry, Limits
 """
 
 from loom.app import Loom, Retry
@@ -13,9 +13,11 @@ from loom.errors import (
     EffectFailedError,
     ExecutionSupersededError,
     GateTimeoutError,
+    LimitExceededError,
     LoomError,
     NondeterminismError,
 )
+from loom.execution_limits import Limits
 
 __version__ = "0.1.0"
 
@@ -27,6 +29,8 @@ __all__ = [
     "ExecutionSupersededError",
     "FlowContext",
     "GateTimeoutError",
+    "LimitExceededError",
+    "Limits",
     "Loom",
     "LoomError",
     "NondeterminismError",

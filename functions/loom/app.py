@@ -25,6 +25,7 @@ from loom.errors import (
     UnknownFlowError,
     UnknownFlowVersionError,
 )
+from loom.execution_limits import Limits
 from loom.grants import GrantPolicy
 
 if TYPE_CHECKING:
@@ -187,6 +188,7 @@ class FlowDef:
     timeout: float | None = None  # seconds from the start; then cancelled, with cleanup
     cleanup_timeout: float = 300.0  # seconds a cancelled execution's cleanup may run
     durability: str = "strict"  # or "batched": see loom.durability
+    limits: Limits | None = None  # its own limits (loom.execution_limits); None: the app's
 
     def __post_init__(self) -> None:
         if not inspect.iscoroutinefunction(self.fn):
@@ -267,9 +269,15 @@ class Loom:
     """
 
     def __init__(
-        self, name: str, *, grants: GrantPolicy | None = None, durability: str = "strict"
+        self,
+        name: str,
+        *,
+        grants: GrantPolicy | None = None,
+        durability: str = "strict",
+        limits: Limits | None = None,
     ) -> None:
         self.name = name
+        self.limits = limits or Limits()  # every execution's (loom.execution_limits)
         self.durability = _durability(durability)  # the default of every flow (loom.durability)
         self.flows: dict[str, FlowDef] = {}
         self.versions: dict[str, dict[str, FlowDef]] = {}
@@ -317,6 +325,7 @@ class Loom:
         timeout: float | timedelta | None = None,
         cleanup_timeout: float | timedelta = 300.0,
         durability: str | None = None,
+        limits: Limits | None = None,
     ) -> Callable[[F], F]:
         """Register an ``async def f(ctx, input)`` as version ``version`` of the flow ``name``.
 
@@ -328,16 +337,18 @@ class Loom:
         the execution is cancelled. A cancelled execution's ``except``/``finally`` blocks
         may run effects for ``cleanup_timeout`` (see :mod:`loom.cancellation`).
         ``durability`` (default: the app's) is ``"strict"`` or ``"batched"``: see
-        :mod:`loom.durability`.
+        :mod:`loom.durability`. ``limits`` (default: the app's) bound each execution's
+        events, runs, children and messages: see :mod:`loom.execution_limits`.
         """
         tag = _version(version)
-        limits = _flow_limits(name, timeout, cleanup_timeout)
+        bounds = _flow_limits(name, timeout, cleanup_timeout)
+        own_limits = limits
 
         def register(fn: F) -> F:
             known = self.versions.setdefault(name, {})
             if tag in known:
                 raise ConfigurationError(f"flow {name!r} version {tag} is registered twice")
-            known[tag] = FlowDef(name, fn, tag, *limits, durability or self.durability)
+            known[tag] = FlowDef(name, fn, tag, *bounds, durability or self.durability, own_limits)
             self.flows[name] = known[max(known, key=version_key)]
             return fn
 

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn
 from loom import cancellation, crash, queues
 from loom import events as ev
 from loom.app import FlowDef, to_json_value
+from loom.child_grants import check_children, child_grants
 from loom.child_ids import check_outside_id
 from loom.context import off_scope
 from loom.divergence import visit
@@ -56,6 +57,7 @@ from loom.errors import (
     ChildIdTakenError,
     ExecutionFinishedError,
     InputError,
+    LimitExceededError,
     LoomError,
     UnknownExecutionError,
     UnknownFlowError,
@@ -178,8 +180,10 @@ async def start_flow(
         await _recorded_failure(session, step_id, defn, failed)
     if recorded is None:
         session._check_unused(step_id, f"child flow {defn.name!r}")  # pyright: ignore[reportPrivateUsage]
+        session.room()  # a full log starts nothing new (loom.execution_limits)
         await force(session)  # the child must not see steps the log may yet lose
         await cancellation.checkpoint(session)  # a new step: a pending cancel arrives here
+        await check_children(session, step_id, defn.name, _child_step_effect(defn.name))
         await _start_live(session, step_id, cid, defn, (value, queue), on_cancel)
     elif recorded["flow"] != defn.name:
         session._park(  # pyright: ignore[reportPrivateUsage]
@@ -199,6 +203,8 @@ async def _recorded_failure(
     visit(session, step_id)
     await session._turn(rec.get("seq", 0))  # pyright: ignore[reportPrivateUsage]
     error = rec.get("error") or {}
+    if error.get("code") == LimitExceededError.code:
+        raise LimitExceededError(str(error.get("message", "")), details={"step_id": step_id})
     raise _taken_from(str(error.get("message", "")))
 
 
@@ -279,12 +285,15 @@ async def _create(
     parsed = to_json_value(defn.typed.parse_input(value))
     stored, _ = await rt.payloads.encode(parsed, f"{cid}/input")
     parent = {"execution_id": session.execution_id, "step_id": step_id}
+    # Per-flow grant rules hold for children (loom.child_grants).
+    held = await child_grants(rt, session.execution_id, session.state.capabilities, defn.name)
     started = ev.ExecutionStarted(
         execution_id=cid,
         flow=defn.name,
         input=stored,
         flow_version=defn.version,
-        capabilities=list(session.state.capabilities),  # a child holds what its parent holds
+        capabilities=held[0],
+        by=held[1],
         at=now,
         deadline=deadline_for(defn, None, now),
         parent=parent,

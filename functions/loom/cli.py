@@ -162,6 +162,13 @@ def _print_result(result: Any, check: bool = False) -> None:
 @click.option("--queue", default=None, help="A declared queue to run on.")
 @click.option("--partition-key", default=None, help="With --queue: run one per key at a time.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds (override).")
+@click.option(
+    "--limit",
+    "limits",
+    multiple=True,
+    metavar="NAME=N",
+    help="A limit or budget of the execution (max_events=…); repeat it for several.",
+)
 @click.pass_obj
 def start(
     settings: Settings,
@@ -174,9 +181,11 @@ def start(
     queue: str | None,
     partition_key: str | None,
     timeout: float | None,
+    limits: tuple[str, ...],
 ) -> None:
     """Start FLOW (idempotent by --id) and run it until it blocks; exit 1 if it failed."""
     value = _json_arg(input_json, "--input")
+    budgets = _limits_arg(limits)
     execution_id = execution_id or str(uuid.uuid4())  # known before it runs, for a Ctrl-C
 
     async def body(env: Embedded) -> Any:
@@ -189,10 +198,25 @@ def start(
             version=version,
             queue=queue_ref(queue, partition_key),
             timeout=timeout,
+            budgets=budgets,
         )
         return await _settle(env, result.execution_id, wait)
 
     _print_result(_with(settings, body, running=execution_id), check=True)
+
+
+def _limits_arg(pairs: tuple[str, ...]) -> dict[str, float] | None:
+    """``--limit NAME=N`` options as a dict (checked by the start: loom.execution_limits)."""
+    parsed: dict[str, float] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        try:
+            parsed[name.strip()] = int(raw) if raw.strip().isdigit() else float(raw)
+        except ValueError:
+            raise click.BadParameter(f"--limit {pair!r}: expected NAME=NUMBER") from None
+        if not sep:
+            raise click.BadParameter(f"--limit {pair!r}: expected NAME=NUMBER")
+    return parsed or None
 
 
 async def _settle(env: Embedded, execution_id: str, wait: float) -> Any:

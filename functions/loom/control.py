@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from loom import events as ev
 from loom.app import to_json_value
 from loom.errors import AppendConflictError, ExecutionFinishedError, ExecutionSupersededError
+from loom.execution_limits import check_room
 from loom.fold import ExecutionState, fold, resume_key
 from loom.late_replies import timed_out_gate
 from loom.store.base import AppendRequest, StatusChange
@@ -75,15 +76,17 @@ async def resume(
             f"execution {execution_id!r} is {state.status}; resume refused",
             details={"status": state.status},
         )
+    opens = any(
+        g["on"] == on and g["correlation_key"] == correlation_key
+        for g in state.open_gates().values()
+    )
+    if not opens and not on.startswith("loom."):  # (the engine's own resumes, a child's
+        check_room(rt, state)  # end among them, always land: loom.execution_limits)
     check = rt.app.resume_checks.get(on)
     if check is not None:
         payload = await check(rt, state, correlation_key, payload)
     stored, _ = await rt.payloads.encode(to_json_value(payload), f"{execution_id}/resume")
     event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored, by=by)
-    opens = any(
-        g["on"] == on and g["correlation_key"] == correlation_key
-        for g in state.open_gates().values()
-    )
     change = StatusChange("running") if opens and state.status == "suspended" else None
     state = await append_control(rt, state, [event], change)
     ran = await rt._dispatch(  # pyright: ignore[reportPrivateUsage]

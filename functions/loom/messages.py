@@ -52,18 +52,22 @@ from loom.errors import (
     InputError,
     InvalidExecutionIdError,
     InvalidPayloadError,
+    LimitExceededError,
     LoomError,
+    MailboxFullError,
     MessageConflictError,
     MessageTimeoutError,
     StoreError,
     UnknownExecutionError,
 )
+from loom.execution_limits import check_room
 from loom.fold import _HEAD as HEAD  # pyright: ignore[reportPrivateUsage]
 from loom.fold import _STEP as STEP  # pyright: ignore[reportPrivateUsage]
 from loom.fold import ExecutionState, GateRecord, evolve, resume_key
-from loom.ids import check_execution_id
+from loom.ids import check_execution_id, name_problem
 from loom.message_repeats import check_same_message
 from loom.payloads import dump_exact
+from loom.reserved_ids import check_outside_message_id
 from loom.store.base import AppendRequest, StatusChange
 
 if TYPE_CHECKING:
@@ -91,6 +95,8 @@ _RECORDED: dict[str, type[LoomError]] = {
         InvalidExecutionIdError,
         InvalidPayloadError,
         MessageConflictError,
+        LimitExceededError,
+        MailboxFullError,
     )
 }
 
@@ -100,16 +106,33 @@ def slot_key(topic: str, n: int) -> str:
     return f"{topic}#{n}"
 
 
+MAX_MESSAGE_ID: Final = 512
+
+
 def check_topic(topic: object) -> str:
-    """``topic`` if it is a usable topic name, else an :class:`InputError` naming why."""
-    if not isinstance(topic, str) or not topic or len(topic) > MAX_TOPIC:
+    """``topic`` if it is a usable topic name, else an :class:`InputError` naming why
+    (the id rule's alphabet: :func:`loom.ids.name_problem`)."""
+    problem = name_problem(topic, max_bytes=MAX_TOPIC)
+    if problem is not None:
         raise InputError(
-            f"a message topic is a non-empty string of at most {MAX_TOPIC} characters, "
-            f"got {topic!r}",
-            details={"topic": repr(topic)[:300]},
+            f"a message topic {problem}; got {repr(topic)[:100]}",
+            details={"topic": repr(topic)[:300], "problem": problem},
             code="invalid_topic",
         )
-    return topic
+    return topic  # type: ignore[return-value]
+
+
+def check_message_id(message_id: object) -> str:
+    """``message_id`` if it is a usable message id, else an :class:`InputError` (the id
+    rule's alphabet: :func:`loom.ids.name_problem`)."""
+    problem = name_problem(message_id, max_bytes=MAX_MESSAGE_ID)
+    if problem is not None:
+        raise InputError(
+            f"a message id {problem}; got {repr(message_id)[:100]}",
+            details={"message_id": repr(message_id)[:300], "problem": problem},
+            code="invalid_message_id",
+        )
+    return message_id  # type: ignore[return-value]
 
 
 # -- the fold -----------------------------------------------------------------------------
@@ -210,6 +233,7 @@ async def deliver(
                 f"execution {eid!r} is {state.status}; message on {topic!r} refused",
                 details={"execution_id": eid, "status": state.status, "topic": topic},
             )
+        check_room(rt, state, topic)  # (loom.execution_limits): refused, nothing written
         if stored is _UNSET:
             stored, _ = await rt.payloads.encode(value, f"{eid}/message", raw)
         event = ev.MessageReceived(
@@ -254,14 +278,24 @@ async def send_from_outside(
     *,
     message_id: str | None = None,
     by: str | None = None,
+    derived_id: bool = False,
 ) -> ExecutionResult:
     """``Runtime.send``: deliver a message from outside any flow, then run the receiver.
 
     ``message_id`` makes a retried call a no-op (default: a fresh id, so every call is a new
-    message); ``by`` is who sent it (recorded).
+    message); ``by`` is who sent it (recorded). ``derived_id`` is for the engine alone: the
+    id is a signed request's default, of a form outside callers may not use.
+
+    Raises:
+        InputError: A topic or message id outside the id rule's alphabet.
+        ReservedExecutionIdError: ``message_id`` has the form of a signed request's default.
+        MailboxFullError: The receiving run holds ``max_messages`` messages (HTTP 429).
+        LimitExceededError: The receiver's log holds ``max_events`` events.
     """
-    if message_id is not None and (not isinstance(message_id, str) or not message_id):  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise InputError(f"a message id is a non-empty string, got {message_id!r}")
+    if message_id is not None:
+        check_message_id(message_id)
+        if not derived_id:  # a signed message's default id is the engine's (loom.reserved_ids)
+            check_outside_message_id(message_id)
     mid = message_id or f"msg:{uuid.uuid4()}"
     state, delivered = await deliver(rt, execution_id, topic, payload, message_id=mid, by=by)
     ran = await _wake(rt, state) if delivered else None

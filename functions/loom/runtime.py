@@ -27,6 +27,7 @@ from loom.errors import (
     ExecutionSupersededError,
     UnknownExecutionError,
 )
+from loom.execution_limits import check_requested, effective
 from loom.fold import ExecutionState, fold
 from loom.follow_up import follow_up, nothing_to_do
 from loom.fork import fork as fork_from
@@ -178,11 +179,16 @@ class Runtime:
         The execution runs on ``version`` of the flow (default: the latest registered) for
         its whole life; the version is recorded in ``ExecutionStarted.flow_version``.
         ``timeout`` overrides the flow's own (``loom.timeouts``).
+        ``budgets`` are the execution's effect budgets and limits (names in
+        :mod:`loom.execution_limits`); ``by`` may raise a limit above the flow's own only as
+        far as the grant policy allows.
         ``derived`` is for the engine alone: the reserved form (:mod:`loom.reserved_ids`) it
         derived ``execution_id`` in; a repeat then must also be by the same ``by``.
 
         Raises:
-            NotPermittedError: ``by`` may not grant some of ``capabilities``.
+            NotPermittedError: ``by`` may not grant some of ``capabilities``, or raise a
+                limit that far.
+            InputError: ``budgets`` names no limit or budget, or a value that is not one.
             UnknownFlowError: No such flow (``UnknownFlowVersionError``: no such version).
             InvalidPayloadError: The input fails the flow's input model.
             ExecutionConflictError: The id exists with another flow or input.
@@ -196,8 +202,12 @@ class Runtime:
             else str(uuid.uuid4())
         )
         defn = self.app.get_flow(flow, version)
+        asked = check_requested(budgets) if budgets else {}
         if by is not None:
             self.grants.check(by, flow, capabilities)
+            if asked:  # limits above the flow's own need the policy's leave
+                own = effective(self.app, flow, defn.version, {})
+                self.grants.check_limits(by, flow, asked, own.as_dict())
         value = to_json_value(defn.typed.parse_input(input))
         raw = dump_exact(value)  # (an input stored inline, the usual: no coroutine to build)
         inline = self.payloads.inline(value, raw)
@@ -214,7 +224,7 @@ class Runtime:
                 "input": stored,
                 "flow_version": defn.version,
                 "capabilities": sorted(capabilities),
-                "budgets": budgets or {},
+                "budgets": asked,
                 "at": now,
                 "by": by,
                 **queues.started_fields(self.app, queue),

@@ -21,6 +21,7 @@ from loom.context import (
     AbortSignal,
     FlowContext,
     ParkSignal,
+    StopSignal,
     SupersededSignal,
     SuspendSignal,
     install_task_factory,
@@ -37,6 +38,7 @@ from loom.errors import (
     NondeterminismError,
     StoreError,
 )
+from loom.execution_limits import OPENING, event_limit, exceeded
 from loom.exits import guarded
 from loom.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.journal import READY, Journal, new_journal
@@ -86,6 +88,7 @@ class Session(EffectSteps):
         self.order = Ordering(recorded, self._poke)
         self.timers = LoopTimers(self, self._poke, self._halt)
         self.tally = StepTally(state)  # recorded steps the replay asked for (loom.divergence)
+        self.max_events = event_limit(runtime.app, flow, state.budgets)  # (loom.execution_limits)
 
     # -- bookkeeping ------------------------------------------------------------------
 
@@ -142,6 +145,10 @@ class Session(EffectSteps):
         """Append ``events`` (after any pending decisions); merge foreign writes on conflict.
         ``defer=False``: the caller knows the journal would not hold them (``defer_now``)."""
         journal = self.journal
+        if journal.state.last_seq >= self.max_events and not OPENING.isdisjoint(
+            e.type for e in events
+        ):
+            self.room()  # the log is full: nothing new begins (loom.execution_limits)
         if defer and not journal.lock.locked() and journal.defer_now(events):
             return  # kept unforced until the next durable point (loom.durability)
         async with journal.lock:
@@ -158,6 +165,14 @@ class Session(EffectSteps):
                 # Not the flow's to catch: the log may not hold what the flow would go on
                 # believing. The execute call fails and its delivery is retried.
                 self._raise(AbortSignal(exc))
+
+    def room(self) -> None:
+        """Stop the flow (it fails with ``limit_exceeded``) if its log holds ``max_events``
+        already: called before anything new begins (an effect, a child, a message)."""
+        used = self.journal.state.last_seq
+        if used >= self.max_events:
+            error = exceeded("max_events", self.max_events, used, "nothing new may begin")
+            self._raise(StopSignal(error))
 
     async def _unless_store_fails(self, step: Awaitable[T]) -> T:
         """Await a payload encode or decode; a store or configuration failure unwinds like a

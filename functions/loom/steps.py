@@ -61,6 +61,10 @@ class EffectSteps:
         def _raise(self, signal: BaseException) -> NoReturn: ...
         def _park(self, step_id: str, message: str) -> NoReturn: ...
         def _check_unused(self, step_id: str, what: str) -> None: ...
+        def room(self) -> None: ...
+
+        max_events: int
+
         async def append(self, events: Sequence[ev.Event], defer: bool = True) -> None: ...
         async def _unless_store_fails(self, step: Awaitable[T]) -> T: ...
 
@@ -172,6 +176,8 @@ class EffectSteps:
             await self._refuse(step_id, defn, refused)
         if state.budgets:  # (most executions have none: no call)
             self._check_budget(state, defn.name)
+        if state.last_seq >= self.max_events:  # a full log begins nothing new
+            self.room()
         crash.point("before_intent", step_id)
         if not defn.idempotent:
             await self.append(

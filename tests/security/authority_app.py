@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from loom import EffectContext, FlowContext, Loom
+from loom import EffectContext, FlowContext, Limits, Loom
 from tests.functions.apps import record
 
 app = Loom("authority-tests")
@@ -56,3 +56,16 @@ async def echo(ctx: FlowContext, value: Any) -> Any:
 # A daily tick at 03:00 UTC: it never falls due while a test runs, and its next id is public
 # (``GET /schedules``), which is what a squatter reads.
 app.schedule("0 3 * * *", flow="sec.echo", input={"from": "schedule"}, name="nightly")
+
+
+@app.flow("sec.deaf", limits=Limits(max_messages=20))
+async def deaf(ctx: FlowContext, value: Any) -> None:
+    """Never reads its mailbox: what a flood of messages fills."""
+    await ctx.suspend(on="never", correlation_key=ctx.execution_id)
+
+
+@app.flow("sec.forever", limits=Limits(max_runs=5))
+async def forever(ctx: FlowContext, n: int) -> None:
+    """Continues as new, for ever: stopped by its run limit."""
+    await ctx.execute(quote, n)
+    await ctx.continue_as_new(n + 1)

@@ -4,7 +4,8 @@ executions.
 The message data is a JSON object:
 
 * ``{"action": "start", "flow": "...", "input": ..., "execution_id"?: "...",
-  "capabilities"?: [...]}``: start the flow. Without an ``execution_id`` the execution is
+  "capabilities"?: [...], "limits"?: {...}}``: start the flow (``limits``: see
+  :mod:`loom.execution_limits`; above the flow's own only as the grant policy allows). Without an ``execution_id`` the execution is
   named after the Pub/Sub message (``pubsub-{messageId}``), so a redelivered message names
   the same execution; a signed one after its signature (``sig-…``), so the same signed data
   published again is the same start too.
@@ -45,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal, Protocol, cast
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
 from loom.errors import (
     ExecutionFinishedError,
@@ -77,6 +78,7 @@ class StartMessage(BaseModel):
     input: Any = None
     execution_id: ExecutionId | None = None
     capabilities: list[str] = Field(default_factory=list[str], max_length=256)
+    limits: dict[str, StrictInt | float] | None = Field(default=None, max_length=16)
 
 
 class ResumeMessage(BaseModel):
@@ -281,6 +283,7 @@ async def handle_message(
             message.input,
             execution_id=eid,
             capabilities=message.capabilities,
+            budgets=message.limits,
             by=by,
             derived=derived,
         )

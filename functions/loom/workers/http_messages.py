@@ -33,7 +33,11 @@ class MessageRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    topic: str = Field(min_length=1, max_length=256)
+    topic: str = Field(
+        min_length=1,
+        max_length=256,
+        description="The id rule's alphabet: no control or format characters, no edge spaces.",
+    )
     payload: Any = None
     message_id: str | None = Field(
         default=None,
@@ -42,7 +46,8 @@ class MessageRequest(BaseModel):
         description="Makes a retried request a no-op (the same topic and payload again; "
         "another one under a used id is refused with 409 conflicting_message). Default: "
         "every unsigned request is a new message; a signed one is named after its "
-        "signature, so a copy of it is a no-op.",
+        "signature, so a copy of it is a no-op ('sig:{digest}', a form no request may "
+        "name). The id rule's alphabet: no control or format characters, no edge spaces.",
     )
 
 
@@ -71,8 +76,13 @@ def send_message(s: Services, request: Request, args: Sequence[str]) -> Reply:
     body = parse_model(MessageRequest, parse_json(request, raw))
     bind(topic=body.topic)
     # A signed request's copy is the same message (see loom.workers.signed_ids).
+    derived = body.message_id is None
     mid = body.message_id or signed_default_id(request.headers, "resume", execution_id, "sig:")
-    result = run(s.runtime.send(execution_id, body.topic, body.payload, message_id=mid, by=by))
+    result = run(
+        s.runtime.send(
+            execution_id, body.topic, body.payload, message_id=mid, by=by, derived_id=derived
+        )
+    )
     return 200, result
 
 

@@ -37,10 +37,12 @@ from loom.errors import (
     ConfigurationError,
     LoomError,
     StoreError,
+    StoreUnavailableError,
 )
 from loom.grants import GrantPolicy
 from loom.runtime import Runtime
 from loom.telemetry import incoming
+from loom.workers.admission import PROBE_PATHS, Slots, busy_reply
 from loom.workers.auth import (
     Authenticator,
     caller_auth_from_env,
@@ -130,6 +132,9 @@ class WorkerHandler:
             (default ``LOOM_CALLER_AUTH``; none if unset).
         grants: The grant policy (default ``LOOM_GRANTS``/``LOOM_GRANTS_FILE`` if set,
             else the runtime's own).
+        slots: How many requests other than the probes may run at once (default: no
+            bound; functions-framework's targets pass ``THREADS`` minus the probes' reserve,
+            see :mod:`loom.workers.admission`).
     """
 
     def __init__(
@@ -142,8 +147,10 @@ class WorkerHandler:
         max_body_bytes: int | None = None,
         caller_auth: Authenticator | None = None,
         grants: GrantPolicy | None = None,
+        slots: Slots | None = None,
     ) -> None:
         self._runtime = runtime
+        self._slots = slots
         self._caller_auth = caller_auth
         self._grants = grants
         self._worker = worker
@@ -187,6 +194,17 @@ class WorkerHandler:
 
     def __call__(self, req: Request) -> Response:
         """Answer one request (see the module docstring)."""
+        slots = self._slots
+        if slots is None or req.path in PROBE_PATHS:
+            return self._answer(req)
+        if not slots.try_enter():  # every other thread waits on something: keep them for probes
+            return json_response(*busy_reply(slots))
+        try:
+            return self._answer(req)
+        finally:
+            slots.leave()
+
+    def _answer(self, req: Request) -> Response:
         started = time.perf_counter()
         with log_context(**trace_fields(req.headers)), incoming(req.headers):
             refused = self._foreign_host(req)
@@ -204,6 +222,20 @@ class WorkerHandler:
                 status, body, headers = error_reply(exc)
             access_log(req, status, time.perf_counter() - started)
         return json_response(status, body, headers)
+
+    def _ready_runtime(self) -> Runtime:
+        """The runtime for ``/health``: never waits for another thread building it (a store
+        that hangs while it opens must not hang the probe).
+
+        Raises:
+            StoreUnavailableError: The services are being built right now.
+        """
+        if self._services is None and self._lock.locked():
+            raise StoreUnavailableError(
+                "the worker is starting (its app and store are being opened)",
+                details={"reason": "starting"},
+            )
+        return self.services().runtime
 
     def _foreign_host(self, req: Request) -> HttpError | None:
         """The refusal of a request naming another host to a loopback-only worker (no
@@ -230,7 +262,7 @@ class WorkerHandler:
         method = "GET" if req.method == "HEAD" else req.method
         if segments == ["health"]:
             _require_get(method)
-            return readiness(lambda: self.services().runtime, PROCESS_LOOP)
+            return readiness(self._ready_runtime, PROCESS_LOOP)
         if segments == ["live"]:
             _require_get(method)
             return liveness()

@@ -69,3 +69,9 @@ async def forever(ctx: FlowContext, n: int) -> None:
     """Continues as new, for ever: stopped by its run limit."""
     await ctx.execute(quote, n)
     await ctx.continue_as_new(n + 1)
+
+
+@app.flow("sec.parent")
+async def parent(ctx: FlowContext, amount: int) -> Any:
+    """Starts ``sec.order`` (which charges) as a child flow."""
+    return await ctx.execute_flow(order, amount)

@@ -15,6 +15,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -131,3 +133,24 @@ def test_raising_a_limit_takes_the_policys_leave_everywhere(
     )
     assert cli.returncode != 0 and "may not raise max_runs" in cli.stderr, cli.stderr
     assert not exists(rt, "c-high")
+
+
+def test_waiters_never_hold_every_thread(workers: WorkerFactory) -> None:
+    """``THREADS=6``: four slots for requests other than the probes, two of them for waits.
+    A third waiter is turned away at once (429), and other requests still run."""
+    server = workers(LOOM_APP=APP, THREADS="6")
+    base = f"http://{server.host}"
+    start = {"flow": "sec.deaf", "input": None, "execution_id": "watched"}
+    assert httpx.post(f"{base}/executions", json=start, timeout=30).status_code == 200
+    url = f"{base}/executions/watched/events/never?timeout=8"
+    waits = [threading.Thread(target=lambda: httpx.get(url, timeout=30)) for _ in range(2)]
+    for thread in waits:
+        thread.start()
+    time.sleep(1.0)  # both are waiting now
+    third = httpx.get(url, timeout=30)
+    assert third.status_code == 429, third.text
+    assert third.json()["code"] == "too_many_waiters" and third.headers["Retry-After"]
+    assert httpx.get(f"{base}/executions/watched?history=false", timeout=30).status_code == 200
+    assert httpx.get(f"{base}/executions/watched/events/never", timeout=30).status_code == 404
+    for thread in waits:
+        thread.join()

@@ -38,6 +38,11 @@ class Slots:
         self.size = max(1, threads - reserve)
         self._free = threading.BoundedSemaphore(self.size)
 
+    def half(self) -> Slots:
+        """Slots for half as many requests (at least one): what long waits may hold, so
+        that waiters never take every thread the other requests need."""
+        return Slots(max(1, self.size // 2), reserve=0)
+
     def try_enter(self) -> bool:
         """Take a slot if one is free now (never waits: a waiting request holds a thread)."""
         return self._free.acquire(blocking=False)

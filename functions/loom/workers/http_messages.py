@@ -7,7 +7,9 @@
   ``conflicting_message``.
 * ``GET /executions/{id}/events/{key}[?timeout=s]``: the value published under ``key``
   (see :mod:`loom.published`), waiting up to ``timeout`` seconds (at most 60) for a first
-  one; 404 ``event_not_found`` when there is none.
+  one; 404 ``event_not_found`` when there is none. A wait costs a summary read per poll,
+  not a load of the state; it holds a server thread, so at most half the instance's slots
+  wait at once (429 ``too_many_waiters`` with ``Retry-After`` past that).
 """
 
 from __future__ import annotations
@@ -93,7 +95,23 @@ def get_event(s: Services, request: Request, args: Sequence[str]) -> Reply:
     execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id)
     timeout = _timeout(request)
-    value = run(s.runtime.get_event(execution_id, args[1], timeout))
+    waiters = s.waiters if timeout > 0 else None
+    if waiters is not None and not waiters.try_enter():
+        from loom.workers.http_routes import HttpError
+
+        raise HttpError(
+            429,
+            "too_many_waiters",
+            f"{waiters.size} requests wait on published values in this instance already; "
+            "retry shortly, or ask without a timeout",
+            {"waiters": waiters.size},
+            {"Retry-After": "1"},
+        )
+    try:
+        value = run(s.runtime.get_event(execution_id, args[1], timeout))
+    finally:
+        if waiters is not None:
+            waiters.leave()
     return 200, PublishedEvent(execution_id=execution_id, key=args[1], value=value)
 
 

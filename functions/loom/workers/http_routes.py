@@ -27,6 +27,7 @@ from loom.ids import check_execution_id
 from loom.queues import queue_ref
 from loom.runtime import Runtime
 from loom.wire import ExecutionResult
+from loom.workers.admission import Slots
 from loom.workers.auth import (
     Action,
     Authenticator,
@@ -163,6 +164,8 @@ class Services:
         verdict_auth: Checks verdict requests.
         max_body: The request body limit in bytes.
         caller_auth: Checks every route's caller first, when configured.
+        waiters: How many requests may wait at once (``GET …/events/{key}?timeout=``):
+            half the server's slots, so waits never hold every thread (none: no bound).
     """
 
     runtime: Runtime
@@ -171,6 +174,7 @@ class Services:
     verdict_auth: Authenticator
     max_body: int
     caller_auth: Authenticator | None = None
+    waiters: Slots | None = None
 
 
 CALLER = "loom.caller"

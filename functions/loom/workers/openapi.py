@@ -60,8 +60,9 @@ _ERRORS = {
     413: "Request body over the limit (default 1 MiB), or a payload over a store limit "
     "(code store_limit, the limit in details; not worth a retry)",
     415: "Content-Type is not application/json",
-    429: "The execution's run holds as many messages as it may (code mailbox_full); retry "
-    "after Retry-After seconds, once it has read some",
+    429: "The execution's run holds as many messages as it may (code mailbox_full), or "
+    "enough requests wait on published values already (code too_many_waiters); retry "
+    "after Retry-After seconds",
     500: "Internal error; details.error_id is also in the log line",
     503: "The store failed or cannot answer now (busy, disk full, read-only, unreachable); "
     "retry after Retry-After seconds: the log keeps only what was durably recorded",
@@ -293,9 +294,10 @@ def _paths() -> dict[str, Any]:
             "get": _operation(
                 "getEvent",
                 "The latest value the flow published under key, waiting up to timeout "
-                "seconds (at most 60) for a first one; 404 event_not_found if none",
+                "seconds (at most 60) for a first one; 404 event_not_found if none; 429 "
+                "too_many_waiters when half the instance's request slots wait already",
                 ("PublishedEvent", "The value"),
-                [400, 401, 403, 404],
+                [400, 401, 403, 404, 429],
                 params=[_ID, _KEY, _TIMEOUT],
             )
         },

@@ -190,6 +190,7 @@ class WorkerHandler:
             verdict_auth=self._verdict_auth or verdict_auth_from_env(),
             max_body=self._max_body or _max_body_from_env(),
             caller_auth=self._caller_auth or caller_auth_from_env(),
+            waiters=self._slots.half() if self._slots is not None else None,
         )
 
     def __call__(self, req: Request) -> Response:

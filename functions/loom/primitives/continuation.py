@@ -60,11 +60,14 @@ from loom.kernel import cancellation
 from loom.kernel.context import (
     AbortSignal,
     FlowContext,
+    StopSignal,
     SupersededSignal,
     SuspendSignal,
     off_scope,
 )
 from loom.kernel.defs import to_json_value
+from loom.kernel.execution_limits import exceeded
+from loom.kernel.execution_limits import of_flow as limits_of
 from loom.kernel.fold import ExecutionState, ResumeRecord, resume_key
 from loom.kernel.primitive import Primitive
 from loom.primitives import messages as msgs  # its names are read at call time (import cycle)
@@ -72,7 +75,7 @@ from loom.primitives import messages as msgs  # its names are read at call time 
 if TYPE_CHECKING:
     from loom.kernel.session import Session
 
-__all__ = ["continue_as_new", "run_chain", "run_id"]
+__all__ = ["continue_as_new", "page_runs", "run_chain", "run_id"]
 
 log = logging.getLogger("loom")
 
@@ -98,6 +101,34 @@ def run_chain(execution_id: str, events: Sequence[ev.Event]) -> list[dict[str, A
             runs.append({"run": event.run, "first_seq": event.seq})
     runs[-1]["last_seq"] = events[-1].seq
     return [{"run_id": run_id(execution_id, r["run"]), **r} for r in runs]
+
+
+def page_runs(
+    execution_id: str, events: Sequence[ev.Event], state: ExecutionState
+) -> list[dict[str, Any]]:
+    """:func:`run_chain` for a page of a log (``state`` is the execution's now): the runs
+    its events belong to, numbered as the log numbers them. Empty when the page alone does
+    not say which run its first event belongs to (no continue in it, before the current
+    run)."""
+    if not events:
+        return []
+    marks = [e for e in events if isinstance(e, ev.ExecutionContinued)]
+    if marks:
+        first = marks[0].run - 1
+    elif events[0].seq >= state.run_started_seq:
+        first = state.run
+    else:
+        return []
+    runs: list[dict[str, Any]] = [{"run": first, "first_seq": events[0].seq}]
+    for event in marks:
+        runs[-1]["last_seq"] = event.seq - 1
+        runs.append({"run": event.run, "first_seq": event.seq})
+    runs[-1]["last_seq"] = events[-1].seq
+    return [
+        {"run_id": run_id(execution_id, r["run"]), **r}
+        for r in runs
+        if r["last_seq"] >= r["first_seq"]
+    ]
 
 
 # -- the fold -------------------------------------------------------------------------------
@@ -178,6 +209,7 @@ async def continue_as_new(session: Session, value: Any) -> NoReturn:
     """
     await session.timers.landed()  # steps whose await was abandoned belong to this run
     _check_signal(session)
+    _check_runs(session)
     await cancellation.checkpoint(session)  # a pending cancel arrives here, not in the next run
     parsed = to_json_value(session.flow.typed.parse_input(value))
     with off_scope():
@@ -195,6 +227,16 @@ async def continue_as_new(session: Session, value: Any) -> NoReturn:
     finally:
         session._inflight -= 1  # pyright: ignore[reportPrivateUsage]
     raise session.signal
+
+
+def _check_runs(session: Session) -> None:
+    """Fail the execution (``limit_exceeded``) instead of starting a run past ``max_runs``
+    (:mod:`loom.kernel.execution_limits`): a flow that continues forever stops here."""
+    state = session.state
+    most = limits_of(session.rt.app, session.flow, state.budgets).value("max_runs")
+    if state.run >= most:
+        error = exceeded("max_runs", most, state.run, "continue_as_new refused")
+        session._raise(StopSignal(error))  # pyright: ignore[reportPrivateUsage]
 
 
 def _check_signal(session: Session) -> None:

@@ -25,8 +25,8 @@ from loom import events as ev
 from loom.kernel.execution_limits import exceeded, of_flow
 
 if TYPE_CHECKING:
-    from loom.kernel.session import Session
     from loom.kernel.runtime import Runtime
+    from loom.kernel.session import Session
 
 _VIA = " (via "
 

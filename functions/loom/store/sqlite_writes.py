@@ -16,7 +16,7 @@ import sqlite3
 import time
 from typing import NoReturn, Self
 
-from loom.errors import AppendConflictError, UnknownExecutionError
+from loom.errors import AppendConflictError, LogEndedError, UnknownExecutionError
 from loom.events import EVENT_ADAPTER, ExecutionStarted
 from loom.store.base import StatusChange
 from loom.store.sqlite_requests import Batch
@@ -25,20 +25,26 @@ from loom.store.sqlite_schema import SUMMARY_COLUMNS
 Row = tuple[str, int, str]
 
 INSERT_EVENT = "INSERT INTO events VALUES (?,?,?)"
-# The conditional UPDATE is the expected_seq check: one statement, not two.
-_ADVANCE = "UPDATE executions SET last_seq=?, updated_at=? WHERE id=? AND last_seq=?"
+# The conditional UPDATE is the expected_seq check, and the check that the log has not
+# ended: one statement, not three. A log that ends leaves its row finished (the store sets
+# the status of a terminal append: ``settled_status``), so the last event is read only for
+# a finished row (a commission's closed case stream is finished and goes on).
+_OPEN = (
+    " AND (status NOT IN ('completed','failed','cancelled') OR NOT EXISTS (SELECT 1 FROM events"
+    " WHERE execution_id=executions.id AND seq=executions.last_seq AND json_extract(body,'$.type')"
+    " IN ('ExecutionCompleted','ExecutionFailed','ExecutionCancelled')))"
+)
+_ADVANCE = "UPDATE executions SET last_seq=?, updated_at=? WHERE id=? AND last_seq=?" + _OPEN
 _ADVANCE_STATUS = (
     "UPDATE executions SET last_seq=?, updated_at=?, status=?, wake_at=?, parked_reason=?"
-    " WHERE id=? AND last_seq=?"
+    " WHERE id=? AND last_seq=?" + _OPEN
 )
 # An older snapshot never replaces a newer one.
 KEEP_SNAPSHOT = (
     "INSERT INTO snapshots VALUES (?,?,?) ON CONFLICT(execution_id) DO UPDATE"
     " SET seq=excluded.seq, state=excluded.state WHERE excluded.seq > snapshots.seq"
 )
-_INSERT_EXECUTION = (
-    f"INSERT INTO executions ({SUMMARY_COLUMNS}) VALUES (?,?,'running',?,?,?,NULL,NULL,?)"
-)
+_INSERT_EXECUTION = f"INSERT INTO executions ({SUMMARY_COLUMNS}) VALUES (?,?,?,?,?,?,NULL,NULL,?)"
 
 
 class Append(Batch):
@@ -104,15 +110,19 @@ class Append(Batch):
 
 
 class Create(Batch):
-    """One create: ``first`` (seq 1) and the events after it, unless ``key`` exists."""
+    """One create: ``first`` (seq 1) and the events after it, unless ``key`` exists;
+    ``status``: ``running``, or finished when those events end the log."""
 
-    __slots__ = ("first", "now", "rows")
+    __slots__ = ("first", "now", "rows", "status")
 
-    def __init__(self, first: ExecutionStarted, rows: list[Row], now: float) -> None:
+    def __init__(
+        self, first: ExecutionStarted, rows: list[Row], now: float, status: str = "running"
+    ) -> None:
         self.key = first.execution_id
         self.first = first
         self.rows = rows
         self.now = now
+        self.status = status
 
     def __call__(self, con: sqlite3.Connection) -> tuple[bool, ExecutionStarted]:
         row = con.execute(
@@ -128,7 +138,15 @@ class Create(Batch):
 
     def _summary(self) -> tuple[object, ...]:
         first = self.first
-        return (self.key, first.flow, len(self.rows), self.now, self.now, first.flow_version)
+        return (
+            self.key,
+            first.flow,
+            self.status,
+            len(self.rows),
+            self.now,
+            self.now,
+            first.flow_version,
+        )
 
     @classmethod
     def apply_many(
@@ -145,4 +163,6 @@ def _refuse(con: sqlite3.Connection, eid: str, expected: int) -> NoReturn:
     row = con.execute("SELECT last_seq FROM executions WHERE id=?", (eid,)).fetchone()
     if row is None:
         raise UnknownExecutionError(f"unknown execution {eid!r}")
+    if row[0] == expected:  # the seq matched: ``_OPEN`` refused it
+        raise LogEndedError(f"log of {eid!r} ends with a terminal event at {expected}")
     raise AppendConflictError(f"log of {eid!r} ends at {row[0]}, not {expected}")

@@ -47,6 +47,8 @@ def _args() -> argparse.Namespace:
     )
     parser.add_argument("--chaos", type=float, default=None, help="seconds of kills at most")
     parser.add_argument("--settle", type=float, default=600.0)
+    parser.add_argument("--sweep-grace", type=float, default=30.0)
+    parser.add_argument("--queued-every", type=int, default=10, help="one in N on the queue")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="write the whole report here")
     parser.add_argument("--record", action="store_true", help="add the figures to RESULTS.md")
@@ -63,6 +65,8 @@ def _config(args: argparse.Namespace) -> ChaosConfig:
         arrivals_seconds=arrivals,
         chaos_seconds=args.chaos if args.chaos is not None else arrivals * 3 + 120,
         settle_seconds=args.settle,
+        sweep_grace=args.sweep_grace,
+        queued_every=args.queued_every,
         seed=args.seed,
     )
 
@@ -77,6 +81,7 @@ def markdown(report: ChaosReport, command: str) -> str:
         ("events in the raw logs", facts["events"]),
         ("effect invocations in the ledger", facts["invocations"]),
         ("workers SIGKILLed (and started again)", report.kills),
+        ("median seconds for a worker to answer after its start", f"{report.worker_startup_s:.1f}"),
         ("deliveries (tasks, copies included)", f"{queue.get('deliveries', 0)} ({queue.get('tasks', 0)})"),
         ("answers 200 / 409 / 500 / 503 / unreachable", " / ".join(
             str(queue.get(k, 0)) for k in ("http 200", "http 409", "http 500", "http 503", "unreachable")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import random
 import signal
 import subprocess
@@ -69,6 +70,12 @@ class Cluster:
         self._killer: threading.Thread | None = None
         self.logs.mkdir(parents=True, exist_ok=True)
         self.slots = [Slot(i, procs.free_port()) for i in range(self.size)]
+        # Every worker is started by one thread that lives as long as the cluster: Linux
+        # kills a child whose parent *thread* exits (``die_with_parent``), so workers
+        # started by the killer thread would all die when it stops.
+        self._spawns: queue.Queue[tuple[Slot, threading.Event] | None] = queue.Queue()
+        self._spawner = threading.Thread(target=self._spawn_loop, daemon=True)
+        self._spawner.start()
 
     def start(self, timeout: float = 60.0) -> None:
         """Start every slot and wait until each answers."""
@@ -105,8 +112,12 @@ class Cluster:
     def stop(self) -> None:
         """Stop every worker (by process group)."""
         self._stop.set()
+        if self._killer is not None:
+            self._killer.join()
         for slot in self.slots:
             self._kill(slot, signal.SIGKILL, record=False)
+        self._spawns.put(None)
+        self._spawner.join()
 
     # -- inside -------------------------------------------------------------------------
 
@@ -133,6 +144,19 @@ class Cluster:
             proc.wait(timeout=10)
 
     def _spawn(self, slot: Slot) -> None:
+        done = threading.Event()
+        self._spawns.put((slot, done))
+        done.wait()
+
+    def _spawn_loop(self) -> None:
+        while (request := self._spawns.get()) is not None:
+            slot, done = request
+            try:
+                self._start(slot)
+            finally:
+                done.set()
+
+    def _start(self, slot: Slot) -> None:
         slot.born += 1
         incarnation = f"w{slot.index}.{slot.born}"
         argv = [
@@ -158,7 +182,12 @@ class Cluster:
         }
         log = (self.logs / f"{incarnation}.log").open("wb")
         proc = subprocess.Popen(
-            argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # (its own group: a kill takes gunicorn's worker too)
+            preexec_fn=procs.die_with_parent,  # a test process killed leaves no workers
         )
         log.close()
         with self._lock:

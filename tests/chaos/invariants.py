@@ -209,11 +209,15 @@ def check_queue(
         edges += [(began, 1, eid), (kills.get(who, float("inf")), -1, eid)]
     in_flight: Counter[str] = Counter()
     highest = 0
-    for _, delta, eid in sorted(edges, key=lambda x: (x[0], x[1])):
+    for at, delta, eid in sorted(edges, key=lambda x: (x[0], x[1])):
         in_flight[eid] += delta
-        running = sum(1 for n in in_flight.values() if n > 0)
-        highest = max(highest, running)
-        found.check("queue concurrency within its limit", running <= limit, f"{running} at once")
+        running = sorted(e for e, n in in_flight.items() if n > 0)
+        highest = max(highest, len(running))
+        found.check(
+            "queue concurrency within its limit",
+            len(running) <= limit,
+            f"{len(running)} at once at {at:.3f}: {running}",
+        )
     return highest
 
 

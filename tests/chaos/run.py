@@ -1,7 +1,8 @@
 """One chaos run on the Firestore emulator: real worker processes killed while they work.
 
 ``size`` executions of ``tests.chaos.app`` (steps of both kinds, a timer, a child flow, a
-message exchange, a ``continue_as_new``; a fifth of them on a queue of concurrency 2) are
+message exchange, a ``continue_as_new``; one in ``queued_every`` on a queue of concurrency
+2) are
 created, then every dispatch, theirs and the engine's own, is delivered to two or three
 workers at once (:mod:`tests.chaos.tasks`) while a random worker is SIGKILLed every few
 hundred milliseconds and started again (:mod:`tests.chaos.cluster`). The test process is
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import statistics
 import time
 import uuid
 from collections import Counter
@@ -52,6 +54,7 @@ class ChaosConfig:
     workers: int = 3
     copies: tuple[int, int] = (2, 3)
     kill_every: tuple[float, float] = (0.3, 0.8)
+    queued_every: int = 5
     arrivals_seconds: float = 20.0
     chaos_seconds: float = 60.0
     settle_seconds: float = 120.0
@@ -68,6 +71,7 @@ class ChaosReport:
     seconds: float = 0.0
     chaos_seconds: float = 0.0
     kills: int = 0
+    worker_startup_s: float = 0.0
     operator: Counter[str] = field(default_factory=Counter[str])
     queue: dict[str, int] = field(default_factory=dict[str, int])
     facts: dict[str, Any] = field(default_factory=dict[str, Any])
@@ -81,7 +85,7 @@ def plan(config: ChaosConfig) -> list[tuple[str, str, dict[str, Any], QueueRef |
     orders: list[dict[str, Any]] = []
     for i in range(config.executions):
         eid = f"c{i:05d}"
-        if i % 5 == 4:
+        if i % config.queued_every == config.queued_every - 1:
             made.append((eid, "queued", {"steps": config.steps}, QueueRef(QUEUE)))
             continue
         spec: dict[str, Any] = {"steps": config.steps, "kid": i % 2 == 0}
@@ -182,12 +186,13 @@ async def run_chaos(config: ChaosConfig, workdir: Path) -> ChaosReport:
     }
     cluster = Cluster(config.workers, env, workdir / "logs", seed=config.seed)
     store = FirestoreEventStore(project=PROJECT, database=database)
-    rt = Runtime(app, store, dispatcher=QueueDispatcher(queue))
+    arrivals: dict[str, float] = {}
+    rt = Runtime(app, store, dispatcher=QueueDispatcher(queue, arrivals))
     operator = Operator(rt, ledger)
     started = time.monotonic()
     try:
         cluster.start()
-        roots = await _create(rt, queue, config)
+        roots = await _create(rt, queue, config, arrivals)
         cluster.kill_every(*config.kill_every)
         while time.monotonic() - started < config.chaos_seconds:
             await operator.tend(config.sweep_grace)
@@ -211,6 +216,7 @@ async def run_chaos(config: ChaosConfig, workdir: Path) -> ChaosReport:
         queue.close()
         report.seconds = time.monotonic() - started
         report.kills = len(cluster.kills)
+        report.worker_startup_s = statistics.median(cluster.startups or [0.0])
         report.operator = operator.did
         report.queue = dict(queue.stats)
     await _check(report, database, ledger, cluster, config)
@@ -232,16 +238,19 @@ def _progress(
     )
 
 
-async def _create(rt: Runtime, queue: TaskQueue, config: ChaosConfig) -> list[str]:
+async def _create(
+    rt: Runtime, queue: TaskQueue, config: ChaosConfig, arrivals: dict[str, float]
+) -> list[str]:
     """Create every root execution (so partners exist before either sends), then hand them
     to the queue spread over ``arrivals_seconds``, so the kills meet every stage of them."""
     made = plan(config)
-    for eid, flow, spec, on in made:
-        await rt.start(flow, spec, execution_id=eid, run=False, queue=on)
     now, gap = time.time(), config.arrivals_seconds / max(1, len(made))
-    for n, (eid, flow, _, _) in enumerate(made):
+    for n, (eid, flow, spec, on) in enumerate(made):
+        arrivals[eid] = now + n * gap
+        await rt.start(flow, spec, execution_id=eid, run=False, queue=on)
+    for eid, flow, _, _ in made:
         package = ExecutionPackage(execution_id=eid, flow=flow, reason="start", dispatch_id=eid)
-        queue.put(package.model_dump(mode="json"), now + n * gap)
+        queue.put(package.model_dump(mode="json"), arrivals[eid])
     return [m[0] for m in made]
 
 

@@ -194,14 +194,24 @@ class TaskQueue:
 
 
 class QueueDispatcher(Dispatcher):
-    """The test process's own dispatches (starts, verdicts, sweeps) go on the queue."""
+    """The test process's own dispatches (starts, verdicts, sweeps) go on the queue.
+
+    ``arrivals``: when each execution created ahead arrives; a dispatch before that (the
+    sweep finds the execution idle since its creation) waits for it, as the execution
+    would not exist yet outside this test.
+    """
 
     inline = False
 
-    def __init__(self, queue: TaskQueue) -> None:
+    def __init__(self, queue: TaskQueue, arrivals: dict[str, float] | None = None) -> None:
         self.queue = queue
+        self.arrivals = arrivals if arrivals is not None else {}
 
     async def dispatch(
         self, package: ExecutionPackage, dispatch_id: str, not_before: float | None = None
     ) -> None:
-        self.queue.put(package.model_dump(mode="json"), not_before)
+        arrival = self.arrivals.get(package.execution_id, 0.0)
+        if arrival > (not_before or time.time()):
+            return  # its own arrival dispatches it
+        body = package.model_dump(mode="json") | {"dispatch_id": dispatch_id}
+        self.queue.put(body, not_before)

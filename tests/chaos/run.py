@@ -105,12 +105,17 @@ class Operator:
         self.rt = runtime
         self.ledger = ledger
         self.did: Counter[str] = Counter()
+        self._swept = time.monotonic()
 
     async def tend(self, grace: float) -> None:
+        """One round: the sweep (once per ``grace``, as Cloud Scheduler runs it once a
+        minute), verdicts for steps in doubt, retries of poison."""
         store = self.rt.store
         try:
-            swept = await sweep(self.rt, grace=grace)
-            self.did["swept"] += len(swept["redispatched"])
+            if time.monotonic() - self._swept >= grace:
+                self._swept = time.monotonic()
+                swept = await sweep(self.rt, grace=grace)
+                self.did["swept"] += len(swept["redispatched"])
             starts = Ledger.read(self.ledger).starts()
             for row in await store.list("in_doubt"):
                 await self._settle(row.execution_id, starts)

@@ -39,7 +39,8 @@ class TaskQueue:
     Args:
         workers: The base URLs of the workers that are up now.
         copies: How many deliveries of one attempt (each attempt draws from this range).
-        backoff: Seconds before a failed task is delivered again (drawn from this range).
+        backoff: Seconds before a failed task is first delivered again, and at most
+            (doubling in between, with jitter, as Cloud Tasks' retry config does).
         threads: Deliveries in flight at most.
         seed: For the draws.
     """
@@ -49,7 +50,7 @@ class TaskQueue:
         workers: Callable[[], list[str]],
         *,
         copies: tuple[int, int] = (2, 3),
-        backoff: tuple[float, float] = (0.2, 0.8),
+        backoff: tuple[float, float] = (0.2, 10.0),
         threads: int = 48,
         seed: int = 0,
     ) -> None:
@@ -57,7 +58,7 @@ class TaskQueue:
         self._copies = copies
         self._backoff = backoff
         self._rng = random.Random(seed)
-        self._heap: list[tuple[float, int, dict[str, Any]]] = []
+        self._heap: list[tuple[float, int, dict[str, Any], int]] = []
         self._order = itertools.count()
         self._cond = threading.Condition()
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="deliver")
@@ -81,12 +82,12 @@ class TaskQueue:
         return f"http://{host}:{port}"
 
     def put(
-        self, package: dict[str, Any], not_before: float | None = None, *, again: bool = False
+        self, package: dict[str, Any], not_before: float | None = None, *, again: int = 0
     ) -> None:
         """Add a task, due at ``not_before`` (epoch seconds) or now. A task named (by its
         ``dispatch_id``) like one added before is dropped, as Cloud Tasks refuses a task
         name it has seen (ALREADY_EXISTS, which the dispatcher takes for success);
-        ``again``: the same task, delivered again after a failure."""
+        ``again``: the same task, delivered again after that many failed attempts."""
         name = package.get("dispatch_id")
         with self._cond:
             if name is not None and not again:
@@ -95,7 +96,8 @@ class TaskQueue:
                     return
                 self._names.add(name)
             self.stats["tasks" if not again else "attempts again"] += 1
-            heapq.heappush(self._heap, (not_before or time.time(), next(self._order), package))
+            due = not_before or time.time()
+            heapq.heappush(self._heap, (due, next(self._order), package, again))
             self._cond.notify()
 
     def pending(self, due_by: float | None = None) -> int:
@@ -124,18 +126,20 @@ class TaskQueue:
                     self._cond.wait(timeout=delay if delay is None or delay > 0 else 0)
                 if self._closed:
                     return
-                _, _, package = heapq.heappop(self._heap)
+                _, _, package, failed = heapq.heappop(self._heap)
                 self._busy += 1
-            self._pool.submit(self._attempt, package)
+            self._pool.submit(self._attempt, package, failed)
 
-    def _attempt(self, package: dict[str, Any]) -> None:
+    def _attempt(self, package: dict[str, Any], failed: int) -> None:
         try:
             ok = self._deliver_copies(package)
         finally:
             with self._cond:
                 self._busy -= 1
         if not ok and not self._closed:
-            self.put(package, time.time() + self._rng.uniform(*self._backoff), again=True)
+            low, high = self._backoff
+            wait_s = min(high, low * 2**failed) * self._rng.uniform(0.8, 1.2)
+            self.put(package, time.time() + wait_s, again=failed + 1)
 
     def _deliver_copies(self, package: dict[str, Any]) -> bool:
         up = self._workers()

@@ -29,6 +29,17 @@ REPO = Path(__file__).resolve().parents[2]
 MAIN = REPO / "functions" / "main.py"
 
 
+# Run as the worker's first program: ask for SIGKILL when the thread that started it
+# exits (so a test process killed leaves no workers behind), then become the worker. Done
+# after the exec, not in a ``preexec_fn``: forking a process with gRPC's threads running
+# and running Python in the child before its exec can hang or kill it.
+_EXEC = (
+    "import ctypes, os, signal, sys; "
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL); "  # PR_SET_PDEATHSIG
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 @dataclass
 class Slot:
     """One worker: its port, its current process and whether it answers ``/health``."""
@@ -71,8 +82,8 @@ class Cluster:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.slots = [Slot(i, procs.free_port()) for i in range(self.size)]
         # Every worker is started by one thread that lives as long as the cluster: Linux
-        # kills a child whose parent *thread* exits (``die_with_parent``), so workers
-        # started by the killer thread would all die when it stops.
+        # kills a child whose parent *thread* exits (the death signal each worker asks
+        # for, see ``_EXEC``), so workers started by the killer thread would die with it.
         self._spawns: queue.Queue[tuple[Slot, threading.Event] | None] = queue.Queue()
         self._spawner = threading.Thread(target=self._spawn_loop, daemon=True)
         self._spawner.start()
@@ -182,12 +193,11 @@ class Cluster:
         }
         log = (self.logs / f"{incarnation}.log").open("wb")
         proc = subprocess.Popen(
-            argv,
+            [sys.executable, "-c", _EXEC, *argv],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # (its own group: a kill takes gunicorn's worker too)
-            preexec_fn=procs.die_with_parent,  # a test process killed leaves no workers
         )
         log.close()
         with self._lock:

@@ -13,6 +13,7 @@ one of its deliveries is answered 2xx; otherwise it is delivered again after a b
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import json
@@ -174,8 +175,12 @@ class TaskQueue:
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                package = body["executionPackage"]
+                try:
+                    body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                    package = body["executionPackage"]
+                except (ValueError, KeyError, TypeError, OSError):  # a worker killed mid-post
+                    self.send_error(400)
+                    return
                 queue.put(package)
                 queue.stats["dispatched by workers"] += 1
                 placeholder = {
@@ -189,7 +194,8 @@ class TaskQueue:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                with contextlib.suppress(OSError):  # the worker died meanwhile
+                    self.wfile.write(data)
 
             def log_message(self, *args: Any) -> None:
                 return None

@@ -50,11 +50,16 @@ def note(ctx: EffectContext, phase: str) -> None:
         os.close(fd)
 
 
+# Both effects get 50 attempts: an attempt cut short by a kill counts as one, and the
+# default budget of three would fail steps (and their parents, and leave their partners
+# waiting) that were merely interrupted three times.
+
+
 async def _work() -> None:
     await asyncio.sleep(random.uniform(0.0, 0.02))  # widen the windows a kill can land in
 
 
-@app.effect("chaos.reserve")
+@app.effect("chaos.reserve", retry=Retry(max_attempts=50))
 async def reserve(ctx: EffectContext, n: int) -> dict[str, Any]:
     """Idempotent: safe to run again under its key."""
     note(ctx, "start")
@@ -70,8 +75,6 @@ def charged(key: str) -> dict[str, Any]:
     return {"charge": key}
 
 
-# An attempt cut short by a kill counts as one: a budget of three would fail steps that
-# were merely interrupted three times (and their partners would wait for them forever).
 @app.effect("chaos.charge", idempotent=False, retry=Retry(max_attempts=50))
 async def charge(ctx: EffectContext, n: int) -> dict[str, Any]:
     """Not idempotent: its ledger line is the charge; it must not happen twice."""

@@ -238,11 +238,18 @@ async def check_run(
     check_invocations(logs, ledger, found)
     highest = check_queue(ledger, queued, kills, queue_limit, found)
     statuses = Counter(str(log.fields.get("status")) for log in logs)
+    failures = Counter(
+        str(e["error"].get("message"))[:120]
+        for log in logs
+        for e in log.events()[-1:]
+        if e["type"] == "ExecutionFailed"
+    )
     facts = {
         "executions": len(logs),
         "statuses": dict(statuses),
         "events": sum(len(log.events()) for log in logs),
         "invocations": len([x for x in ledger.lines if x["phase"] == "start"]),
         "queue_highest_in_flight": highest,
+        "failures": dict(failures.most_common(5)),
     }
     return found, facts

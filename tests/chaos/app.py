@@ -118,8 +118,9 @@ async def order(ctx: FlowContext, spec: dict[str, Any]) -> dict[str, Any]:
     got = None
     if spec.get("partner"):
         await ctx.send(spec["partner"], "ping", {"from": ctx.execution_id})
-        try:  # a partner that failed never sends: this one ends all the same
-            got = await ctx.recv("ping", timeout=timedelta(seconds=60))
+        try:  # a partner that failed never sends: this one ends all the same (a wait long
+            # enough for a slow partner: one that gave up would refuse the partner's send)
+            got = await ctx.recv("ping", timeout=timedelta(minutes=10))
         except MessageTimeoutError:
             got = "timed out"
     return {"steps": len(done), "kid": kid, "got": got}

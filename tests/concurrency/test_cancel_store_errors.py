@@ -61,10 +61,12 @@ class FailsOneHandOver(PausedLoads):
     """The store, failing the first append that records a cancel's hand-over."""
 
     failed = 0
+    delay = 0.0  # how long the failing append takes: other flow tasks move meanwhile
 
     async def append(self, request: AppendRequest) -> int:
         if not self.failed and any(e.type == "CancelDelivered" for e in request.events):
             self.failed += 1
+            await asyncio.sleep(self.delay)
             raise StoreUnavailableError("the store went away for a moment")
         return await super().append(request)
 
@@ -127,4 +129,34 @@ async def test_a_failed_hand_over_to_a_flow_blocked_on_a_gate_ends_the_call(stor
         await asyncio.wait_for(rt.start("child", None, execution_id="c"), 20)
     assert flaky.cancelled and flaky.failed == 1
     again = await asyncio.wait_for(rt.execute(ExecutionPackage(execution_id="c")), 20)
+    assert again.status == "cancelled"
+
+
+def gathering_parent_app() -> Loom:
+    app = Loom("gathers")
+
+    @app.flow("kid")
+    async def kid(ctx: FlowContext, _: None) -> Any:
+        return await ctx.suspend("go", "k")
+
+    @app.flow("parent")
+    async def parent(ctx: FlowContext, _: None) -> Any:
+        kids = [await ctx.start_flow("kid", None) for _ in range(2)]
+        return await asyncio.gather(*(k.result() for k in kids), return_exceptions=True)
+
+    return app
+
+
+async def test_a_failed_hand_over_to_gathered_children_waits_ends_the_call(store: EventStore):
+    """Two child results gathered with ``return_exceptions``: the first branch's hand-over
+    fails to be recorded, the second waits for that hand-over. The call must still end (once,
+    nothing cancelled the flow and it waited for good); the next call hands the cancel over."""
+    flaky = FailsOneHandOver(store)
+    flaky.delay = 0.05  # the second branch reaches the cancel while the first records it
+    rt = Runtime(gathering_parent_app(), flaky)
+    assert (await rt.start("parent", None, execution_id="g")).status == "suspended"
+    with pytest.raises(StoreUnavailableError):
+        await asyncio.wait_for(rt.cancel("g", "stop"), 20)
+    assert flaky.failed == 1
+    again = await asyncio.wait_for(rt.execute(ExecutionPackage(execution_id="g")), 20)
     assert again.status == "cancelled"

@@ -266,7 +266,16 @@ async def deliver(session: Session) -> None:
     # Met while replaying, nothing after the request reached the flow: its place is the
     # request's. Merged into a running session, outcomes before this one may have.
     place = seq if seq <= known.start_seq else None
-    await _append(session, [ev.CancelDelivered(place=place)])
+    try:
+        await _append(session, [ev.CancelDelivered(place=place)])
+    except BaseException:
+        # The record failed (the session now ends on that failure): stop the flow all the
+        # same. Its other tasks wait for this hand-over in ``_arrive`` and a branch gathered
+        # with ``return_exceptions`` keeps the error, so nothing else would end the call.
+        root = session._flow_task  # pyright: ignore[reportPrivateUsage]
+        if root is not None and not root.done():
+            root.cancel()
+        raise
     _cancel_root(session, known)
 
 

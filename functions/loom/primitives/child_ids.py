@@ -1,16 +1,34 @@
-"""The form of a child flow's execution id, reserved for the engine (:mod:`loom.primitives.children`).
+"""A child flow's derived execution id, and its form, reserved for the engine
+(:mod:`loom.primitives.children`).
 
-Its own module, importing nothing of the engine's, so that every entry point that starts an
-execution (``Runtime.start``, ``loom.ops.fork``) can refuse the form without import cycles.
+Its own module, importing nothing of the engine's but the id rule, so that every entry
+point that starts an execution (``Runtime.start``, ``loom.ops.fork``) can refuse the form
+without import cycles.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from loom.errors import ReservedExecutionIdError
+from loom.ids import MAX_ID_BYTES
 
-__all__ = ["check_outside_id"]
+__all__ = ["check_outside_id", "child_id"]
+
+
+def child_id(parent_id: str, step_id: str, run: int = 1) -> str:
+    """The id of the child started at ``step_id`` of ``parent_id``: ``{parent}.child.{step}``,
+    ``{parent}#run{n}.child.{step}`` in run ``n`` > 1 of a parent that continued as new (its
+    step ids start again); a digest of the parent's id stands in when the id would break
+    the id length rule."""
+    parent = parent_id if run == 1 else f"{parent_id}#run{run}"
+    plain = f"{parent}.child.{step_id}"
+    if len(plain.encode()) <= MAX_ID_BYTES:
+        return plain
+    digest = hashlib.sha256(parent.encode()).hexdigest()[:40]
+    return f"{digest}.child.{step_id}"
+
 
 # Every id :func:`loom.primitives.children.child_id` makes, and nothing a step id could not end: ``.child.`` then
 # numbers joined by dots (a task's steps are ``3.1``, ``3.2``…).

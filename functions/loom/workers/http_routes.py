@@ -407,3 +407,11 @@ from loom.workers.http_messages import send_message as _send_message  # noqa: E4
 ROUTES.append(("POST", ("executions", "*", "messages"), _send_message))
 ROUTES.append(("GET", ("executions", "*", "events", "*"), _get_event))
 _ACTIONS.update(send_message="resume", get_event="read")
+
+from loom.workers import bulk_routes as _bulk  # noqa: E402  (it imports this module)
+
+ROUTES.append(("POST", ("bulk", "cancel"), _bulk.bulk_cancel))
+ROUTES.append(("POST", ("bulk", "resume"), _bulk.bulk_resume))
+ROUTES.append(("POST", ("bulk", "retry"), _bulk.bulk_retry))
+_ACTIONS.update(_bulk.ACTIONS)
+BODY_SCOPED.update({_bulk.bulk_cancel, _bulk.bulk_resume, _bulk.bulk_retry})

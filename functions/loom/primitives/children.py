@@ -90,7 +90,7 @@ from loom.primitives.child_options import (
     recorded_def,
     recorded_failure,
 )
-from loom.primitives.child_sharing import SHARED, is_shared
+from loom.primitives.child_sharing import SHARED, is_shared, reconnect
 
 if TYPE_CHECKING:
     from loom.kernel.runtime import Runtime
@@ -216,9 +216,13 @@ async def _create(
 
 
 async def follow_up(rt: Runtime, state: ExecutionState) -> None:
-    """After an execute call: an ended child resumes its parent; an ended parent cancels its
-    children still running (those started with ``on_cancel="cancel"``)."""
+    """After an execute call: an ended child resumes its parent (and the forks sharing it);
+    an ended parent cancels its children still running (those started with
+    ``on_cancel="cancel"``); a fork waiting on children it shares makes sure they will tell
+    it their ends."""
     if not state.finished:
+        if _awaits_shared(state):  # a fork whose copy landed and whose children were not
+            await reconnect(rt, state.execution_id)  # all told of it (it died in between)
         return
     try:
         if state.parent is not None or state.shared_with:
@@ -230,6 +234,14 @@ async def follow_up(rt: Runtime, state: ExecutionState) -> None:
     except LoomError as exc:  # the redelivery of this execute call tries again
         log.warning("child flow follow-up of %s failed: %s", state.execution_id, exc)
         raise
+
+
+def _awaits_shared(state: ExecutionState) -> bool:
+    """Whether ``state`` (a fork) shares a child whose end it has not been told."""
+    return any(
+        c.get(SHARED) and resume_key(CHILD_GATE, c["child_id"]) not in state.resumes
+        for c in state.children.values()
+    )
 
 
 def _running_children(state: ExecutionState) -> list[str]:

@@ -41,7 +41,9 @@ def _selection_options(command: Callable[..., Any]) -> Callable[..., Any]:
             help="At most this many (newest first).",
         ),
         click.option("--dry-run", is_flag=True, help="List what would be done; write nothing."),
-        click.option("--by", default=None, help="Your name, recorded beside the principal."),
+        click.option(
+            "--by", default=None, help="A note recorded beside you (local:<user>); grants nothing."
+        ),
         click.option("--json", "as_json", is_flag=True, help="Print the report as JSON."),
     ]
     for option in reversed(options):
@@ -92,13 +94,11 @@ def retry(settings: Settings, **selected: Any) -> None:
 
 def _run(settings: Settings, operation: Operation, selected: dict[str, Any], **action: Any) -> None:
     dry_run, as_json, note = selected.pop("dry_run"), selected.pop("as_json"), selected.pop("by")
-    principal = local_principal()
-    by = f"{note} (via {principal})" if note else principal
 
     async def body(env: Embedded) -> BulkReport:
         selection = _selection(selected, env.runtime.clock())
         return await env.runtime.bulk(
-            operation, selection, by=by, dry_run=dry_run, principal=principal, **action
+            operation, selection, by=local_principal(), note=note, dry_run=dry_run, **action
         )
 
     report = with_env(settings, body)

@@ -65,14 +65,14 @@ def _payload(form: dict[str, str]) -> Any:
         raise InputError(f"payload is not valid JSON: {exc}", code="malformed_json") from None
 
 
-def _action(operation: Operation, form: dict[str, str], by: str, principal: str) -> Action:
+def _action(operation: Operation, form: dict[str, str], principal: str) -> Action:
     action = Action(
-        by,
+        principal,
         reason=form.get("reason", "").strip()[:1024] or "cancelled from the console (bulk)",
         on=form.get("on", "").strip() or None,
         correlation_key=form.get("correlation_key", "").strip() or None,
         payload=_payload(form) if operation == "resume" else None,
-        principal=principal,
+        note=form.get("by", "").strip()[:256] or None,
     )
     check_action(operation, action)
     return action
@@ -97,7 +97,7 @@ def preview(s: Services, req: Request, who: str) -> dict[str, Any]:
         created_before=parse_time("to", form.get("to", "")),
         limit=PREVIEW_LIMIT,
     )
-    action = _action(operation, form, who, who)
+    action = _action(operation, form, who)
     selected = run(select(s.runtime, operation, selection))
     for row in selected.rows:  # a preview shows only what the reader may act on
         reader(s, req, operation, row.execution_id)
@@ -119,16 +119,14 @@ def perform(s: Services, req: Request, operation_name: str, who: str) -> Done:
     operation = _operation({"operation": operation_name})
     check = s.resume_auth if operation == "resume" else s.verdict_auth
     principal = actor(check, req, operation, "", raw, who)
-    name = form.get("by", "").strip()[:256]
-    by = f"{name} (via {principal})" if name else principal
     ids = [v for k, v in _fields(raw) if k == "execution_id" and v]
     if not ids:
         raise InputError("the confirmation names no execution", code="invalid_request")
-    action = _action(operation, form, by, principal)
+    action = _action(operation, form, principal)
     selected = run(select(s.runtime, operation, Selection(execution_ids=ids, limit=len(ids))))
     for row in selected.rows:  # every one checked before any is acted on
         reader(s, req, operation, row.execution_id)
-    bind(principal=by)
+    bind(principal=action.recorded)
     report = run(apply(s.runtime, operation, selected, action))
     return Done(_notice(report))
 

@@ -5,7 +5,8 @@ bulk cancel --flow order --status suspended``, ``POST /bulk/cancel``) selects ex
 (:mod:`loom.ops.bulk_select`: a flow, a status, a time range of creation, ids, a limit),
 asks ``authorize`` about every one of them before it acts on any (one refusal: nothing is
 done), and then makes, for each in turn, the control call an operator would make for it
-alone, recorded with ``by``:
+alone, as the principal ``by`` (the grant policy's and every record's authority), with
+``note`` (free text, an operator's name) recorded beside it (:func:`loom.grants.recorded_by`):
 
 * ``cancel``: :meth:`Runtime.cancel <loom.runtime.Runtime.cancel>` with ``reason`` (the flow
   cleans up); one that ended meanwhile is reported as such (action ``none``);
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from loom import crash
 from loom.errors import ExecutionFinishedError, InputError, LoomError
+from loom.grants import recorded_by
 from loom.kernel.fold import resume_key
 from loom.ops.bulk_select import MAX_LIMIT, OPERATIONS, Operation, Selected, Selection, select
 from loom.ops.deadletters import redrive
@@ -124,14 +126,14 @@ class Action:
     """What a bulk operation does to each execution, besides the selection.
 
     Attributes:
-        by: Who asks (recorded on every event written).
+        by: The principal who acts: the grant policy checks it (a re-drive's fork keeps
+            the capabilities it may grant), and every event written records it.
         reason: A cancel's reason.
         on: A resume's gate.
         correlation_key: A resume's key (``{execution_id}`` stands for each id); none:
             the key of each execution's one open gate on ``on``.
         payload: A resume's payload.
-        principal: Who the grant policy checks for what a re-drive's fork keeps (default
-            ``by``).
+        note: Free text recorded beside ``by`` (an operator's name); authorizes nothing.
     """
 
     by: str
@@ -139,7 +141,12 @@ class Action:
     on: str | None = None
     correlation_key: str | None = None
     payload: Any = None
-    principal: str | None = None
+    note: str | None = None
+
+    @property
+    def recorded(self) -> str:
+        """What the events written record as ``by``: ``"{note} (via {by})"``, or ``by``."""
+        return recorded_by(self.by, self.note) or self.by
 
 
 def check_action(operation: Operation, action: Action) -> None:
@@ -167,25 +174,25 @@ async def bulk(
     selection: Selection | None = None,
     *,
     by: str = "operator",
+    note: str | None = None,
     dry_run: bool = False,
     authorize: Authorize | None = None,
     reason: str = "",
     on: str | None = None,
     correlation_key: str | None = None,
     payload: Any = None,
-    principal: str | None = None,
 ) -> BulkReport:
     """Select, authorize every execution selected, then act on each (module docstring).
 
-    ``Runtime.bulk``. ``reason`` is a cancel's; ``on``, ``correlation_key`` and ``payload``
-    a resume's; ``principal`` (default ``by``) is who the grant policy checks for what a
-    retry's re-drive keeps. ``authorize(row)`` raises to refuse one selected execution.
+    ``Runtime.bulk``. ``by`` is the principal who acts, ``note`` free text recorded beside
+    it; ``reason`` is a cancel's; ``on``, ``correlation_key`` and ``payload`` a resume's.
+    ``authorize(row)`` raises to refuse one selected execution.
 
     Raises:
         InputError: The selection or the action is unusable (nothing is done).
         Exception: Whatever ``authorize`` raises for a selected execution (nothing is done).
     """
-    action = Action(by, reason, on, correlation_key, payload, principal)
+    action = Action(by, reason, on, correlation_key, payload, note)
     check_action(operation, action)
     selected = await select(runtime, operation, selection or Selection())
     for row in selected.rows:
@@ -221,7 +228,7 @@ async def _cancel(rt: Runtime, row: ExecutionSummary, act: Action, dry: bool) ->
     if dry:
         return item
     try:
-        result = await rt.cancel(row.execution_id, act.reason, by=act.by)
+        result = await rt.cancel(row.execution_id, act.reason, by=act.recorded)
     except ExecutionFinishedError as exc:  # it ended since it was selected
         status = str(exc.details.get("status", "finished"))
         return BulkItem(row.execution_id, row.flow, row.status, "none", status, "already ended")
@@ -247,7 +254,7 @@ async def _resume(rt: Runtime, row: ExecutionSummary, act: Action, dry: bool) ->
     if dry:
         return item
     try:
-        result = await rt.resume(eid, on, key, act.payload, by=act.by)
+        result = await rt.resume(eid, on, key, act.payload, by=act.recorded)
     except LoomError as exc:
         return _failed(item, exc)
     return _done(item, result)
@@ -271,7 +278,7 @@ def _gate_key(gates: Any, on: str, template: str | None, eid: str) -> tuple[str 
 
 
 async def _retry(rt: Runtime, row: ExecutionSummary, act: Action, dry: bool) -> BulkItem:
-    (done,) = await redrive(rt, [row], by=act.by, dry_run=dry, principal=act.principal)
+    (done,) = await redrive(rt, [row], by=act.by, note=act.note, dry_run=dry)
     return BulkItem(
         row.execution_id,
         row.flow,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, Final
 
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
     from loom.kernel.session import Session
 
 __all__ = ["CANCEL", "CASCADE_BY", "CHILD_GATE", "HANDLE_BY", "ChildFlow", "cancel_child"]
+
+log = logging.getLogger("loom")
 
 CHILD_GATE: Final = "loom.child"
 """The gate a parent waits on for a child's end, keyed by the child's id."""
@@ -122,7 +125,11 @@ class ChildFlow:
         except asyncio.CancelledError:
             if self._on_cancel == "cancel" and cancellation.handed_over(session):
                 reason = f"parent {session.execution_id} was cancelled"
-                await cancel_child(session.rt, cid, reason, CASCADE_BY)
+                try:
+                    await cancel_child(session.rt, cid, reason, CASCADE_BY)
+                except StoreError as exc:  # the store's failure is not the flow's: the end's
+                    # follow-up cancels the child again (loom.kernel.primitive follow-ups)
+                    log.warning("cancelling child %s failed, retried at the end: %s", cid, exc)
             raise
         return got if isinstance(got, dict) else {"status": "failed"}  # pyright: ignore[reportUnknownVariableType]
 
@@ -150,6 +157,7 @@ async def cancel_step(session: Session, step_id: str, cid: str, reason: str) -> 
     rec = session.state.steps.get(step_id)
     if rec is None:
         session._check_unused(step_id, f"cancel of child flow {cid!r}")  # pyright: ignore[reportPrivateUsage]
+        session.room()  # a full log begins nothing new (loom.kernel.execution_limits)
         await force(session)  # the child must not be stopped by steps the log may yet lose
         await cancellation.checkpoint(session)  # a new step: a pending cancel arrives here
         if messages.dry(session):  # a replay check must not cancel anything

@@ -1,20 +1,17 @@
-"""A child flow's derived execution id, and its form, reserved for the engine
-(:mod:`loom.primitives.children`).
+"""A child flow's derived execution id (:mod:`loom.primitives.children`).
 
-Its own module, importing nothing of the engine's but the id rule, so that every entry
-point that starts an execution (``Runtime.start``, ``loom.ops.fork``) can refuse the form
-without import cycles.
+Its own module, so that the modules that start, name and check children share it without
+import cycles. The form is reserved for the engine with the others it derives
+(:mod:`loom.reserved_ids`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 
-from loom.errors import ReservedExecutionIdError
 from loom.ids import MAX_ID_BYTES
 
-__all__ = ["check_outside_id", "child_id"]
+__all__ = ["child_id"]
 
 
 def child_id(parent_id: str, step_id: str, run: int = 1) -> str:
@@ -28,23 +25,3 @@ def child_id(parent_id: str, step_id: str, run: int = 1) -> str:
         return plain
     digest = hashlib.sha256(parent.encode()).hexdigest()[:40]
     return f"{digest}.child.{step_id}"
-
-
-# Every id :func:`loom.primitives.children.child_id` makes, and nothing a step id could not end: ``.child.`` then
-# numbers joined by dots (a task's steps are ``3.1``, ``3.2``…).
-_CHILD_FORM = re.compile(r".+\.child\.[0-9]+(?:\.[0-9]+)*", re.DOTALL)
-
-
-def check_outside_id(execution_id: str) -> str:
-    """Return ``execution_id`` unless it has the form of a child flow's id.
-
-    Raises:
-        ReservedExecutionIdError: It does; only a parent's child start may create it.
-    """
-    if ".child." in execution_id and _CHILD_FORM.fullmatch(execution_id):
-        raise ReservedExecutionIdError(
-            f"execution id {execution_id!r} has the form the engine gives child flows "
-            "('{parent}.child.{step}'); only the parent's child start may use it",
-            details={"execution_id": execution_id},
-        )
-    return execution_id

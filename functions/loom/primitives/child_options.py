@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from loom import events as ev
-from loom.errors import ChildIdTakenError, UnknownFlowError
+from loom.errors import ChildIdTakenError, LimitExceededError, UnknownFlowError
 from loom.ids import check_execution_id
 from loom.kernel import primitive
 from loom.kernel.defs import FlowDef
@@ -128,6 +128,8 @@ async def recorded_failure(
     visit(session, step_id)
     await session._turn(rec.get("seq", 0))  # pyright: ignore[reportPrivateUsage]
     error = rec.get("error") or {}
+    if error.get("code") == LimitExceededError.code:
+        raise LimitExceededError(str(error.get("message", "")), details={"step_id": step_id})
     raise _taken_from(str(error.get("message", "")))
 
 

@@ -72,6 +72,7 @@ from loom.kernel.fold import ExecutionState, resume_key
 from loom.kernel.primitive import Primitive
 from loom.kernel.timeouts import deadline_for
 from loom.primitives import child_sharing, queues
+from loom.primitives.child_grants import check_children, child_grants
 from loom.primitives.child_handle import (
     CASCADE_BY,
     CHILD_GATE,
@@ -79,7 +80,7 @@ from loom.primitives.child_handle import (
     cancel_child,
     cancel_requested_step,
 )
-from loom.primitives.child_ids import check_outside_id, child_id
+from loom.primitives.child_ids import child_id
 from loom.primitives.child_options import (
     ChildOptions,
     check_recorded_id,
@@ -97,15 +98,7 @@ if TYPE_CHECKING:
     from loom.kernel.session import Session
     from loom.primitives.queues import QueueRef
 
-__all__ = [
-    "CHILD_GATE",
-    "ChildFlow",
-    "ChildOptions",
-    "OnCancel",
-    "check_outside_id",
-    "child_id",
-    "start_flow",
-]
+__all__ = ["CHILD_GATE", "ChildFlow", "ChildOptions", "OnCancel", "child_id", "start_flow"]
 
 log = logging.getLogger("loom")
 
@@ -141,8 +134,10 @@ async def start_flow(
     defn = flow_def(session, flow, options.version)
     cid = live_id(session, step_id, defn, options)
     session._check_unused(step_id, f"child flow {defn.name!r}")  # pyright: ignore[reportPrivateUsage]
+    session.room()  # a full log starts nothing new (loom.kernel.execution_limits)
     await force(session)  # the child must not see steps the log may yet lose
     await cancellation.checkpoint(session)  # a new step: a pending cancel arrives here
+    await check_children(session, step_id, defn.name, child_step_effect(defn.name))
     await _start_live(session, step_id, cid, defn, value, options)
     return ChildFlow(session, step_id, cid, defn, options.on_cancel)
 
@@ -190,6 +185,8 @@ async def _create(
     parsed = to_json_value(defn.typed.parse_input(value))
     stored, _ = await rt.payloads.encode(parsed, f"{cid}/input")
     parent = {"execution_id": session.execution_id, "step_id": step_id}
+    # Per-flow grant rules hold for children (loom.primitives.child_grants).
+    held = await child_grants(rt, session.execution_id, session.state.capabilities, defn.name)
     if options.execution_id is not None and session.state.run > 1:
         # A derived id names its run already; an explicit one is the same in every run, and
         # run 2 must not take run 1's child for its own.
@@ -199,7 +196,8 @@ async def _create(
         flow=defn.name,
         input=stored,
         flow_version=defn.version,
-        capabilities=list(session.state.capabilities),  # a child holds what its parent holds
+        capabilities=held[0],
+        by=held[1],
         at=now,
         deadline=deadline_for(defn, options.timeout, now),
         parent=parent,
@@ -391,5 +389,4 @@ PRIMITIVE = Primitive(
     resume_checks={CHILD_GATE: check_child_resume},
     follow_up=follow_up,
     follows_up=_has_family,
-    reserves=check_outside_id,
 )

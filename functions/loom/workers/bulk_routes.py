@@ -3,7 +3,8 @@ HTTP (:mod:`loom.ops.bulk`).
 
 Each body is a selection (``flow``, ``status``, ``created_from``/``created_before``, an age
 such as ``2h`` or an ISO-8601 time or epoch seconds, ``execution_ids``, ``limit``), whether
-to only look (``dry_run``), who acts (``by``, recorded as ``"{by} (via {principal})"``) and
+to only look (``dry_run``), a note on who acts (``by``, recorded beside the authenticated
+principal as ``"{by} (via {principal})"``, authorizing nothing) and
 what the operation needs (a cancel's ``reason``; a resume's ``on``, ``correlation_key`` and
 ``payload``). The answer is the report: ``count``, ``more`` and each execution with what came
 of it.
@@ -74,7 +75,12 @@ class BulkRequest(BaseModel):
     )
     limit: int = Field(default=100, ge=1, le=MAX_LIMIT)
     dry_run: bool = False
-    by: str | None = Field(default=None, min_length=1, max_length=256)
+    by: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="A note recorded beside the authenticated principal; grants nothing.",
+    )
 
 
 class BulkCancelRequest(BulkRequest):
@@ -143,7 +149,7 @@ def _bulk(
     selected = run(select(s.runtime, operation, selection))
     if body.execution_ids is None:
         _check_each(s, request, raw, operation, selected)
-    bind(principal=action.by)
+    bind(principal=action.recorded)
     report = run(apply(s.runtime, operation, selected, action, dry_run=body.dry_run))
     return 200, report.to_json()
 
@@ -155,12 +161,19 @@ def _time(value: Time | None, now: float) -> float | None:
 
 
 def _action(body: BulkRequest, who: str) -> Action:
-    by = f"{body.by} (via {who})" if body.by else who
+    """The action as ``who`` (the authenticated principal: the only authority), the body's
+    ``by`` a note recorded beside it."""
     if isinstance(body, BulkCancelRequest):
-        return Action(by, reason=body.reason or "bulk cancel", principal=who)
+        return Action(who, reason=body.reason or "bulk cancel", note=body.by)
     if isinstance(body, BulkResumeRequest):
-        return Action(by, on=body.on, correlation_key=body.correlation_key, payload=body.payload)
-    return Action(by, principal=who)
+        return Action(
+            who,
+            on=body.on,
+            correlation_key=body.correlation_key,
+            payload=body.payload,
+            note=body.by,
+        )
+    return Action(who, note=body.by)
 
 
 def _check_each(

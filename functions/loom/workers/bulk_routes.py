@@ -29,7 +29,7 @@ from loom.ops.bulk import Action, Operation, apply, check_action
 from loom.ops.bulk_select import MAX_LIMIT, Selected, Selection, select
 from loom.ops.deadletters import parse_since
 from loom.workers.auth import Authenticator, AuthError, Forbidden, Unauthenticated
-from loom.workers.http_routes import (
+from loom.workers.http_base import (
     Reply,
     Request,
     Services,

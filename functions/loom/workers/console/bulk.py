@@ -22,13 +22,13 @@ from urllib.parse import parse_qsl
 
 from flask import Request
 
-from loom.console.actions import Done, read_form
-from loom.console.pages import PARKED, parse_time
-from loom.console.security import actor, check_csrf, reader
 from loom.errors import InputError
 from loom.ops.bulk import Action, BulkReport, Operation, apply, check_action
 from loom.ops.bulk_select import FILTERS, Selection, select
-from loom.workers.http_routes import Services, run
+from loom.workers.console.actions import Done, read_form
+from loom.workers.console.pages import PARKED, parse_time
+from loom.workers.console.security import actor, check_csrf, reader
+from loom.workers.http_base import Services, run
 from loom.workers.logs import bind
 
 OPERATIONS: Final[tuple[Operation, ...]] = ("cancel", "resume", "retry")

@@ -25,8 +25,14 @@ POINTS = (
 # it unforced).
 # Child flow points: numbered by the parent's step, the child exists, then it was
 # dispatched, and the parent has not recorded ``ChildStarted`` yet; ``child_ended``: a child
-# reached its end and its parent has not been told.
-CHILD_POINTS = ("child_created", "child_dispatched", "child_ended")
+# reached its end and its parent has not been told; ``child_cancel_requested``: a cancel
+# through the handle is in the child's log, not yet recorded in the parent's.
+CHILD_POINTS = ("child_created", "child_dispatched", "child_ended", "child_cancel_requested")
+# A fork (loom.ops.fork): created and parked, its prefix not copied yet; copied, the children
+# it shares not yet told of it.
+FORK_POINTS = ("fork_created", "fork_copied")
+# A bulk operation (loom.ops.bulk), numbered by execution: the n-th acted on, the next not.
+BULK_POINTS = ("bulk_applied",)
 # Points of a flow's ``ctx.send`` (loom.primitives.messages), numbered by the sending step.
 MESSAGE_POINTS = ("before_send", "after_send", "after_sent")
 # ``ctx.continue_as_new`` (loom.primitives.continuation): the next run appended, not yet dispatched.

@@ -21,14 +21,16 @@ from loom.event_json import WRITERS, writer_of
 
 M = TypeVar("M", bound=BaseModel)
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version 2 records who asked (``by`` on starts, resumes and cancels) and which in-doubt
 episode a verdict settles (``episode``). Version 3 adds messages, published state and
 continue-as-new (``MessageReceived``, ``MessageSent``, ``EventPublished``,
 ``ExecutionContinued``), cancellation with cleanup (``CancelRequested``,
 ``CancelDelivered``), child flows (``ChildStarted``, ``ExecutionStarted.parent``) and flow
-timeouts (``ExecutionStarted.deadline``). Older events load unchanged: the new fields
-default to ``None`` (nobody recorded, no parent, no deadline)."""
+timeouts (``ExecutionStarted.deadline``). Version 4 adds child handles and options
+(``ChildCancelRequested``, ``ChildStarted.explicit_id``) and children shared with a fork
+(``ChildShared``). Older events load unchanged: the new fields default to ``None`` or
+``False`` (nobody recorded, no parent, no deadline, an id the engine derived)."""
 
 
 class _Event(BaseModel):
@@ -317,6 +319,27 @@ class ChildStarted(_Event):
     child_id: str
     flow: str
     on_cancel: Literal["cancel", "abandon"] = "cancel"
+    explicit_id: bool = False  # the flow chose the child's id (``start_flow(execution_id=…)``)
+
+
+class ChildCancelRequested(_Event):
+    """The flow asked its child ``child_id`` to stop, through the child's handle, at
+    ``step_id`` (``await child.cancel()``). The request itself is the child's
+    ``CancelRequested``; its end comes back as the child's end always does."""
+
+    type: Literal["ChildCancelRequested"] = "ChildCancelRequested"
+    step_id: str
+    child_id: str
+    reason: str = ""
+
+
+class ChildShared(_Event):
+    """In a child's log: ``execution_id``, a fork of this child's parent, reused the start
+    of this child (its log holds the parent's ``ChildStarted``); the child's end is told to
+    it as to the parent (see :mod:`loom.ops.fork`)."""
+
+    type: Literal["ChildShared"] = "ChildShared"
+    execution_id: str
 
 
 class CancelRequested(_Event):
@@ -371,6 +394,8 @@ Event = Annotated[
     | ExecutionCompleted
     | ExecutionFailed
     | ChildStarted
+    | ChildCancelRequested
+    | ChildShared
     | CancelRequested
     | CancelDelivered
     | ExecutionCancelled,

@@ -2,7 +2,7 @@
 
 The kernel's runtime (``loom.kernel.runtime``: start, execute, resume, verdict, cancel,
 get, list) with the control calls of the primitives and operator tools installed with it:
-messages, published values, queues' start option, forks.
+messages, published values, queues' start option, forks, bulk operations.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from loom.kernel import runtime as kernel
+from loom.ops.bulk import bulk as bulk_operation
 from loom.ops.fork import fork as fork_from
 from loom.primitives import messages, published, queues
 
@@ -75,3 +76,4 @@ class Runtime(kernel.Runtime):
         return await published.get_event(self, execution_id, key, timeout=timeout)
 
     fork = fork_from  # a new execution reusing a recorded prefix (loom.ops.fork)
+    bulk = bulk_operation  # cancel, resume or retry what a filter selects (loom.ops.bulk)

@@ -25,6 +25,10 @@ EXPECTED = {
     Ref(COMPOSE, 'Loom("trips")'): "undid flight\nundid hotel\ncancelled",
     Ref(COMPOSE, 'Loom("approvals")'): "a-2 cancelled the flow's timeout passed",
     Ref(COMPOSE, 'Loom("reports")'): "1000\n{'execution_id': 'r-1', 'step_id': '3'}",
+    Ref(COMPOSE, 'Loom("travel")'): (
+        "{'flight': 'booked flight seat 12A', 'hotel': 'cancelled'}\n"
+        "{'execution_id': 't-9', 'step_id': '1'}"
+    ),
     Ref(MESSAGES, 'Loom("mail")'): "['hello', 'hello', 'hi']",
     Ref(MESSAGES, 'Loom("shop")'): "https://pay.example/o-1",
     Ref(MESSAGES, 'Loom("tally")'): "3 10",
@@ -32,11 +36,12 @@ EXPECTED = {
 COMPOSE_CLI = Ref(COMPOSE, "loom cancel t-1")
 ORDERS_CLI = Ref(CLI, "loom start order.fulfil --id cli-1")
 FORK_CLI = Ref(CLI, "loom fork o-7")
+BULK_CLI = Ref(CLI, "loom bulk resume")
 SCHEDULES_CLI = Ref(CLI, "loom schedules --fire")
 QUEUES_CLI = Ref(CLI, "loom queues")
 REPLAY_CHECK = Ref("docs/guides/deploying-changes.md", "loom replay-check  ")
 COMMISSION = Ref("docs/guides/commission.md", "python -m examples.commission_local")
-IN_ORDER = [ORDERS_CLI, COMPOSE_CLI, FORK_CLI, SCHEDULES_CLI, QUEUES_CLI, REPLAY_CHECK]
+IN_ORDER = [ORDERS_CLI, COMPOSE_CLI, FORK_CLI, BULK_CLI, SCHEDULES_CLI, QUEUES_CLI, REPLAY_CHECK]
 RUNS = [*EXPECTED, *IN_ORDER, COMMISSION]
 
 
@@ -67,6 +72,10 @@ def test_the_command_line_blocks_run_in_order_and_the_replay_check_finds_nothing
     assert "r-1  completed" in composed and "parent r-1 (step 1)" in composed
     forked = "".join(outputs[FORK_CLI])
     assert "forked from o-7 at step 6" in forked and "0 of 0" in forked
+    bulk = outputs[BULK_CLI]
+    assert "did resume 1 of 1" in bulk[3]
+    assert bulk[4].strip().endswith("would cancel 2 of 2 execution(s)")  # bulk-1 on its timer
+    assert "did cancel 2 of 2" in bulk[5]
     assert "2 schedule(s)" in "".join(outputs[SCHEDULES_CLI])
     assert "emails" in outputs[QUEUES_CLI][-1]
     checked = outputs[REPLAY_CHECK][-1]

@@ -8,6 +8,7 @@ group, and is added to the group here.
 from __future__ import annotations
 
 from loom.cli.base import main
+from loom.cli.bulk import bulk
 from loom.cli.commands import cancel, demo, execute, resume, serve, show, start, verdict
 from loom.cli.deploy import register as register_deploy_commands
 from loom.cli.fork import fork
@@ -23,7 +24,7 @@ __all__ = ["main"]
 for command in (start, execute, resume, verdict, cancel, show, demo, serve):
     main.add_command(command)
 register_deploy_commands(main)
-for command in (list_executions, purge, retry, fork, schedules, queues, send, get_event):
+for command in (list_executions, purge, retry, fork, bulk, schedules, queues, send, get_event):
     main.add_command(command)
 
 if __name__ == "__main__":  # pragma: no cover

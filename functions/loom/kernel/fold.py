@@ -349,7 +349,8 @@ def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
     return state
 
 
-# A start keeps the park a fork's start sets until its prefix is copied (loom.ops.fork).
+# A start keeps the park a fork's start sets until its prefix is copied (loom.ops.fork); a
+# child shared with a fork of its parent is not moved by the record (loom.primitives.children).
 _KEEPS_PARK = frozenset(
     {
         "ExecutionParked",
@@ -357,6 +358,7 @@ _KEEPS_PARK = frozenset(
         "ExecutionClaimed",
         "MessageReceived",
         "ExecutionStarted",
+        "ChildShared",
     }
 )
 

@@ -122,6 +122,8 @@ class ExecutionState:
     parent: dict[str, str] | None = None  # a child flow's parent (loom.primitives.children)
     step_numbering: int | None = None  # how step ids are numbered (loom.kernel.context)
     children: dict[str, dict[str, str]] = field(default_factory=_dict)
+    # Forks of its parent that share this child: told its end as the parent is.
+    shared_with: list[str] = field(default_factory=_list)
     meter: Meter = field(default_factory=Meter)
     # Attempts of steps still retrying already counted in ``meter`` (by step id; a step
     # leaves when its outcome is recorded): see ``loom.kernel.fold``'s attempt counting.

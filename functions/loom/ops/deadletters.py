@@ -265,8 +265,8 @@ async def _one(
     by, note = who
     if row.status != "failed":
         plan = Redrive(row.execution_id, row.flow, row.parked_reason or "", "retry")
-        if dry_run:
-            return plan  # (the retry's coroutine is not even built: never awaited, it warns)
+        if dry_run:  # (the retry's coroutine is made only to be awaited)
+            return plan
         return await _attempt(plan, runtime.retry(row.execution_id, by=recorded_by(by, note) or by))
     events = await runtime.history(row.execution_id)
     cut, step = failure_point(events)

@@ -21,7 +21,19 @@ What the prefix keeps, event by event:
   once); a resume that reached the original after the cut must be sent to the fork again;
 * a step whose intent was recorded but whose outcome was not before the cut (it was running,
   retrying or backing off) is dropped, so it runs again from its first attempt;
-* claims, parks and retries are the original's operations, not facts of the flow: dropped;
+* messages: a ``ctx.send`` recorded before the cut is served from the copy, never sent
+  again (its receiver holds it once); the mailbox is carried as it stood at the cut (every
+  message received before it, taken by a ``recv`` yet or not); a message that reached the
+  original after the cut is not the fork's;
+* published values (``ctx.set_event``) recorded before the cut are carried: the fork's
+  ``get_event`` reads them at once, and its steps that set them are served from the copy;
+* child flows started before the cut are reused, never started twice: one whose end came
+  before the cut as recorded, one that ended since with its end copied in, one still running
+  shared, its end told to the fork too; a child its parent's end cancelled (the original
+  failed or was cancelled) is started anew (:mod:`loom.ops.fork_children`). The fork's end
+  never cancels a child it shares;
+* claims, parks and retries are the original's operations, not facts of the flow: dropped
+  (a child's record of the forks sharing it, too);
 * a correlation key that starts with the original's id and ``:`` (every ``ctx.sleep`` timer's,
   and a gate keyed as ``f"{ctx.execution_id}:…"``) is copied with the fork's id instead, as
   the flow asks for it when it replays under its new id. A gate keyed by the execution id
@@ -30,9 +42,7 @@ What the prefix keeps, event by event:
 What is refused (:class:`~loom.errors.NotForkableError`, nothing written): a step id the log
 does not hold; a step in doubt at the cut (nobody knows whether its effect ran: give the
 original a verdict first, or fork from that step); and any event this module does not know
-how to reuse (a primitive added later must say how it forks before its executions can be).
-A child start, a message sent and a value published are such events, but a fork may cut at
-one: a flow whose first step starts a child can be run again from step 1.
+how to reuse (a cancel, a continue-as-new: fork from before it).
 
 The fork is two writes: its ``ExecutionStarted`` (with ``forked_from``) and then, in one
 append, the copied prefix closed by ``ExecutionForked``. Until the second lands the fork is
@@ -49,6 +59,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from loom import crash
 from loom import events as ev
 from loom.errors import AppendConflictError, ExecutionConflictError, NotForkableError
 from loom.grants import recorded_by
@@ -57,6 +68,8 @@ from loom.kernel.defs import to_json_value
 from loom.kernel.fold import ExecutionState, fold
 from loom.kernel.payloads import REF_KEY
 from loom.kernel.primitive import Primitive, check_outside_id
+from loom.ops import fork_children
+from loom.primitives.child_sharing import reconnect
 from loom.reserved_ids import IdForm
 from loom.store.base import AppendRequest, StatusChange
 
@@ -79,15 +92,18 @@ _STEP_TYPES: Final = frozenset(
         "EffectVerdict",
     }
 )
-_COPIED: Final = _STEP_TYPES | {"PatchRecorded", "ExecutionResumed"}
-# Steps of primitives a prefix cannot reuse yet (a child start, a message sent, a value
-# published): a fork may still cut at one (restart a flow whose first step starts a child),
-# while a prefix holding one is refused below, naming it.
-_CUT_AT: Final = _STEP_TYPES | {"ChildStarted", "MessageSent", "EventPublished"}
+# Steps of the primitives: a child start, a cancel through a child's handle, a message
+# sent, a value published (the module docstring says how each is reused).
+_PRIMITIVE_STEPS: Final = frozenset(
+    {"ChildStarted", "ChildCancelRequested", "MessageSent", "EventPublished"}
+)
+_COPIED: Final = _STEP_TYPES | _PRIMITIVE_STEPS | {"PatchRecorded", "ExecutionResumed", "MessageReceived"}  # fmt: skip
+_CUT_AT: Final = _STEP_TYPES | _PRIMITIVE_STEPS
 # The original's operations, not facts of the flow (a fork's own marker included: a fork
-# of a fork copies its copied events like any others).
+# of a fork copies its copied events like any others; a child's record of the forks that
+# share it: a fork of the child is no one's child).
 _DROPPED: Final = frozenset(
-    {"ExecutionClaimed", "ExecutionParked", "ExecutionRetried", "ExecutionForked"}
+    {"ExecutionClaimed", "ExecutionParked", "ExecutionRetried", "ExecutionForked", "ChildShared"}
 )
 _UNSETTLED: Final = frozenset({"started", "retrying", "backoff"})
 
@@ -213,6 +229,8 @@ async def fork(
     stored, _ = await runtime.payloads.encode(
         to_json_value(defn.typed.parse_input(value)), f"{eid}/input"
     )
+    children = await fork_children.plan(runtime, kept)  # (reads the children it started)
+    kept = fork_children.without(kept, children.restart)
     origin = ev.ForkOrigin(execution_id=execution_id, step_id=step, seq=cut)
     started = ev.ExecutionStarted(
         execution_id=eid,
@@ -228,7 +246,8 @@ async def fork(
         partition_key=first.partition_key,
         step_numbering=first.step_numbering,  # the copied prefix is numbered the origin's way
     )
-    _check_fits(runtime, kept, eid, execution_id)
+    ended = await fork_children.ends(runtime, eid, children)
+    _check_fits(runtime, [*kept, *ended], eid, execution_id)
     created, stored_first = await runtime.store.create(started)
     if not created and stored_first.forked_from != origin:
         raise ExecutionConflictError(
@@ -236,7 +255,11 @@ async def fork(
             "use a new execution id",
             details={"execution_id": eid},
         )
-    if not await _copy(runtime, execution_id, eid, kept):
+    crash.point("fork_created")  # parked until the copy lands: a repeat completes it
+    copied = await _copy(runtime, execution_id, eid, kept, ended)
+    crash.point("fork_copied")  # shared children not told of the fork yet: a repeat does it
+    await reconnect(runtime, eid)  # the children it shares tell it their ends
+    if not copied:
         return await runtime.result(eid)  # an earlier call completed this fork
     ran = await runtime._dispatch(eid, first.flow, "start", f"{eid}:fork") if run else None  # pyright: ignore[reportPrivateUsage]
     return ran or await runtime.result(eid)
@@ -276,16 +299,19 @@ def _check_fits(runtime: Runtime, kept: Sequence[ev.Event], eid: str, source: st
     )
 
 
-async def _copy(runtime: Runtime, source: str, eid: str, kept: list[ev.Event]) -> bool:
-    """Append the copied prefix and ``ExecutionForked`` at seq 2; False if already there."""
+async def _copy(
+    runtime: Runtime, source: str, eid: str, kept: list[ev.Event], ended: list[ev.Event]
+) -> bool:
+    """Append the copied prefix, the children's ends copied in, and ``ExecutionForked`` at
+    seq 2; False if already there."""
     if (await runtime.store.summary(eid)).last_seq > 1:
         return False
     batch: list[ev.Event] = []
     for seq, event in enumerate(kept, start=2):
         batch.append(await _rehome(runtime, event, source, eid, seq))
     closing = ev.ExecutionForked(copied=len(kept))
-    ev.number([closing], len(kept) + 1, runtime.clock())
-    batch.append(closing)
+    ev.number([*ended, closing], len(kept) + 1, runtime.clock())
+    batch.extend([*ended, closing])
     try:
         await runtime.store.append(AppendRequest(eid, 1, batch, StatusChange("running")))
     except AppendConflictError:
@@ -293,7 +319,13 @@ async def _copy(runtime: Runtime, source: str, eid: str, kept: list[ev.Event]) -
     return True
 
 
-_VALUE_FIELDS: Final = {"EffectCompleted": "output", "ExecutionResumed": "payload"}
+_VALUE_FIELDS: Final = {
+    "EffectCompleted": "output",
+    "EffectVerdict": "output",
+    "ExecutionResumed": "payload",
+    "MessageReceived": "payload",
+    "EventPublished": "value",
+}
 
 
 async def _rehome(runtime: Runtime, event: ev.Event, source: str, eid: str, seq: int) -> ev.Event:
@@ -302,11 +334,11 @@ async def _rehome(runtime: Runtime, event: ev.Event, source: str, eid: str, seq:
     key: str | None = getattr(event, "correlation_key", None)
     if key is not None and key.startswith(f"{source}:"):  # a timer's, or keyed by the id
         update["correlation_key"] = f"{eid}:{key[len(source) + 1 :]}"
-    name = _VALUE_FIELDS.get(event.type) or ("output" if event.type == "EffectVerdict" else None)
+    name = _VALUE_FIELDS.get(event.type)
     value = getattr(event, name) if name else None
     if name and isinstance(value, dict) and REF_KEY in value and len(value) == 1:  # pyright: ignore[reportUnknownArgumentType]
         plain = await runtime.payloads.decode(value, source)
-        where = getattr(event, "step_id", None) or "resume"
+        where = getattr(event, "step_id", None) or event.type
         update[name], _ = await runtime.payloads.encode(plain, f"{eid}/{where}/{name}")
     return event.model_copy(update=update)
 

@@ -7,6 +7,7 @@ what they share is :mod:`loom.workers.http_base`, re-exported here for the serve
 
 from __future__ import annotations
 
+from loom.workers import bulk_routes as _bulk
 from loom.workers import deadletters_route as _dead
 from loom.workers.cancel_route import cancel as _cancel
 from loom.workers.core_routes import execute, resume, start
@@ -58,7 +59,14 @@ __all__ = [
     "run",
 ]
 
-BODY_SCOPED: set[Route] = {execute, start, _dead.redrive_dead_letters}
+BODY_SCOPED: set[Route] = {
+    execute,
+    start,
+    _dead.redrive_dead_letters,
+    _bulk.bulk_cancel,
+    _bulk.bulk_resume,
+    _bulk.bulk_retry,
+}
 """Routes whose execution is named in the body, not the path: the server leaves their
 caller check to them (:func:`check_caller`, after the body is parsed). By identity, not
 name, so no other route can skip the check by sharing a name."""
@@ -80,6 +88,9 @@ ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("GET", ("queues",), _queues),
     ("POST", ("executions", "*", "messages"), _send_message),
     ("GET", ("executions", "*", "events", "*"), _get_event),
+    ("POST", ("bulk", "cancel"), _bulk.bulk_cancel),
+    ("POST", ("bulk", "resume"), _bulk.bulk_resume),
+    ("POST", ("bulk", "retry"), _bulk.bulk_retry),
 ]
 
 # What the caller check is told a route does, where its name does not say it.
@@ -93,6 +104,7 @@ _ACTIONS = {
     "list_queues": "list",
     "send_message": "resume",
     "get_event": "read",
+    **_bulk.ACTIONS,
 }
 
 

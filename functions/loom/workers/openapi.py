@@ -16,6 +16,7 @@ import loom.workers.http_routes  # noqa: F401  # pyright: ignore[reportUnusedImp
 from loom import __version__
 from loom.ids import MAX_ID_BYTES, rule
 from loom.wire import ExecutionResult
+from loom.workers.bulk_routes import BulkCancelRequest, BulkResumeRequest, BulkRetryRequest
 from loom.workers.cancel_route import CancelRequest
 from loom.workers.deadletters_route import RedriveRequest
 from loom.workers.fork_route import ForkRequest
@@ -30,6 +31,7 @@ from loom.workers.http_models import (
     StartRequest,
     VerdictRequest,
 )
+from loom.workers.openapi_bulk import bulk_paths
 from loom.workers.openapi_ops import operator_paths
 from loom.workers.retry_route import RetryRequest
 
@@ -45,6 +47,9 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (MessageRequest, "validation"),
     (RetryRequest, "validation"),
     (RedriveRequest, "validation"),
+    (BulkCancelRequest, "validation"),
+    (BulkResumeRequest, "validation"),
+    (BulkRetryRequest, "validation"),
     (PublishedEvent, "serialization"),
     (ExecutionResult, "serialization"),
     (ExecutionView, "serialization"),
@@ -321,6 +326,7 @@ def _paths() -> dict[str, Any]:
             )
         },
         **operator_paths(_operation, _plain, _ID),
+        **bulk_paths(_plain),
     }
 
 

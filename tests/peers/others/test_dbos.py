@@ -440,16 +440,21 @@ async def test_a_cancelled_child_fails_the_awaiting_parent_with_its_status(engin
 
 
 async def test_restart_of_a_workflow_whose_first_step_starts_children(engine: Engine):
-    """DBOS ``restart_workflow`` works whatever the workflow's steps are. Loom: a fork may
-    cut at a child start, a message sent or a value published (it used to say the log held
-    no such step, "recorded steps: none"); a prefix holding one is still refused, naming it,
-    since a fork cannot reuse those yet."""
+    """DBOS ``restart_workflow`` works whatever the workflow's steps are, and
+    ``test_restart_fromsteps_childwf``: a fork from after a child's start reuses that child
+    (it does not run again), a fork from the start runs a new one. Loom: a fork from step 1
+    starts both children anew; one from step 2 reuses the first child's recorded result
+    and starts only the second (it used to be refused with ``NotForkableError``)."""
     await engine.runtime.start("fan_out", [1, 2], execution_id="wf-34")
     again = await engine.runtime.fork("wf-34", "1", new_id="wf-34-again")
     assert (again.status, again.output) == ("completed", 6)
     assert (await engine.runtime.result("wf-34-again.child.2")).output == 4
-    with pytest.raises(NotForkableError, match="ChildStarted"):
-        await engine.runtime.fork("wf-34", "2", new_id="wf-34-late")
+    late = await engine.runtime.fork("wf-34", "2", new_id="wf-34-late")
+    assert (late.status, late.output) == ("completed", 6)
+    ids = {row.execution_id for row in await engine.runtime.list()}
+    assert "wf-34-late.child.2" in ids and "wf-34-late.child.1" not in ids
+    started = [e for e in await engine.runtime.history("wf-34-late") if e.type == "ChildStarted"]
+    assert [e.child_id for e in started] == ["wf-34.child.1", "wf-34-late.child.2"]  # type: ignore[union-attr]
 
 
 async def test_restart_of_a_workflow_that_sent_and_published(engine: Engine):

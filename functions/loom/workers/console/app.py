@@ -18,7 +18,7 @@ from flask import Request, Response
 
 from loom.errors import ExecutionSupersededError, InputError, StoreError
 from loom.workers.auth import AuthError, Forbidden
-from loom.workers.console import actions, execution, pages
+from loom.workers.console import actions, bulk, execution, pages
 from loom.workers.console.render import as_json, page, plain
 from loom.workers.console.security import (
     COOKIE_PATH,
@@ -85,7 +85,12 @@ def _route(services: Callable[[], Services], req: Request, token: str) -> Respon
     s = services()
     if segments == ["executions"] and method == "GET":
         who = reader(s, req, "list")
-        return page("executions.html", _ctx(s, req, token, who, pages.executions_page(s, req)))
+        context = pages.executions_page(s, req)
+        context["notice"] = read_notice(req.cookies.get(NOTICE_COOKIE, ""))  # a bulk action's
+        response = page("executions.html", _ctx(s, req, token, who, context))
+        if NOTICE_COOKIE in req.cookies:
+            response.delete_cookie(NOTICE_COOKIE, path=COOKIE_PATH)
+        return response
     if segments == ["in-doubt"] and method == "GET":
         who = reader(s, req, "list")
         return page("in_doubt.html", _ctx(s, req, token, who, pages.in_doubt_page(s, req)))
@@ -94,6 +99,8 @@ def _route(services: Callable[[], Services], req: Request, token: str) -> Respon
         return as_json(pages.list_token(s, req))
     if len(segments) >= 2 and segments[0] == "executions":
         return _execution(s, req, token, method, segments[1:])
+    if len(segments) == 2 and segments[0] == "bulk" and method == "POST":
+        return _bulk(s, req, token, segments[1])
     raise HttpError(404, "not_found", f"the console has no page {req.method} {req.path}")
 
 
@@ -127,6 +134,22 @@ def _execution(s: Services, req: Request, token: str, method: str, rest: list[st
         )  # fmt: skip
         return response
     raise HttpError(404, "not_found", f"the console has no page {req.method} {req.path}")
+
+
+def _bulk(s: Services, req: Request, token: str, which: str) -> Response:
+    """A bulk action's preview (a page), or the confirmed action (back to the list)."""
+    who = reader(s, req, "list")
+    if which == "preview":
+        return page("bulk.html", _ctx(s, req, token, who, bulk.preview(s, req, who)))
+    if which not in bulk.OPERATIONS:
+        raise HttpError(404, "not_found", f"the console has no bulk action {which!r}")
+    done = bulk.perform(s, req, which, who)
+    response = _redirect("/console/executions")
+    response.set_cookie(
+        NOTICE_COOKIE, sign_notice(done.notice), max_age=60, path=COOKIE_PATH, httponly=True,
+        samesite="Strict", secure=secure(req),
+    )  # fmt: skip
+    return response
 
 
 def _session(s: Services, req: Request, token: str, method: str, which: str) -> Response:

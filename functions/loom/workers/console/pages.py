@@ -29,7 +29,7 @@ park keeps the status ``suspended`` and records a reason."""
 FILTERS = ("status", "flow", "from", "to", "q", "key", "published")
 
 
-def _parse_time(name: str, raw: str) -> float | None:
+def parse_time(name: str, raw: str) -> float | None:
     """A time filter: epoch seconds, or an ISO date/time read as UTC when it has no zone."""
     raw = raw.strip()
     if not raw:
@@ -86,8 +86,8 @@ def browse_query(req: Request) -> tuple[BrowseQuery, Deep]:
     query = BrowseQuery(
         status=None if status == PARKED else status,
         flow=_bounded(req, "flow", 256),
-        created_from=_parse_time("from", req.args.get("from", "")),
-        created_before=_parse_time("to", req.args.get("to", "")),
+        created_from=parse_time("from", req.args.get("from", "")),
+        created_before=parse_time("to", req.args.get("to", "")),
         id_prefix=_bounded(req, "q", 255),
         limit=PAGE_SIZE,
         after=_cursor(req),

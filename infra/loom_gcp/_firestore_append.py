@@ -25,6 +25,7 @@ from loom_gcp._firestore_docs import check_commit, inline_snapshot_fields, statu
 from loom_gcp._firestore_fence import Stamp, end_fields, is_our_end, may_ride
 from loom_gcp._firestore_io import Collision
 from loom_gcp._firestore_pages import bodies_pages, stored_equal
+from loom_gcp._firestore_shards import shard_field
 
 
 class FirestoreAppends(FirestoreCore):
@@ -37,6 +38,8 @@ class FirestoreAppends(FirestoreCore):
             raise ValueError("an append needs at least one event")
         new_last = expected + count
         bodies = [e.model_dump_json() for e in request.events]
+        if request.status is not None and self._layout.known is None:
+            await self.shard_count()  # (read once per store: the status update carries it)
         stamp = self._stamps.get(eid)
         if may_ride(request, bodies, self._known.get(eid, 0), stamp):
             assert stamp is not None
@@ -154,6 +157,11 @@ class FirestoreAppends(FirestoreCore):
         if request.status is None:
             return {}
         fields = status_fields(request.status, new_last, self._retention)
+        # (an execution written before shards gets its shard with its next status change;
+        # ``append`` read the count before it got here)
+        shards = self._layout.known
+        assert shards is not None
+        fields.update(shard_field(request.execution_id, shards))
         if request.snapshot is not None:
             fields.update(inline_snapshot_fields(new_last, request.snapshot, page) or {})
         return fields

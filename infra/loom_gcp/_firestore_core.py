@@ -28,6 +28,7 @@ from loom_gcp._firestore_docs import SnapshotPointer
 from loom_gcp._firestore_fence import Stamps
 from loom_gcp._firestore_io import CountedDocs, Doc
 from loom_gcp._firestore_pages import Page, end_page, held_pages, page_holding
+from loom_gcp._firestore_shards import ShardLayout
 
 
 class FirestoreCore(EventStore):
@@ -47,6 +48,7 @@ class FirestoreCore(EventStore):
     _io: CountedDocs
     _cache: LogCache
     _stamps: Stamps
+    _layout: ShardLayout
     snapshot_commit_bytes: int
 
     # -- references and accounting ----------------------------------------------------------
@@ -84,6 +86,16 @@ class FirestoreCore(EventStore):
             self._known.move_to_end(execution_id)
         while len(self._known) > self._known_max:
             self._known.popitem(last=False)
+
+    async def shard_count(self) -> int:
+        """The database's shard count (``loom_meta/layout``, read once)."""
+        return await self._layout.count()
+
+    def _forget(self, execution_id: str) -> None:
+        """Drop what the store remembers of a log that is deleted."""
+        self._known.pop(execution_id, None)
+        self._cache.drop(execution_id)
+        self._stamps.drop(execution_id)
 
     # -- reads of the execution document and of the page holding an event ---------------
 

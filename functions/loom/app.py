@@ -304,7 +304,7 @@ class Loom:
 
     def queue(self, name: str, **limits: Any) -> QueueDef:
         """Declare a queue executions can start on: see :mod:`loom.queues` (limits:
-        ``concurrency``, ``rate_per_second``, ``lease_ttl``)."""
+        ``concurrency``, ``rate_per_second``, ``lease_ttl``, ``shards``)."""
         from loom.queues import declare
 
         return declare(self.queues, name, **limits)

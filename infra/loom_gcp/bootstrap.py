@@ -49,9 +49,12 @@ from loom.store.base import (
     ExecutionSummary,
     ListCursor,
     LoadedLog,
+    OnDelete,
+    PurgeReport,
     Snapshot,
 )
-from loom.store.leases import LeaseRequest, LeaseSet, QueueDepth
+from loom.store.browse import BrowseQuery
+from loom.store.leases import Admitted, LeaseRequest, LeaseSet, QueueDepth, QueueLimits
 from loom.workers.base import WorkerRuntime
 from loom.workers.local import LocalWorkerRuntime
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
@@ -124,6 +127,55 @@ class PinnedEventStore(EventStore):
     ) -> builtins.list[ExecutionSummary]:
         return await self._on_loop(self.inner.scan(statuses, after=after, limit=limit))
 
+    async def shard_count(self) -> int:
+        return await self._on_loop(self.inner.shard_count())
+
+    async def list_shard(
+        self,
+        shard: int,
+        status: str | None = None,
+        *,
+        due_before: float | None = None,
+        limit: int = 1000,
+        oldest_first: bool = False,
+        after: ListCursor | None = None,
+    ) -> builtins.list[ExecutionSummary]:
+        return await self._on_loop(
+            self.inner.list_shard(
+                shard,
+                status,
+                due_before=due_before,
+                limit=limit,
+                oldest_first=oldest_first,
+                after=after,
+            )
+        )
+
+    async def purge(
+        self,
+        finished_before: float,
+        *,
+        limit: int = 100,
+        after: ListCursor | None = None,
+        on_delete: OnDelete | None = None,
+        shard: int | None = None,
+    ) -> PurgeReport:
+        # (``on_delete`` runs on the store's loop too: blob stores call their clients on threads)
+        return await self._on_loop(
+            self.inner.purge(
+                finished_before, limit=limit, after=after, on_delete=on_delete, shard=shard
+            )
+        )
+
+    async def browse(self, query: BrowseQuery) -> builtins.list[ExecutionSummary]:
+        return await self._on_loop(self.inner.browse(query))
+
+    async def count_by_status(self, *, flow: str | None = None) -> dict[str, int]:
+        return await self._on_loop(self.inner.count_by_status(flow=flow))
+
+    async def upkeep(self) -> dict[str, int]:
+        return await self._on_loop(self.inner.upkeep())
+
     async def aclose(self) -> None:
         await self._on_loop(self.inner.aclose())
 
@@ -145,6 +197,22 @@ class PinnedLeaseSet(LeaseSet):
     def __init__(self, inner: LeaseSet, store: PinnedEventStore) -> None:
         self.inner = inner
         self.store = store
+        self.batched = inner.batched
+        self.admit_interval = inner.admit_interval
+
+    async def take(self, request: LeaseRequest) -> bool:
+        """See :class:`LeaseSet`."""
+        return await self.store._on_loop(self.inner.take(request))  # pyright: ignore[reportPrivateUsage]
+
+    async def enqueue(self, request: LeaseRequest) -> None:
+        """See :class:`LeaseSet`."""
+        await self.store._on_loop(self.inner.enqueue(request))  # pyright: ignore[reportPrivateUsage]
+
+    async def admit(
+        self, queue: str, shard: int, limits: QueueLimits, now: float, most: int = 100
+    ) -> Admitted:
+        """See :class:`LeaseSet`."""
+        return await self.store._on_loop(self.inner.admit(queue, shard, limits, now, most))  # pyright: ignore[reportPrivateUsage]
 
     async def acquire(self, request: LeaseRequest) -> bool:
         """See :class:`LeaseSet`."""

@@ -324,7 +324,7 @@ async def run_admit_job(runtime: Runtime, job: jobs.Job) -> dict[str, Any]:
         dispatch_id = f"{w.holder}:granted@{now!r}"
         # An inline dispatcher would run each woken execution in this pass, one after the
         # other: a moment later, each runs in a task of its own.
-        later = now + 0.001 if inline else None
+        later = runtime.clock() + 0.01 if inline else None
         await runtime._dispatch(w.holder, w.flow or "", "resume", dispatch_id, not_before=later)  # pyright: ignore[reportPrivateUsage]
     if done.waiting and (done.granted or done.again_at is not None):
         await schedule_admit(runtime, q, shard, max(now, done.again_at or now))

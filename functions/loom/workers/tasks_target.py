@@ -59,7 +59,7 @@ from loom.errors import (
     StoreError,
     UnknownExecutionError,
 )
-from loom.jobs import Job, run_job
+from loom.jobs import Job, carries_jobs, run_job
 from loom.runtime import Runtime
 from loom.telemetry import incoming
 from loom.wire import ExecutionPackage, ExecutionResult
@@ -72,7 +72,9 @@ from loom.workers.schedule_routes import schedule_tick
 from loom.workers.tasks_maintenance import (
     DEFAULT_SWEEP_GRACE,
     purge,
+    purge_route,
     require_dispatcher,
+    start_sweep,
     sweep,
 )
 
@@ -324,10 +326,10 @@ class TasksHandler:
             return self.execute(request)
         if segments == ["tasks", "sweep"]:
             _only(request, "POST")
-            return 200, self.loop.run(sweep(self.runtime(), grace=self.sweep_grace)), {}
+            return 200, self.loop.run(self._sweep()), {}
         if segments == ["tasks", "purge"]:
             _only(request, "POST")
-            return 200, self.loop.run(purge(self.runtime())).to_json(), {}
+            return 200, self.loop.run(purge_route(self.runtime())), {}
         if segments == ["tasks", "schedules"]:  # Cloud Scheduler's tick (loom.schedules)
             _only(request, "POST")
             return 200, self.loop.run(schedule_tick(self.runtime())), {}
@@ -339,6 +341,13 @@ class TasksHandler:
         if segments == ["live"]:
             return (*liveness(), {})
         raise HttpError(404, "not_found", f"no route {request.method} {request.path}")
+
+    async def _sweep(self) -> dict[str, Any]:
+        """The sweep, fanned out into a job per shard where jobs travel."""
+        runtime = self.runtime()
+        if carries_jobs(runtime):
+            return await start_sweep(runtime, grace=self.sweep_grace)
+        return await sweep(runtime, grace=self.sweep_grace)
 
     def health(self) -> Reply:
         """``GET /health``: 503 when the runtime cannot be built (a bad ``LOOM_*`` setting)
@@ -399,3 +408,6 @@ def error_reply(exc: Exception) -> Reply:
             "details": {"error_id": error_id},
         }
     return 500, body, {}
+
+
+__all__ = ["TaskBody", "TaskInfo", "TasksHandler", "error_reply", "execute_task", "purge", "sweep"]

@@ -62,6 +62,7 @@ from loom.errors import (
 )
 from loom.fold import _HEAD, _STEP, ExecutionState, StepRecord, resume_key  # pyright: ignore[reportPrivateUsage]
 from loom.ids import MAX_ID_BYTES
+from loom.inbox import post, resume_item
 from loom.timeouts import deadline_for
 
 if TYPE_CHECKING:
@@ -331,9 +332,22 @@ def _running_children(state: ExecutionState) -> list[str]:
 
 
 async def _tell_parent(rt: Runtime, state: ExecutionState) -> None:
+    """Tell the parent this child ended: through the parent's inbox where the store keeps
+    one (one write of its own, and a wake its siblings share: ``loom.inbox``), else as a
+    resume appended to the parent's log."""
     parent = state.parent or {}
-    with contextlib.suppress(ExecutionFinishedError, UnknownExecutionError):
-        await rt.resume(parent["execution_id"], CHILD_GATE, state.execution_id, None)
+    if rt.store.inbox() is None:
+        with contextlib.suppress(ExecutionFinishedError, UnknownExecutionError):
+            await rt.resume(parent["execution_id"], CHILD_GATE, state.execution_id, None)
+        return
+    # The outcome is read here, from the child's own state (what ``check_child_resume``
+    # reads for a resume): the inbox is written by the engine alone.
+    result = await rt.report(state, include_state=False)
+    outcome = {"status": state.status, "output": result.output, "error": state.error}
+    parent_id = parent["execution_id"]
+    stored, _ = await rt.payloads.encode(to_json_value(outcome), f"{parent_id}/resume")
+    item = resume_item(CHILD_GATE, state.execution_id, stored, None, rt.clock())
+    await post(rt, parent_id, item)
 
 
 async def check_child_resume(

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 from loom import events as ev
 from loom.app import to_json_value
 from loom.decide import NOTHING, Decision, write
-from loom.errors import ExecutionFinishedError
+from loom.errors import ExecutionFinishedError, ExecutionSupersededError
 from loom.fold import ExecutionState, resume_key
+from loom.inbox import contended_attempts, post, resume_item
 from loom.late_replies import timed_out_gate
 from loom.store.base import StatusChange
 from loom.verdicts import current_episode, verdict_event
@@ -54,7 +55,15 @@ async def resume(
         event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored, by=by)
         return Decision([event], _resume_change(now, on, correlation_key))
 
-    state, wrote = await write(rt, state, decide)
+    try:
+        state, wrote = await write(rt, state, decide, attempts=contended_attempts(rt))
+    except ExecutionSupersededError:
+        if rt.store.inbox() is None:
+            raise
+        # The log is hot (a fan-in): leave it in the inbox, drained with the others.
+        item = resume_item(on, correlation_key, stored, by, at)
+        await post(rt, execution_id, item, state.flow)
+        return await rt.report(state, include_state=False)
     if not wrote:
         return await rt.report(state, include_state=False)
     ran = await rt._dispatch(  # pyright: ignore[reportPrivateUsage]
@@ -65,6 +74,22 @@ async def resume(
     if late is not None:
         raise late
     return ran or await rt.report(state, include_state=False)
+
+
+def resume_decision(
+    state: ExecutionState, on: str, correlation_key: str, stored: Any, by: str | None, now: float
+) -> tuple[ev.ExecutionResumed, bool] | None:
+    """A resume decided on ``state`` (an inbox's, :mod:`loom.inbox`): its event and whether
+    it opens a gate of a suspended execution; ``None`` when ``state`` holds it already.
+
+    Raises:
+        GateTimedOutError: Its gate's timeout won.
+        ExecutionFinishedError: The execution ended.
+    """
+    if _settled(state, resume_key(on, correlation_key), on, correlation_key, now):
+        return None
+    event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored, by=by)
+    return event, _resume_change(state, on, correlation_key) is not None
 
 
 def _settled(state: ExecutionState, key: str, on: str, correlation_key: str, now: float) -> bool:

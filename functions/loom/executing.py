@@ -3,6 +3,7 @@
 One worker call, top to bottom::
 
     state = load(execution)                     # snapshot + tail, folded
+    an inbox wake?               -> drain it     (one append, decided from this state)
     loop:
         nothing to run?          -> report (and re-arm what should follow)
         another call's claim live? -> superseded
@@ -28,6 +29,7 @@ from loom.decide import MAX_DECISIONS, write
 from loom.durability import claim
 from loom.errors import ExecutionSupersededError
 from loom.follow_up import follow_up, nothing_to_do
+from loom.inbox import drain, wants_drain
 from loom.poison import decide_poison, poisoned
 from loom.scope import SCOPE, off_scope
 from loom.starts import run_handed, run_session
@@ -51,6 +53,8 @@ async def _execute(rt: Runtime, package: ExecutionPackage) -> ExecutionResult:
     if (handed := run_handed(rt, package)) is not None:  # claimed with its create
         return await handed
     state, tail = await rt._load(package.execution_id)  # pyright: ignore[reportPrivateUsage]
+    if wants_drain(package) and await drain(rt, state):  # fan-in: the inbox first
+        state, tail = await rt._load(package.execution_id)  # pyright: ignore[reportPrivateUsage]
     holder = new_holder()
     ACTIVE_HOLDERS.add(holder)  # live for this process's other calls from its claim on
     admitted = False

@@ -54,6 +54,7 @@ from loom.store.base import (
     Snapshot,
 )
 from loom.store.browse import BrowseQuery
+from loom.store.inbox import Inbox, InboxItem
 from loom.store.leases import Admitted, LeaseRequest, LeaseSet, QueueDepth, QueueLimits
 from loom.workers.base import WorkerRuntime
 from loom.workers.local import LocalWorkerRuntime
@@ -183,12 +184,49 @@ class PinnedEventStore(EventStore):
         """The inner store's readiness check, on its loop."""
         await self._on_loop(self.inner.ping())
 
+    def inbox(self) -> Inbox | None:
+        """The inner store's inboxes, their calls on the same loop."""
+        inner = self.inner.inbox()
+        if inner is None:
+            return None
+        found: Inbox | None = getattr(self, "_inbox", None)
+        if found is None:
+            found = self._inbox = PinnedInbox(inner, self)
+        return found
+
     def leases(self) -> LeaseSet:
         """The inner store's queue leases, their calls on the same loop."""
         found: LeaseSet | None = getattr(self, "_lease_set", None)
         if found is None:
             found = self._lease_set = PinnedLeaseSet(self.inner.leases(), self)
         return found
+
+
+class PinnedInbox(Inbox):
+    """An :class:`Inbox` whose calls run on its pinned store's loop."""
+
+    def __init__(self, inner: Inbox, store: PinnedEventStore) -> None:
+        self.inner = inner
+        self.store = store
+        self.wake_interval = inner.wake_interval
+
+    async def post(self, execution_id: str, item: InboxItem) -> bool:
+        """See :class:`Inbox`."""
+        return await self.store._on_loop(self.inner.post(execution_id, item))  # pyright: ignore[reportPrivateUsage]
+
+    async def items(self, execution_id: str, limit: int = 500) -> builtins.list[InboxItem]:
+        """See :class:`Inbox`."""
+        return await self.store._on_loop(self.inner.items(execution_id, limit))  # pyright: ignore[reportPrivateUsage]
+
+    async def remove(self, execution_id: str, keys: builtins.list[str]) -> None:
+        """See :class:`Inbox`."""
+        await self.store._on_loop(self.inner.remove(execution_id, keys))  # pyright: ignore[reportPrivateUsage]
+
+    async def stranded(
+        self, before: float, shard: int, shards: int, limit: int = 500
+    ) -> builtins.list[str]:
+        """See :class:`Inbox`."""
+        return await self.store._on_loop(self.inner.stranded(before, shard, shards, limit))  # pyright: ignore[reportPrivateUsage]
 
 
 class PinnedLeaseSet(LeaseSet):

@@ -121,6 +121,7 @@ from loom_gcp._firestore_shards import (
     shard_field,
 )
 from loom_gcp._firestore_writes import delete_tree
+from loom_gcp.firestore_inbox import FirestoreInbox
 from loom_gcp.firestore_leases import FirestoreLeaseSet
 
 
@@ -304,6 +305,13 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads, FirestoreListings):
         found: FirestoreLeaseSet | None = getattr(self, "_lease_set", None)
         if found is None:
             found = self._lease_set = FirestoreLeaseSet(self._client)
+        return found
+
+    def inbox(self) -> FirestoreInbox:
+        """Inboxes under the execution documents (``executions/{id}/inbox``)."""
+        found: FirestoreInbox | None = getattr(self, "_inbox", None)
+        if found is None:
+            found = self._inbox = FirestoreInbox(self._client, self.shard_count)
         return found
 
     async def ping(self) -> None:

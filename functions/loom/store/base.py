@@ -54,7 +54,8 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
   cause chained, :class:`~loom.errors.StoreUnavailableError` when a retry may succeed; a
   failed write writes nothing.
 * ``leases`` gives the queue leases (:class:`~loom.store.leases.LeaseSet`, its own contract)
-  shared by every process that opens the same store.
+  shared by every process that opens the same store; ``inbox`` the inboxes of fan-in
+  deliveries (:class:`~loom.store.inbox.Inbox`, its own contract), or ``None``.
 * ``ping`` is a cheap check that the store can answer now (for a readiness probe); it
   raises :class:`~loom.errors.StoreError` when it cannot. The caller bounds its time.
 """
@@ -70,6 +71,7 @@ from loom.errors import ConfigurationError
 from loom.events import Event, ExecutionStarted
 from loom.scope import off_scope_methods
 from loom.store.browse import BrowseQuery, browse_by_listing, count_by_scanning
+from loom.store.inbox import Inbox
 from loom.store.leases import LeaseSet
 from loom.telemetry import trace_store_methods
 
@@ -450,6 +452,12 @@ class EventStore(abc.ABC):
         raise ConfigurationError(
             f"{type(self).__name__} keeps no queue leases; queues need a store that does"
         )
+
+    def inbox(self) -> Inbox | None:
+        """The inboxes kept beside this store's logs (:mod:`loom.store.inbox`), shared by
+        every process that opens the same store; ``None`` when it keeps none (deliveries
+        then append to the log directly)."""
+        return None
 
     async def ping(self) -> None:
         """Check that the store answers now (readiness); raise ``StoreError`` if it cannot.

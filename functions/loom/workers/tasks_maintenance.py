@@ -32,6 +32,7 @@ from loom.dispatch.base import Dispatcher
 from loom.errors import ConfigurationError, InputError, UnknownExecutionError
 from loom.fold import ExecutionState
 from loom.ids import id_problem
+from loom.inbox import WAKE_MARK
 from loom.retention import (
     DEFAULT_RETENTION,
     PurgeSummary,
@@ -116,6 +117,7 @@ async def sweep_shard(
             package = ExecutionPackage(execution_id=eid, flow=state.flow, reason="sweep")
             await dispatcher.dispatch(package, f"{eid}:{state.last_seq}:sweep@{window}")
             redispatched.append(eid)
+    redispatched += await _wake_stranded_inboxes(runtime, shard, now - grace, window, limit)
     timers = 0
     rows = await runtime.store.list_shard(shard, "suspended", due_before=now - grace, limit=limit)
     for row in rows:
@@ -129,6 +131,21 @@ async def sweep_shard(
 
 
 LOADS = 32  # executions a sweep loads at once
+
+
+async def _wake_stranded_inboxes(
+    runtime: Runtime, shard: int, before: float, window: int, limit: int
+) -> list[str]:
+    """Wake the executions of the shard whose inbox holds a delivery older than ``before``
+    (the wake of its post was lost): ``loom.inbox``."""
+    inbox = runtime.store.inbox()
+    if inbox is None:
+        return []
+    found = await inbox.stranded(before, shard, await runtime.store.shard_count(), limit)
+    for eid in found:
+        dispatch_id = f"{eid}{WAKE_MARK}sweep{window}"
+        await runtime._dispatch(eid, "", "sweep", dispatch_id)  # pyright: ignore[reportPrivateUsage]
+    return found
 
 
 async def _stale_running(

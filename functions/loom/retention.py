@@ -139,14 +139,14 @@ async def _delete_blobs(blobs: BlobStore | None, execution_id: str) -> int:
 async def start_purge(
     runtime: Runtime, *, older_than: float, budget: float, clock: Callable[[], float] = time.time
 ) -> dict[str, Any]:
-    """Enqueue one purge job per shard (keyed by the cutoff's day: a repeated call that
-    day adds none); what it enqueued."""
+    """Enqueue one purge job per shard (keyed by the cutoff's hour: a repeated call that
+    hour adds none); what it enqueued."""
     cutoff = clock() - older_than
     shards = await runtime.store.shard_count()
-    day = int(cutoff // 86_400)
+    hour = int(cutoff // 3600)
     for shard in range(shards):
         args = {"shard": shard, "before": cutoff, "after": None, "budget": budget, "part": 0}
-        await jobs.enqueue(runtime, jobs.Job("purge", f"{shard}@{day}:0", args, shard=shard))
+        await jobs.enqueue(runtime, jobs.Job("purge", f"{shard}@{hour}:0", args, shard=shard))
     return {"shards": shards, "finished_before": cutoff, "jobs": shards}
 
 

@@ -55,6 +55,10 @@ class FirestoreAppends(FirestoreCore):
         pages = bodies_pages(expected + 1, bodies)
         last_page = pages[-1][1]
         update = self._exec_update(request, new_last, last_page["seq"])
+        if update.get("expire_at") is not None:  # the end: its pages expire with it (TTL)
+            pages = [
+                (doc_id, {**fields, "expire_at": update["expire_at"]}) for doc_id, fields in pages
+            ]
         if request.fence:  # a riding end that lands after this commit must fail
             update = update or {"last_seq": new_last, "updated_at": time.time()}
         check_commit(f"append to {eid!r}", pages + [("execution", update)] * bool(update), 0)

@@ -29,7 +29,7 @@ from loom.decide import MAX_DECISIONS, write
 from loom.durability import claim
 from loom.errors import ExecutionSupersededError
 from loom.follow_up import follow_up, nothing_to_do
-from loom.inbox import drain, wants_drain
+from loom.inbox import drain, remove, wants_drain
 from loom.poison import decide_poison, poisoned
 from loom.scope import SCOPE, off_scope
 from loom.starts import run_handed, run_session
@@ -53,8 +53,17 @@ async def _execute(rt: Runtime, package: ExecutionPackage) -> ExecutionResult:
     if (handed := run_handed(rt, package)) is not None:  # claimed with its create
         return await handed
     state, tail = await rt._load(package.execution_id)  # pyright: ignore[reportPrivateUsage]
-    if wants_drain(package) and await drain(rt, state):  # fan-in: the inbox first
+    drained = await drain(rt, state) if wants_drain(package) else []  # fan-in: the inbox first
+    if drained:
         state, tail = await rt._load(package.execution_id)  # pyright: ignore[reportPrivateUsage]
+        try:
+            return await _decided(rt, state, tail)
+        finally:
+            await remove(rt, state.execution_id, drained)
+    return await _decided(rt, state, tail)
+
+
+async def _decided(rt: Runtime, state: ExecutionState, tail: int) -> ExecutionResult:
     holder = new_holder()
     ACTIVE_HOLDERS.add(holder)  # live for this process's other calls from its claim on
     admitted = False

@@ -27,7 +27,6 @@ from loom import events as ev
 from loom.decide import MAX_DECISIONS, Decision, write
 from loom.errors import LoomError
 from loom.fold import ExecutionState, resume_key
-from loom.store.base import StatusChange
 from loom.store.inbox import InboxItem
 
 if TYPE_CHECKING:
@@ -109,36 +108,46 @@ def wants_drain(package: ExecutionPackage) -> bool:
     return WAKE_MARK in (package.dispatch_id or "") or package.reason == "sweep"
 
 
-async def drain(rt: Runtime, state: ExecutionState) -> bool:
+async def drain(rt: Runtime, state: ExecutionState) -> list[str]:
     """Append what the inbox holds for ``state``'s execution (see the module docstring);
-    whether anything was appended (the caller reloads)."""
+    the keys of the items it read, to :func:`remove` once the call that drained them has
+    run (until then a sweep finds them and wakes the execution again, should the call die).
+
+    The append changes no status: the call goes on to run the execution, and its own end
+    writes where it stands (one write of the execution document per wake, not two).
+    """
     inbox = rt.store.inbox()
     if inbox is None:
-        return False
-    drained = False
+        return []
+    keys: list[str] = []
     while True:
-        items = await inbox.items(state.execution_id, DRAIN_PAGE)
+        items = await inbox.items(state.execution_id, DRAIN_PAGE + len(keys))
+        items = [i for i in items if i.key not in keys]
         if not items:
-            return drained
+            return keys
         state, wrote = await write(rt, state, lambda now, got=items: _decide(now, got, rt.clock()))
-        await inbox.remove(state.execution_id, [i.key for i in items])
+        keys += [i.key for i in items]
         if wrote:
             log.info("drained %d inbox item(s) of %s", len(items), state.execution_id)
-        drained = drained or wrote
         if len(items) < DRAIN_PAGE:
-            return drained
+            return keys
+
+
+async def remove(rt: Runtime, execution_id: str, keys: list[str]) -> None:
+    """Remove drained items (their events are in the log)."""
+    inbox = rt.store.inbox()
+    if inbox is not None and keys:
+        await inbox.remove(execution_id, keys)
 
 
 DRAIN_PAGE: Final = 500
 
 
 def _decide(state: ExecutionState, items: list[InboxItem], now: float) -> Decision:
-    """The events of the items ``state`` does not hold yet, and ``running`` when one of
-    them opens a gate of a suspended execution. Nothing after the end."""
+    """The events of the items ``state`` does not hold yet (nothing after the end)."""
     if state.finished:
         return Decision()
     events: list[ev.Event] = []
-    wakes = False
     seen: set[str] = set()
     for item in items:
         if item.key in seen:
@@ -151,9 +160,7 @@ def _decide(state: ExecutionState, items: list[InboxItem], now: float) -> Decisi
             continue
         if found is not None:
             events.append(found[0])
-            wakes = wakes or found[1]
-    change = StatusChange("running") if wakes and state.status == "suspended" else None
-    return Decision(events, change)
+    return Decision(events)
 
 
 def _event(state: ExecutionState, item: InboxItem, now: float) -> tuple[ev.Event, bool] | None:

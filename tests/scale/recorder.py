@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from google.cloud.firestore_v1 import (
     _helpers,  # pyright: ignore[reportPrivateUsage]
@@ -116,8 +116,7 @@ class Recorder:
                 continue
             doc = write.update
             path = _short(doc.name)
-            decoded: Any = _helpers.decode_dict(doc.fields, self.client)
-            fields: dict[str, Any] = decoded
+            fields = cast("dict[str, Any]", _helpers.decode_dict(doc.fields, self.client))
             before = self.docs.get(path, {})
             mask = list(write.update_mask.field_paths) if "update_mask" in write else None
             after: dict[str, Any] = dict(before)

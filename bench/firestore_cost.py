@@ -191,6 +191,55 @@ async def measure_resume(database: str, steps: int, durability: str) -> dict[str
     }
 
 
+CLI_APP = make_app("strict")  # what ``measure_cli_resume``'s ``loom`` command loads
+
+
+def measure_cli_resume(database: str, steps: int) -> dict[str, Any]:
+    """The ``loom resume`` command itself, in process, on a new client: what it reads.
+
+    The command checks the gate, resumes, runs the execution to its end in process and
+    prints the result; every client it builds is counted.
+    """
+    from click.testing import CliRunner
+
+    from loom.cli import main as cli
+
+    async def suspended() -> str:
+        store, _ = _store(database)
+        started = await Runtime(make_app("strict"), store).start("steps_then_gate", steps)
+        assert started.status == "suspended", started
+        await store.aclose()
+        return started.execution_id
+
+    execution_id = asyncio.run(suspended())
+    counters: list[RpcCounter] = []
+    build = FirestoreEventStore.from_url.__func__  # pyright: ignore[reportFunctionMemberAccess]
+
+    def counted(cls: type[FirestoreEventStore], url: str) -> FirestoreEventStore:
+        built = build(cls, url)
+        counters.append(RpcCounter(built._client))  # pyright: ignore[reportPrivateUsage]
+        return built
+
+    FirestoreEventStore.from_url = classmethod(counted)  # type: ignore[method-assign]
+    try:
+        url = f"firestore://{PROJECT}/{database}"
+        argv = ["--app", "bench.firestore_cost:CLI_APP", "--store", url]
+        argv += ["resume", execution_id, "--on", "go", "--key", "k", "--payload", "true"]
+        done = CliRunner().invoke(cli, argv, catch_exceptions=False)
+    finally:
+        FirestoreEventStore.from_url = classmethod(build)  # type: ignore[method-assign]
+    assert done.exit_code == 0 and "completed" in done.output, done.output
+    ops: Counter[str] = Counter()
+    for counter in counters:
+        ops.update(counter.ops)
+    return {
+        "flow": f"loom resume (the command) after {steps} steps, strict",
+        "reads": ops.get("reads", 0),
+        "writes": ops.get("writes", 0),
+        "rpcs": ops.get("rpcs", 0),
+    }
+
+
 async def run(modes: tuple[str, ...] = ("strict", "batched")) -> dict[str, Any]:
     """Every pattern, in a fresh database."""
     database = f"c{uuid.uuid4().hex[:24]}"
@@ -203,7 +252,11 @@ async def run(modes: tuple[str, ...] = ("strict", "batched")) -> dict[str, Any]:
         for idempotent in (True, False)
         for durability in modes
     ]
-    flows += [await measure_flow(database, 10, True, d, dispatched=True) for d in modes]
+    flows += [
+        await measure_flow(database, steps, True, d, dispatched=True)
+        for steps in (10, 100)
+        for d in modes
+    ]
     resumes = [await measure_resume(database, 200, d) for d in modes]
     return {"flows": flows, "resumes": resumes}
 
@@ -233,6 +286,7 @@ def main() -> None:
     args = parser.parse_args()
     with emulator():
         results = asyncio.run(run(("strict",) if args.strict_only else ("strict", "batched")))
+        results["resumes"].append(measure_cli_resume(f"c{uuid.uuid4().hex[:24]}", 200))
     print(json.dumps(results, indent=2))
     print()
     print(markdown(results))

@@ -73,31 +73,64 @@ async def _execute_all(url: str, flow: str, ids: list[str]) -> tuple[float, list
     return wall, [r[0] for r in results], sum(1 for r in results if r[1])
 
 
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds (user and system) of process ``pid`` and its descendants so far."""
+    parents: dict[int, int] = {}
+    cpu: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        parents[int(entry.name)] = int(fields[1])
+        cpu[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += cpu.get(current, 0.0)
+        todo += [child for child, parent in parents.items() if parent == current]
+    return total
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-Runs = list[tuple[float, list[float], int]]
+Runs = list[tuple[float, list[float], int, float]]
 
 
 def _row(
     store_url: str, flow: str, threads: str | None, n: int, steps: int, runs: Runs
 ) -> dict[str, Any]:
     """Medians over the rounds of one flow (one durability)."""
-    walls = [wall for wall, _, _ in runs]
+    walls = [wall for wall, _, _, _ in runs]
     return {
         "store": store_url.split(":", 1)[0],
         "durability": "batched" if flow.endswith("batched") else "strict",
         "threads": threads,
         "executes": n,
         "rounds": len(runs),
-        "completed": min(done for _, _, done in runs),
+        "completed": min(done for _, _, done, _ in runs),
         "steps_per_s": round(n * steps / statistics.median(walls), 1),
         "wall_s": round(statistics.median(walls), 3),
-        "p50_s": round(statistics.median(statistics.median(lat) for _, lat, _ in runs), 3),
-        "p99_s": round(statistics.median(_percentile(lat, 0.99) for _, lat, _ in runs), 3),
+        "p50_s": round(statistics.median(statistics.median(lat) for _, lat, _, _ in runs), 3),
+        "p99_s": round(statistics.median(_percentile(lat, 0.99) for _, lat, _, _ in runs), 3),
+        # The server's CPU per execute: what a busy machine stretches least.
+        "server_cpu_ms_per_execute": round(statistics.median(c for *_, c in runs) / n * 1000, 2),
     }
+
+
+def _batch(
+    url: str, flow: str, ids: list[str], server: int
+) -> tuple[float, list[float], int, float]:
+    """One batch of executes; its wall time, latencies, completions and server CPU."""
+    before = _tree_cpu(server)
+    wall, latencies, done = asyncio.run(_execute_all(url, flow, ids))
+    return wall, latencies, done, _tree_cpu(server) - before
 
 
 def measure(store_url: str, n: int, steps: int, rounds: int = 3) -> list[dict[str, Any]]:
@@ -125,7 +158,7 @@ def measure(store_url: str, n: int, steps: int, rounds: int = 3) -> list[dict[st
         try:
             wait_healthy(url, proc)
             asyncio.run(_execute_all(url, "steps", warm))
-            runs = [(f, asyncio.run(_execute_all(url, f, ids))) for f, ids in batches]
+            runs = [(f, _batch(url, f, ids, proc.pid)) for f, ids in batches]
             for flow in ("steps", "steps.batched"):
                 mine = [r for f, r in runs if f == flow]
                 rows.append(_row(store_url, flow, env.get("THREADS"), n, steps, mine))

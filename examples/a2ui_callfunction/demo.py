@@ -31,7 +31,7 @@ import httpx
 
 from examples.a2ui_callfunction.app import offline_app
 from examples.a2ui_callfunction.client import DemoClient
-from loom.fold import fold
+from loom.kernel.fold import fold
 from loom.plugins.a2ui import CallRendererFunctionPayload, sign_body
 from loom.store import SqliteEventStore
 from loom.testing import replay

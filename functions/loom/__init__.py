@@ -5,8 +5,7 @@ The public names::
     from loom import Loom, FlowContext, EffectContext, Retry
 """
 
-from loom.app import Loom, Retry
-from loom.context import EffectContext, FlowContext
+from loom.app import EffectContext, FlowContext, Loom, Retry
 from loom.errors import (
     ChildFlowFailedError,
     ChildIdTakenError,

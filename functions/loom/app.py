@@ -1,255 +1,87 @@
-"""``Loom``: the registry of flows and effects a deployment serves.
+"""Where the app is assembled: the kernel, the primitives installed on it, ``Loom`` and
+``FlowContext``.
 
-Types come from annotations: a flow's or effect's second parameter is its input type and its
-return annotation its output type; pydantic validates and serializes both, so a pydantic
-model, a dataclass or a plain JSON value all work.
+The kernel (``loom.kernel``) imports no primitive. Each primitive hands the kernel a
+``Primitive`` (``loom.kernel.primitive``); this module lists them, installs them once for
+the process, and builds the two public classes from the kernel's and theirs:
+``FlowContext`` (the kernel's ``ctx`` methods and each primitive's) and ``Loom`` (the
+kernel's registry of flows and effects, with the primitives' declarations: queues and
+schedules).
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import TypeAdapter, ValidationError
-from pydantic_core import PydanticSerializationError, to_jsonable_python
-
-from loom.errors import (
-    ConfigurationError,
-    InputError,
-    InvalidPayloadError,
-    UnknownEffectError,
-    UnknownFlowError,
-    UnknownFlowVersionError,
+from loom.kernel import primitive
+from loom.kernel.app import App
+from loom.kernel.context import EffectContext
+from loom.kernel.defs import EffectDef, FlowDef, Retry, call_effect, to_json_value
+from loom.ops import fork, retention, sweep
+from loom.primitives import (
+    children,
+    continuation,
+    messages,
+    patches,
+    published,
+    queues,
+    schedules,
 )
-from loom.grants import GrantPolicy
+from loom.primitives.children import ChildrenContext
+from loom.primitives.continuation import ContinuationContext
+from loom.primitives.messages import MessagesContext
+from loom.primitives.patches import PatchesContext
+from loom.primitives.published import PublishedContext
 
 if TYPE_CHECKING:
-    from loom.fold import ExecutionState
-    from loom.queues import QueueDef
-    from loom.runtime import Runtime
-    from loom.schedules import Schedule
+    from loom.primitives.queues import QueueDef
+    from loom.primitives.schedules import Schedule
 
-F = TypeVar("F", bound=Callable[..., Any])
+__all__ = [
+    "EffectContext",
+    "EffectDef",
+    "FlowContext",
+    "FlowDef",
+    "Loom",
+    "Retry",
+    "call_effect",
+    "to_json_value",
+]
 
-ResumeCheck = Callable[["Runtime", "ExecutionState", str, Any], Awaitable[Any]]
-"""``check(runtime, state, correlation_key, payload) -> payload``: admits a resume for one
-kind of gate before it is appended (raise an :class:`~loom.errors.InputError` to refuse it)."""
 
+class FlowContext(
+    ChildrenContext, MessagesContext, PublishedContext, ContinuationContext, PatchesContext
+):
+    """The flow's only door to the world. Every call is recorded or served from the log.
 
-@dataclass(frozen=True)
-class Retry:
-    """How an effect is retried, every attempt with the same key.
-
-    Attempts after the first are recorded before they run, so the budget is per step and
-    counts across crashes: a worker killed mid-retry leaves its successor what is left.
-
-    Attributes:
-        max_attempts: Attempts in all, the first included (1 = no retry).
-        initial_interval: Seconds before the second attempt.
-        backoff: Multiplier applied to the interval after each attempt.
-        max_interval: Upper bound of one wait, in seconds; by default 100 times
-            ``initial_interval`` (as Temporal does), so a long first interval is honoured.
-        jitter: Fraction of each wait drawn at random (0.2 = ±20 %), so retries spread out.
-        non_retryable: Exception types that fail the step at once.
+    The kernel's steps (``execute``, ``suspend``, ``sleep``, ``now``, ``uuid``,
+    ``random``) and those of the installed primitives (child flows, messages, published
+    values, continue-as-new, patches).
     """
 
-    max_attempts: int = 3
-    initial_interval: float = 0.1
-    backoff: float = 2.0
-    max_interval: float | None = None
-    jitter: float = 0.2
-    non_retryable: tuple[type[BaseException], ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ConfigurationError(f"Retry.max_attempts must be >= 1, got {self.max_attempts}")
-        if self.initial_interval < 0 or (self.max_interval or 0) < 0:
-            raise ConfigurationError("Retry intervals must not be negative")
-
-    @property
-    def interval_cap(self) -> float:
-        """The longest single wait: ``max_interval``, or 100 times ``initial_interval``."""
-        return self.max_interval if self.max_interval is not None else 100 * self.initial_interval
+    __slots__ = ()
 
 
-def _seconds(value: float | timedelta | None) -> float | None:
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return value
+PRIMITIVES: tuple[primitive.Primitive, ...] = (
+    children.PRIMITIVE,
+    messages.PRIMITIVE,
+    published.PRIMITIVE,
+    continuation.PRIMITIVE,
+    patches.PRIMITIVE,
+    queues.PRIMITIVE,
+    schedules.PRIMITIVE,
+    fork.PRIMITIVE,
+    retention.PRIMITIVE,
+    sweep.PRIMITIVE,
+)
+"""What this assembly installs on the kernel, in order."""
+
+primitive.install(PRIMITIVES, FlowContext)
 
 
-def _io_types(fn: Callable[..., Any], what: str) -> tuple[Any, Any]:
-    params = list(inspect.signature(fn).parameters.values())
-    if len(params) != 2:
-        raise ConfigurationError(f"{what} {fn.__name__} must take (ctx, input), got {params}")
-    hints = get_type_hints(fn)
-    return hints.get(params[1].name, Any), hints.get("return", Any)
-
-
-_SCALARS = (int, str, float, bool)
-
-
-class _Typed:
-    """Validation and serialization of one callable's input and output."""
-
-    def __init__(self, fn: Callable[..., Any], what: str, name: str) -> None:
-        in_type, out_type = _io_types(fn, what)
-        self.input_adapter: TypeAdapter[Any] = TypeAdapter(in_type)
-        self.output_adapter: TypeAdapter[Any] = TypeAdapter(out_type)
-        self._what, self._name = what, name
-        # A value of exactly the declared scalar type validates to itself: skip the validator
-        # (per step, twice). ``bool`` is its own type here, so ``True`` never passes as int.
-        self._in_exact = in_type if in_type in _SCALARS else None
-        self._out_exact = out_type if out_type in _SCALARS else None
-
-    def parse_input(self, value: Any) -> Any:
-        """Validate a JSON value (or an instance) as this callable's input."""
-        if type(value) is self._in_exact:
-            return value
-        try:  # (the adapter's own validator: its method only forwards defaults, per step)
-            return self.input_adapter.validator.validate_python(value)
-        except ValidationError as exc:
-            raise InvalidPayloadError(
-                f"input for {self._what} {self._name!r} is invalid: {one_line(exc)}",
-                details={"errors": exc.errors(include_url=False, include_context=False)},
-            ) from None
-
-    def parse_output(self, value: Any) -> Any:
-        """Validate a recorded JSON value as this callable's output."""
-        if type(value) is self._out_exact:
-            return value
-        try:
-            return self.output_adapter.validator.validate_python(value)
-        except ValidationError as exc:
-            raise InvalidPayloadError(
-                f"output of {self._what} {self._name!r} is invalid: {one_line(exc)}",
-                details={"errors": exc.errors(include_url=False, include_context=False)},
-            ) from None
-
-
-def one_line(exc: ValidationError) -> str:
-    """A validation error as one line: ``field: what is wrong; other.field: …``."""
-    parts: list[str] = []
-    for error in exc.errors(include_url=False):
-        where = ".".join(str(part) for part in error["loc"])
-        parts.append(f"{where}: {error['msg']}" if where else error["msg"])
-    return "; ".join(parts)
-
-
-def to_json_value(value: Any) -> Any:
-    """A JSON-able form of a model, dataclass or plain value.
-
-    Raises:
-        InvalidPayloadError: ``value`` nests too deep for the serializer (it raised a bare
-            ``ValueError``, answered 500 by the worker).
-    """
-    try:
-        return to_jsonable_python(value)
-    except PydanticSerializationError:
-        raise
-    except ValueError as exc:
-        raise InvalidPayloadError(
-            f"value nests too deep to serialize: {exc}", code="too_deep"
-        ) from None
-
-
-@dataclass(eq=False)
-class EffectDef:
-    """A registered effect: the function and its delivery policy."""
-
-    name: str
-    fn: Callable[..., Any]
-    idempotent: bool = True
-    retry: Retry = field(default_factory=Retry)
-    timeout: float | None = None
-    requires: frozenset[str] = frozenset()
-
-    def __post_init__(self) -> None:
-        self.typed = _Typed(self.fn, "effect", self.name)
-        self.is_async = inspect.iscoroutinefunction(self.fn)
-
-    def __call__(self, ctx: Any, value: Any) -> Any:
-        """Call the underlying function directly (for unit tests of the effect)."""
-        return self.fn(ctx, value)
-
-
-@dataclass(eq=False)
-class FlowDef:
-    """A registered flow."""
-
-    name: str
-    fn: Callable[..., Coroutine[Any, Any, Any]]
-    version: str = "1"
-    timeout: float | None = None  # seconds from the start; then cancelled, with cleanup
-    cleanup_timeout: float = 300.0  # seconds a cancelled execution's cleanup may run
-    durability: str = "strict"  # or "batched": see loom.durability
-
-    def __post_init__(self) -> None:
-        if not inspect.iscoroutinefunction(self.fn):
-            raise ConfigurationError(f"flow {self.name!r} must be an async function")
-        self.typed = _Typed(self.fn, "flow", self.name)
-        _durability(self.durability)
-
-
-DURABILITIES = ("strict", "batched")
-
-
-def _durability(value: str) -> str:
-    if value not in DURABILITIES:
-        raise ConfigurationError(f"durability must be one of {DURABILITIES}, got {value!r}")
-    return value
-
-
-def version_key(version: str) -> tuple[int, int, str]:
-    """Sort key of flow versions: numbers numerically (``"10"`` after ``"9"``), then text."""
-    return (0, int(version), "") if version.isdigit() else (1, 0, version)
-
-
-def _version(version: str | int) -> str:
-    text = str(version)
-    if isinstance(version, bool) or not text or len(text) > 64 or not text.isprintable():
-        raise ConfigurationError(f"flow version {version!r} must be a short number or name")
-    return text
-
-
-def _builtin_resume_checks() -> dict[str, ResumeCheck]:
-    """Gates of Loom's own whose resumes are checked whatever their route: a child's end is
-    read from the child's log; timers and mailboxes are filled by Loom alone."""
-    from loom.children import CHILD_GATE, check_child_resume
-
-    # A resume from outside on these woke a sleep early, expired a deadline or slipped a
-    # message into a mailbox past its id (Loom appends their resumes itself, not this way).
-    own = {on: _own_gate(on) for on in ("loom.timer", "loom.loop_timer", "loom.recv")}
-    return {CHILD_GATE: check_child_resume, **own}
-
-
-def _own_gate(on: str) -> ResumeCheck:
-    async def refuse(runtime: Runtime, state: ExecutionState, key: str, payload: Any) -> Any:
-        raise InputError(
-            f"{on!r} is a gate of Loom's own: timers fire when they fall due and messages "
-            "arrive through send; a resume cannot fill it",
-            code="reserved_gate",
-            details={"on": on, "correlation_key": key},
-        )
-
-    return refuse
-
-
-def _flow_limits(
-    name: str, timeout: float | timedelta | None, cleanup: float | timedelta
-) -> tuple[float | None, float]:
-    limits = (_seconds(timeout), _seconds(cleanup))
-    if any(v is not None and not v > 0 for v in limits):  # also refuses NaN
-        raise ConfigurationError(f"flow {name!r}: timeout and cleanup_timeout must be > 0")
-    return limits[0], limits[1] or 0.0
-
-
-class Loom:
-    """The application object: flows and effects registered by name.
+class Loom(App):
+    """The application object: flows and effects registered by name, and the queues and
+    schedules declared for them.
 
     Example::
 
@@ -266,153 +98,26 @@ class Loom:
         versions: Every registered version of each flow, by name then version.
     """
 
-    def __init__(
-        self, name: str, *, grants: GrantPolicy | None = None, durability: str = "strict"
-    ) -> None:
-        self.name = name
-        self.durability = _durability(durability)  # the default of every flow (loom.durability)
-        self.flows: dict[str, FlowDef] = {}
-        self.versions: dict[str, dict[str, FlowDef]] = {}
-        self.effects: dict[str, EffectDef] = {}
-        self.grants = grants or GrantPolicy()  # who may grant which capabilities
-        self.resume_checks: dict[str, ResumeCheck] = _builtin_resume_checks()
-        self.schedules: dict[str, Schedule] = {}  # by name (loom.schedules)
-        self.queues: dict[str, QueueDef] = {}  # by name (loom.queues)
+    @property
+    def queues(self) -> dict[str, QueueDef]:
+        """The declared queues, by name (:mod:`loom.primitives.queues`)."""
+        return queues.declared(self)
 
-    def resume_check(self, on: str) -> Callable[[ResumeCheck], ResumeCheck]:
-        """Register the check every resume of gates on ``on`` must pass, whatever its route.
-
-        A plugin whose gates take structured replies (A2UI's function results) registers one,
-        so a reply sent through a generic resume endpoint is validated exactly as the
-        plugin's own endpoint validates it: refused with nothing appended, or admitted.
-        """
-
-        def register(check: ResumeCheck) -> ResumeCheck:
-            if on in self.resume_checks:
-                raise ConfigurationError(f"a resume check for {on!r} is registered twice")
-            self.resume_checks[on] = check
-            return check
-
-        return register
+    @property
+    def schedules(self) -> dict[str, Schedule]:
+        """The declared schedules, by name (:mod:`loom.primitives.schedules`)."""
+        return cast("dict[str, Schedule]", self.declared.setdefault("schedules", {}))
 
     def schedule(self, cron: str, *, flow: str, **options: Any) -> Schedule:
-        """Start ``flow`` on every tick of ``cron``, once per tick: see :mod:`loom.schedules`
+        """Start ``flow`` on every tick of ``cron``, once per tick: see :mod:`loom.primitives.schedules`
         (options: ``input``, ``name``, ``timezone``, ``catch_up``)."""
-        from loom.schedules import declare  # imported on use: a cron parser costs cold starts
+        from loom.primitives.schedules import (
+            declare,  # imported on use: a cron parser costs cold starts
+        )
 
         return declare(self.schedules, cron, flow=flow, **options)
 
     def queue(self, name: str, **limits: Any) -> QueueDef:
-        """Declare a queue executions can start on: see :mod:`loom.queues` (limits:
+        """Declare a queue executions can start on: see :mod:`loom.primitives.queues` (limits:
         ``concurrency``, ``rate_per_second``, ``lease_ttl``, ``shards``)."""
-        from loom.queues import declare
-
-        return declare(self.queues, name, **limits)
-
-    def flow(
-        self,
-        name: str,
-        *,
-        version: str | int = "1",
-        timeout: float | timedelta | None = None,
-        cleanup_timeout: float | timedelta = 300.0,
-        durability: str | None = None,
-    ) -> Callable[[F], F]:
-        """Register an ``async def f(ctx, input)`` as version ``version`` of the flow ``name``.
-
-        Versions of one flow live side by side: new executions start on the latest (numbers
-        compare numerically), and each execution runs to its end on the version it started
-        on, so a version can be deleted once no live execution uses it (``loom versions``).
-
-        ``timeout`` bounds an execution from its start (a start may override it): past it
-        the execution is cancelled. A cancelled execution's ``except``/``finally`` blocks
-        may run effects for ``cleanup_timeout`` (see :mod:`loom.cancellation`).
-        ``durability`` (default: the app's) is ``"strict"`` or ``"batched"``: see
-        :mod:`loom.durability`.
-        """
-        tag = _version(version)
-        limits = _flow_limits(name, timeout, cleanup_timeout)
-
-        def register(fn: F) -> F:
-            known = self.versions.setdefault(name, {})
-            if tag in known:
-                raise ConfigurationError(f"flow {name!r} version {tag} is registered twice")
-            known[tag] = FlowDef(name, fn, tag, *limits, durability or self.durability)
-            self.flows[name] = known[max(known, key=version_key)]
-            return fn
-
-        return register
-
-    def effect(
-        self,
-        name: str,
-        *,
-        idempotent: bool = True,
-        retry: Retry | None = None,
-        timeout: float | timedelta | None = None,
-        requires: Iterable[str] = (),
-    ) -> Callable[[Callable[..., Any]], EffectDef]:
-        """Register ``def/async def e(ctx, input)`` as the effect ``name``.
-
-        Args:
-            name: The effect's stable name; it is recorded in the log.
-            idempotent: False makes the runtime write an intent record before each
-                invocation and park the step in doubt if a crash hides the outcome.
-            retry: Retry policy inside one execute call (default: 3 attempts).
-            timeout: Bound on each invocation; a timed-out attempt is cancelled.
-            requires: Capabilities the execution must have been granted.
-        """
-
-        def register(fn: Callable[..., Any]) -> EffectDef:
-            if name in self.effects:
-                raise ConfigurationError(f"effect {name!r} is registered twice")
-            definition = EffectDef(
-                name, fn, idempotent, retry or Retry(), _seconds(timeout), frozenset(requires)
-            )
-            self.effects[name] = definition
-            return definition
-
-        return register
-
-    def get_flow(self, name: str, version: str | int | None = None) -> FlowDef:
-        """Version ``version`` of the flow ``name`` (default: the latest).
-
-        Raises:
-            UnknownFlowError: No flow is registered as ``name``.
-            UnknownFlowVersionError: The flow exists, but not in that version.
-        """
-        try:
-            known = self.versions[name]
-        except KeyError:
-            names = ", ".join(sorted(self.flows)) or "none"
-            raise UnknownFlowError(
-                f"unknown flow {name!r} (registered: {names})", details={"flow": name}
-            ) from None
-        if version is None:
-            return self.flows[name]
-        try:
-            return known[str(version)]
-        except KeyError:
-            have = sorted(known, key=version_key)
-            raise UnknownFlowVersionError(
-                f"flow {name!r} has no version {version} in this deployment (registered: "
-                f"{', '.join(have)})",
-                details={"flow": name, "version": str(version), "registered": have},
-            ) from None
-
-    def get_effect(self, name: str) -> EffectDef:
-        """The effect registered as ``name``, or :class:`UnknownEffectError`."""
-        try:
-            return self.effects[name]
-        except KeyError:
-            raise UnknownEffectError(f"unknown effect {name!r}", details={"effect": name}) from None
-
-
-def call_effect(defn: EffectDef, ctx: Any, value: Any) -> Awaitable[Any]:
-    """Invoke an effect: async directly, sync in a worker thread (await what it returns).
-
-    Not a coroutine itself: the effect's own coroutine is awaited without a frame around it.
-    """
-    if defn.is_async:
-        return defn.fn(ctx, value)
-    return asyncio.to_thread(defn.fn, ctx, value)
+        return queues.declare(self.queues, name, **limits)

@@ -20,16 +20,16 @@ POINTS = (
     "after_complete",
     "before_reply",
 )
-# ``held``: a strict session holds the step's completion, not yet durable (loom.durability);
+# ``held``: a strict session holds the step's completion, not yet durable (loom.kernel.durability);
 # ``after_complete``: the completion is appended (durable, unless a batched session keeps
 # it unforced).
 # Child flow points: numbered by the parent's step, the child exists, then it was
 # dispatched, and the parent has not recorded ``ChildStarted`` yet; ``child_ended``: a child
 # reached its end and its parent has not been told.
 CHILD_POINTS = ("child_created", "child_dispatched", "child_ended")
-# Points of a flow's ``ctx.send`` (loom.messages), numbered by the sending step.
+# Points of a flow's ``ctx.send`` (loom.primitives.messages), numbered by the sending step.
 MESSAGE_POINTS = ("before_send", "after_send", "after_sent")
-# ``ctx.continue_as_new`` (loom.continuation): the next run appended, not yet dispatched.
+# ``ctx.continue_as_new`` (loom.primitives.continuation): the next run appended, not yet dispatched.
 CONTINUE_POINTS = ("after_continue",)
 # Store points, numbered by transaction instead of step: ``in_group_commit:3`` dies in the
 # third SQLite group transaction after its statements ran, before its ``COMMIT``.

@@ -18,7 +18,7 @@ The tree::
     │   │   └── StaleVerdictError      verdict for an episode already settled
     │   ├── NotPermittedError          a principal asked for what policy does not grant
     │   ├── NotParkedError             retry of an execution that is not parked
-    │   ├── NotForkableError           fork from a step that cannot be reused (loom.fork)
+    │   ├── NotForkableError           fork from a step that cannot be reused (loom.ops.fork)
     │   ├── EventNotFoundError         no value published under that key (in time)
     │   ├── NoOpenGateError            a strict resume that no open gate waits for
     │   ├── GateTimedOutError          a resume of a gate whose timeout already passed
@@ -49,7 +49,7 @@ The tree::
         └── RemoteWorkerError          non-2xx from a remote worker (status, body)
 
 Control-flow signals (suspension, supersession inside a running flow) are private
-``BaseException`` subclasses in :mod:`loom.context`, so ``except Exception`` in user code
+``BaseException`` subclasses in :mod:`loom.kernel.context`, so ``except Exception`` in user code
 cannot swallow them.
 """
 
@@ -124,7 +124,7 @@ class InvalidExecutionIdError(InputError):
 
 class ReservedExecutionIdError(InvalidExecutionIdError):
     """An outside start (HTTP, CLI, Python API, fork) asked for an id of the form the engine
-    gives child flows (``{parent}.child.{step}``, see :func:`loom.children.child_id`). Nothing
+    gives child flows (``{parent}.child.{step}``, see :func:`loom.primitives.children.child_id`). Nothing
     was written."""
 
     code = "reserved_execution_id"

@@ -22,7 +22,7 @@ it is written differently, and answers ``None`` otherwise, for the caller to ask
   surrogates, sets, bytes and models: any refusal goes to pydantic, which then writes the
   value or raises its own error exactly as before. (``orjson.Fragment``, raw JSON that
   pydantic refuses to write, is the one value orjson takes that pydantic does not; the
-  engine puts only exact JSON values into events, see :mod:`loom.payloads`.)
+  engine puts only exact JSON values into events, see :mod:`loom.kernel.payloads`.)
 """
 
 from __future__ import annotations

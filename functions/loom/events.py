@@ -5,7 +5,7 @@ Every event carries ``type`` (its discriminator), ``schema_version``, ``seq`` (i
 the runtime recorded it; the fold never reads a clock, only this field).
 
 JSON values inside events (``input``, ``output``, ``payload``) are stored as given, with two
-exceptions made by :mod:`loom.payloads`: a value over the blob threshold is replaced by
+exceptions made by :mod:`loom.kernel.payloads`: a value over the blob threshold is replaced by
 ``{"$blob": "<ref>"}`` (a claim check), and a user value of that very shape is escaped as
 ``{"$loom.value": ...}``; both are read back transparently by the runtime.
 """
@@ -40,7 +40,7 @@ class _Event(BaseModel):
 
 
 class ForkOrigin(BaseModel):
-    """Where a forked execution came from (``loom fork``; see :mod:`loom.fork`).
+    """Where a forked execution came from (``loom fork``; see :mod:`loom.ops.fork`).
 
     Attributes:
         execution_id: The execution forked (left untouched).
@@ -69,9 +69,9 @@ class ExecutionStarted(_Event):
     deadline: float | None = None  # the flow timeout: cancelled (with cleanup) past it
     parent: dict[str, str] | None = None  # a child flow's parent: execution_id, step_id
     forked_from: ForkOrigin | None = None
-    queue: str | None = None  # started on a queue (loom.queues)
+    queue: str | None = None  # started on a queue (loom.primitives.queues)
     partition_key: str | None = None
-    # How its step ids are numbered (loom.context.STEP_NUMBERING); absent: recorded before
+    # How its step ids are numbered (loom.kernel.context.STEP_NUMBERING); absent: recorded before
     # the numbering was fixed across Python versions, numbered by the task tree as it comes.
     step_numbering: int | None = None
 
@@ -148,7 +148,7 @@ class DecisionRecorded(_Event):
     """A value the flow took from ``ctx.now/uuid/random``, served from the log on replay.
 
     ``kind="timer"`` is the deadline (epoch seconds) of a loop timer the flow created
-    (``asyncio.sleep``, ``wait_for``, ``timeout``…; see :mod:`loom.loop_timers`).
+    (``asyncio.sleep``, ``wait_for``, ``timeout``…; see :mod:`loom.kernel.loop_timers`).
     """
 
     type: Literal["DecisionRecorded"] = "DecisionRecorded"
@@ -244,7 +244,7 @@ class ExecutionForked(_Event):
 
 
 class MessageReceived(_Event):
-    """A message reached this execution's mailbox on ``topic`` (see :mod:`loom.messages`).
+    """A message reached this execution's mailbox on ``topic`` (see :mod:`loom.primitives.messages`).
 
     ``message_id`` deduplicates: a flow's send uses ``"{sender}:{step_id}"``, so a replayed
     send is recognised; ``sender`` is the sending execution, if a flow sent it.
@@ -280,7 +280,7 @@ class EventPublished(_Event):
 
 class ExecutionContinued(_Event):
     """The run ended by ``ctx.continue_as_new``: run ``run`` of the same execution starts
-    here with ``input`` and a fresh history (see :mod:`loom.continuation`).
+    here with ``input`` and a fresh history (see :mod:`loom.primitives.continuation`).
 
     ``consumed`` is how many ``ctx.recv`` calls the ended run made per topic: messages past
     them were not taken and are carried into the new run, in order.
@@ -323,7 +323,7 @@ class CancelRequested(_Event):
     """Someone asked the execution to stop (``by``), or its ``deadline`` passed (``by`` is
     ``"loom.timeout"``). Not terminal: the flow sees ``asyncio.CancelledError`` at its next
     await the log cannot serve, and its ``except``/``finally`` blocks may run effects until
-    ``cleanup_s`` seconds after this event's ``at`` (see :mod:`loom.cancellation`)."""
+    ``cleanup_s`` seconds after this event's ``at`` (see :mod:`loom.kernel.cancellation`)."""
 
     type: Literal["CancelRequested"] = "CancelRequested"
     reason: str = ""
@@ -402,7 +402,7 @@ def unvalidated(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M
     itself produced, without checking them against the schema again.
 
     Validation costs microseconds an event, paid on every step for values of the right
-    types by construction (ids, counts, times, an output ``loom.payloads.dump_exact``
+    types by construction (ids, counts, times, an output ``loom.kernel.payloads.dump_exact``
     checked). Never for values from outside the engine: those go through ``cls(...)``.
 
     Args:

@@ -1,8 +1,8 @@
 """The step scope of the flow task running now, and the engine's calls kept out of it.
 
-A flow's tasks carry a :class:`~loom.context.Scope` in the context variable :data:`SCOPE`:
+A flow's tasks carry a :class:`~loom.kernel.context.Scope` in the context variable :data:`SCOPE`:
 the step ids of what the flow awaits come from it, and so do the ids of the tasks it creates
-(the loop's task factory numbers them, :mod:`loom.context`). Step ids must be a function of
+(the loop's task factory numbers them, :mod:`loom.kernel.context`). Step ids must be a function of
 the flow's own awaits only. Anything else that runs while a flow task is current — a store
 or blob client (gRPC creates a task per call), a dispatcher, a lease set, a worker runtime,
 an execution run inline for a message or a child — would take ids that a replay does not
@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loom.context import Scope
+    from loom.kernel.context import Scope
 
 SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar("loom_scope", default=None)
 """The step scope of the current flow task (``None`` outside every flow)."""

@@ -66,11 +66,12 @@ async def merge_shards(
     """The first ``limit`` rows of the union of ``shards`` ordered streams, in order.
 
     ``fetch(shard, after, n)`` returns up to ``n`` rows of one shard strictly after the key
-    ``after`` (``None``: from the start), in the streams' order. Each shard is asked for a
-    few rows first and for more (doubling) only when its rows run out before ``limit`` rows
-    are merged, so a page costs about ``limit`` rows plus a couple per shard, not ``limit``
-    per shard. The merge is exact: a row is emitted only when every shard that could hold
-    an earlier one has shown its next row.
+    ``after`` (``None``: from the start), in the streams' order. Every shard is asked for a
+    few rows at once; then, in rounds, every shard whose last row still comes before the
+    ``limit``-th row merged so far (it may hold more rows that belong in the page) is asked
+    for more, all of them at once, twice as many each round. So a page costs about its own
+    rows plus a few per shard, in a handful of parallel rounds. The merge is exact: a shard
+    left alone has shown a row past the page's last.
 
     Args:
         shards: How many streams (shards ``0 .. shards-1``).
@@ -85,33 +86,22 @@ async def merge_shards(
     first = max(2, -(-limit // shards) + 1)
     streams: list[_Stream[T, K]] = [_Stream(s, after=after, size=first) for s in range(shards)]
     await _fill(streams, fetch, key)
-    out: list[T] = []
-    while len(out) < limit:
-        pick = _next(streams, key, descending)
-        if pick is None:
-            break
-        out.append(pick.rows.pop(0))
-        if not pick.rows and not pick.done:
-            pick.size = min(pick.size * 2, max(limit - len(out), 1) + 1)
-            await _fill([pick], fetch, key)
-    return out
+    while True:
+        rows = sorted((r for s in streams for r in s.rows), key=key, reverse=descending)  # type: ignore[arg-type]
+        edge = key(rows[limit - 1]) if len(rows) >= limit else None
+        needy = [s for s in streams if not s.done and (edge is None or not _past(s, edge, descending))]
+        if not needy:
+            return rows[:limit]
+        for s in needy:
+            s.size = min(s.size * 2, limit)
+        await _fill(needy, fetch, key)
 
 
-def _next(
-    streams: list[_Stream[T, K]], key: Callable[[T], K], descending: bool
-) -> _Stream[T, K] | None:
-    """The stream whose head comes first in the merged order (None: all are empty)."""
-    best: _Stream[T, K] | None = None
-    for s in streams:
-        if not s.rows:
-            continue
-        if best is None:
-            best = s
-            continue
-        here, there = key(s.rows[0]), key(best.rows[0])
-        if (here > there) if descending else (here < there):  # type: ignore[operator]
-            best = s
-    return best
+def _past(stream: _Stream[T, K], edge: K, descending: bool) -> bool:
+    """Whether the stream's last row comes after ``edge`` in the merged order."""
+    last = stream.after
+    assert last is not None
+    return (last < edge) if descending else (last > edge)  # type: ignore[operator]
 
 
 async def _fill(

@@ -4,8 +4,8 @@ Spans: ``loom.execute`` per execute call, ``loom.step`` per step attempt and
 ``loom.store.<op>`` per event-store operation, with ``loom.execution_id``, ``loom.flow``,
 ``loom.step_id``, ``loom.effect`` and ``loom.attempt`` as attributes. Counters, derived
 from the events a store append made durable (so they count what the log records, once):
-``loom.steps`` (``outcome``: completed/failed), ``loom.retries``, ``loom.in_doubt`` and
-``loom.verdicts`` (``verdict``).
+``loom.kernel.steps`` (``outcome``: completed/failed), ``loom.retries``, ``loom.in_doubt`` and
+``loom.kernel.verdicts`` (``verdict``).
 
 The HTTP targets continue the caller's trace (W3C ``traceparent``, or Cloud Run's
 ``X-Cloud-Trace-Context``), and a dispatcher that sends work over the network passes the
@@ -65,14 +65,24 @@ _FLOW: contextvars.ContextVar[str | None] = contextvars.ContextVar("loom_otel_fl
 _IN_STORE: contextvars.ContextVar[bool] = contextvars.ContextVar("loom_otel_store", default=False)
 
 
+def _version() -> str:
+    """The installed distribution's version (the instrumentation's), without importing the
+    package ``loom`` this module sits under."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("loom-cloudrun")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "0"
+
+
 class _Api:
     """The imported OpenTelemetry API, the tracer and the counters (once per process)."""
 
     def __init__(self) -> None:
         from opentelemetry import metrics, propagate, trace
 
-        from loom import __version__
-
+        __version__ = _version()
         self.trace = trace
         self.metrics = metrics
         self.propagate = propagate

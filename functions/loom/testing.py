@@ -15,16 +15,17 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from loom import cancellation
 from loom import events as ev
-from loom.app import EffectDef, Loom
+from loom.app import EffectDef
 from loom.blobs import BlobStore, InMemoryBlobStore
-from loom.context import ParkSignal, SupersededSignal
 from loom.errors import NondeterminismError
-from loom.fold import ExecutionState, fold
-from loom.journal import DryJournal
+from loom.kernel import cancellation
+from loom.kernel.app import App
+from loom.kernel.context import ParkSignal, SupersededSignal
+from loom.kernel.fold import ExecutionState, fold
+from loom.kernel.journal import DryJournal
+from loom.kernel.session import Session
 from loom.runtime import Runtime
-from loom.session import Session
 from loom.store.base import EventStore
 from loom.store.memory import InMemoryEventStore
 from loom.wire import ExecutionPackage, ExecutionResult
@@ -55,7 +56,7 @@ class _ReplaySession(Session):
 
     journal_class = DryJournal
 
-    def __init__(self, runtime: Runtime, state: ExecutionState, app: Loom) -> None:
+    def __init__(self, runtime: Runtime, state: ExecutionState, app: App) -> None:
         super().__init__(runtime, state, app.get_flow(state.flow, state.flow_version), "replay")
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
@@ -79,7 +80,7 @@ class _ReplaySession(Session):
 
 
 async def replay(
-    app: Loom, events: Sequence[ev.Event], blobs: BlobStore | None = None
+    app: App, events: Sequence[ev.Event], blobs: BlobStore | None = None
 ) -> ReplayOutcome:
     """Re-run the flow of a recorded history against ``app`` without invoking anything.
 
@@ -139,7 +140,7 @@ class LoomTestEnv:
 
     def __init__(
         self,
-        app: Loom,
+        app: App,
         *,
         always_replay: bool = True,
         store: EventStore | None = None,
@@ -155,7 +156,7 @@ class LoomTestEnv:
         self._options = runtime_options
         self.runtime = _CheckedRuntime(self, app, self.store, clock=self.clock, **runtime_options)
 
-    def deploy(self, app: Loom) -> None:
+    def deploy(self, app: App) -> None:
         """Swap the code under the same store, clock, blobs and options, as a redeploy does."""
         self.app = app
         self.runtime = _CheckedRuntime(self, app, self.store, clock=self.clock, **self._options)

@@ -16,8 +16,10 @@ from pydantic import (
 )
 
 from loom.events import unvalidated
-from loom.fold import ExecutionState
 from loom.ids import ExecutionId
+
+if TYPE_CHECKING:
+    from loom.kernel.state import ExecutionState
 
 Reason = Literal["start", "resume", "timer", "verdict", "sweep", "manual"]
 M = TypeVar("M", bound=BaseModel)

@@ -18,8 +18,9 @@ from datetime import datetime
 from typing import Any, Literal, cast
 
 from loom.errors import StoreError, UnknownExecutionError
-from loom.events import Event
+from loom.events import TERMINAL_TYPES, Event
 from loom.store.base import LoadedLog, Snapshot
+from loom_gcp._firestore_cache import CachedLog
 from loom_gcp._firestore_core import FirestoreCore
 from loom_gcp._firestore_docs import (
     SnapshotPointer,
@@ -30,7 +31,14 @@ from loom_gcp._firestore_docs import (
     snapshot_seq,
 )
 from loom_gcp._firestore_io import Doc
-from loom_gcp._firestore_pages import Tail, Where, held_pages, page_holding, read_after
+from loom_gcp._firestore_pages import (
+    Tail,
+    Where,
+    end_page,
+    held_pages,
+    page_holding,
+    read_after,
+)
 from loom_gcp._firestore_retention import clear_older
 from loom_gcp._firestore_writes import read_state, swap_in
 
@@ -89,6 +97,8 @@ class FirestoreLoads(FirestoreCore):
         if snapshot_seq(fields) > (cached.snapshot.seq if cached.snapshot else 0):
             self._cache.drop(execution_id)  # a newer snapshot: read it
             return None
+        if _ends_with_its_end(fields, cached):
+            return cached.loaded()
         where = Where(cached.last_seq, cached.last_page, check=True)
         tail = await self._read_after(execution_id, doc, where)
         if tail is None or tail.base_body != cached.last_body:
@@ -215,3 +225,17 @@ class FirestoreLoads(FirestoreCore):
         new = (pointer, self._snapshot_refs(execution_id, pointer), parts)
         stale = self._snapshot_refs(execution_id, old) if old else []
         return await swap_in(self._io, doc, new, stale, self.snapshot_commit_bytes)
+
+
+def _ends_with_its_end(fields: Mapping[str, Any], cached: CachedLog) -> bool:
+    """Whether the remembered log ends with the end the execution document holds, a
+    terminal event: then no query is needed (docs/adr/0087). Nothing is appended after a
+    terminal event, so no page follows it; the end's stored body is the one remembered, so
+    this is the same execution, not one purged and started again; and no fenced append
+    moved the document's ``last_seq`` past it."""
+    end = end_page(fields)
+    if end is None or end.last != cached.last_seq or end.bodies[-1] != cached.last_body:
+        return False
+    if int(fields.get("last_seq") or 0) > end.last or not cached.events:
+        return False
+    return cached.events[-1].type in TERMINAL_TYPES

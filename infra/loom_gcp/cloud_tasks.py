@@ -4,7 +4,7 @@
 class and shard (``…/queues/PREFIX?executions=64&timers=8&admission=4&maintenance=2``, see
 :mod:`loom_gcp._task_queues`); the task is an HTTP ``POST`` of
 ``{"executionPackage": ..., "notBefore": ...}`` to the worker's ``/tasks/execute`` (see
-:mod:`loom.workers.tasks_target`), or, for a job (:mod:`loom.jobs`), of ``{"job": ...}`` to
+:mod:`loom.workers.tasks_target`), or, for a job (:mod:`loom.kernel.jobs`), of ``{"job": ...}`` to
 ``/tasks/job``.
 
 * **One task per dispatch, deduplicated by name.** The task id is the SHA-256 of the
@@ -54,7 +54,7 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from loom.dispatch.base import Dispatcher
 from loom.errors import ConfigurationError, LoomError
-from loom.jobs import Job
+from loom.kernel.jobs import Job
 from loom.telemetry import outgoing_headers
 from loom.wire import ExecutionPackage
 from loom_gcp._task_queues import TaskQueues

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from loom import EffectContext, FlowContext, Loom
-from loom.replay_check import Checked, ReplayChecker
+from loom.ops.replay_check import Checked, ReplayChecker
 from loom.runtime import Runtime
 from loom.store.memory import InMemoryEventStore
 from loom.testing import FakeClock

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from loom import EffectContext, FlowContext, Loom
-from loom.queues import QueueRef
+from loom.primitives.queues import QueueRef
 from loom.runtime import Runtime
 from loom.store.base import EventStore
 from loom.wire import ExecutionPackage

@@ -15,7 +15,7 @@ from typing import Any
 from loom import EffectContext, FlowContext, Loom
 from loom.blobs import InMemoryBlobStore
 from loom.events import Event
-from loom.replay_check import ReplayChecker
+from loom.ops.replay_check import ReplayChecker
 from loom.runtime import Runtime
 from loom.store import SqliteEventStore
 from loom.store.base import AppendRequest, LoadedLog, Snapshot

@@ -7,6 +7,8 @@ import asyncio
 from typing import Any
 
 from loom import events as ev
+from loom.kernel.decide import Decision, write
+from loom.kernel.fold import ExecutionState
 from loom.runtime import Runtime
 from loom.store.base import StatusChange
 
@@ -14,10 +16,13 @@ from loom.store.base import StatusChange
 def park(runtime: Runtime, execution_id: str, reason: str) -> None:
     """Park ``execution_id`` with ``reason`` (an ``ExecutionParked`` in its log)."""
 
+    def decide(_: ExecutionState) -> Decision:
+        return Decision(
+            [ev.ExecutionParked(reason=reason)], StatusChange("suspended", None, reason)
+        )
+
     async def go() -> None:
-        state = await runtime.load_state(execution_id)
-        change = StatusChange("suspended", None, reason)
-        await runtime._append_control(state, [ev.ExecutionParked(reason=reason)], change)  # pyright: ignore[reportPrivateUsage]
+        await write(runtime, await runtime.load_state(execution_id), decide)
 
     asyncio.run(go())
 

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from loom import FlowContext, Loom, messages
+from loom import FlowContext, Loom
 from loom import events as ev
 from loom.errors import ExecutionFinishedError, InvalidPayloadError
-from loom.replay_check import Checked, ReplayChecker
+from loom.ops.replay_check import Checked, ReplayChecker
+from loom.primitives import messages
 from loom.runtime import Runtime
 from loom.store.base import EventStore
 from loom.testing import LoomTestEnv

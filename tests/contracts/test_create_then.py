@@ -11,7 +11,7 @@ import pytest
 from loom import EffectContext, FlowContext, Loom
 from loom.errors import AppendConflictError
 from loom.events import EffectCompleted, Event, ExecutionClaimed, ExecutionStarted
-from loom.fork import fork
+from loom.ops.fork import fork
 from loom.runtime import Runtime
 from loom.store import AppendRequest, EventStore, Snapshot, StatusChange
 

@@ -14,8 +14,8 @@ import pytest
 from loom import FlowContext, Loom
 from loom.blobs import InMemoryBlobStore
 from loom.errors import MessageConflictError
-from loom.fold import fold
-from loom.replay_check import check_execution
+from loom.kernel.fold import fold
+from loom.ops.replay_check import check_execution
 from loom.runtime import Runtime
 from loom.store.base import EventStore
 from loom.wire import ExecutionPackage

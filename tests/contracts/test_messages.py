@@ -19,7 +19,7 @@ from loom.errors import (
     MessageTimeoutError,
     UnknownExecutionError,
 )
-from loom.fold import fold
+from loom.kernel.fold import fold
 from loom.runtime import Runtime
 from loom.store.base import EventStore
 from loom.wire import ExecutionPackage

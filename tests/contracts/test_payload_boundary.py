@@ -23,7 +23,7 @@ from loom import events as ev
 from loom.blobs import BlobStore
 from loom.errors import BlobRefError
 from loom.events import EffectCompleted, ExecutionResumed, ExecutionStarted
-from loom.payloads import ESCAPE_KEY, REF_KEY, PayloadCodec
+from loom.kernel.payloads import ESCAPE_KEY, REF_KEY, PayloadCodec
 from loom.runtime import Runtime
 from loom.store import AppendRequest, EventStore
 from loom.wire import ExecutionPackage

@@ -10,7 +10,7 @@ import pytest
 
 from loom import FlowContext, Loom
 from loom.errors import EventNotFoundError, InputError, UnknownExecutionError
-from loom.fold import fold
+from loom.kernel.fold import fold
 from loom.runtime import Runtime
 from loom.store.base import EventStore
 from loom.wire import ExecutionPackage

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 import loom.runtime  # noqa: F401  # pyright: ignore[reportUnusedImport]  # the import order the engine uses
-from loom.journal import AppendLock
+from loom.kernel.journal import AppendLock
 
 
 async def test_a_held_lock_queues_its_waiters_in_order() -> None:

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from loom import EffectContext, FlowContext, Loom
+from loom.kernel.snapshot_json import dumps, loads
+from loom.kernel.state import ExecutionState
 from loom.runtime import Runtime
-from loom.snapshot_json import dumps, loads
-from loom.state import ExecutionState
 from loom.store import SqliteEventStore
 from loom.wire import ExecutionPackage
 

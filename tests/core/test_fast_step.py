@@ -1,4 +1,4 @@
-"""The fast path of the commonest step (``loom.fast_step``) against the general path.
+"""The fast path of the commonest step (``loom.kernel.fast_step``) against the general path.
 
 Each flow runs twice on the in-memory store with a fixed clock: once as the engine runs it,
 once with the fast path switched off (so every step takes ``Session._invoke``, and a held
@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from loom import EffectContext, FlowContext, Loom, Retry, crash, fast_step, steps, telemetry
+from loom import EffectContext, FlowContext, Loom, Retry, crash, telemetry
 from loom.blobs import InMemoryBlobStore
 from loom.events import event_to_json
+from loom.kernel import fast_step, steps
+from loom.kernel.session import Session
+from loom.kernel.steps import EffectSteps
 from loom.runtime import Runtime
-from loom.session import Session
-from loom.steps import EffectSteps
 from loom.store.memory import InMemoryEventStore
 
 
@@ -98,7 +99,9 @@ def _app() -> Loom:
 async def _run(
     monkeypatch: pytest.MonkeyPatch, fast: bool, ticking: bool = False
 ) -> tuple[Any, list[Any], list[Any]]:
-    from loom import durability  # (after ``loom.steps``: imported first, it meets a cycle)
+    from loom.kernel import (
+        durability,  # (after ``loom.kernel.steps``: imported first, it meets a cycle)
+    )
 
     if not fast:
 

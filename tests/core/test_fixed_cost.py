@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from loom import EffectContext, FlowContext, Loom, cancellation, claims, starts, wire
+from loom import EffectContext, FlowContext, Loom, wire
 from loom import events as ev
-from loom.fold import ExecutionState, fold
-from loom.ordering import recorded_outcomes
-from loom.payloads import ESCAPE_KEY, PayloadCodec, completion_event, completion_inline
+from loom.kernel import cancellation, claims, starts
+from loom.kernel.fold import ExecutionState, fold
+from loom.kernel.ordering import recorded_outcomes
+from loom.kernel.payloads import ESCAPE_KEY, PayloadCodec, completion_event, completion_inline
+from loom.kernel.session import Session
 from loom.runtime import Runtime
-from loom.session import Session
 from loom.store import InMemoryEventStore
 from loom.wire import ExecutionPackage, ExecutionResult
 

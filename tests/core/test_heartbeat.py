@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from loom import EffectContext, FlowContext, Loom
+from loom.kernel.side_tasks import Heartbeat
 from loom.runtime import Runtime
-from loom.side_tasks import Heartbeat
 from loom.store import SqliteEventStore
 
 PERIOD = 0.04

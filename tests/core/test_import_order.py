@@ -3,8 +3,8 @@
 The engine's modules import each other in cycles that resolve only in some orders (the fold
 imports the primitives that register its handlers, and they import session-side modules).
 A module that worked when ``loom`` had already loaded the rest once failed when it was the
-first import of a process: ``import loom.effects`` raised ``ImportError`` (a cycle through
-``loom.limits``). Each module here runs in its own interpreter, so no earlier import in this
+first import of a process: ``import loom.kernel.effects`` raised ``ImportError`` (a cycle through
+``loom.kernel.limits``). Each module here runs in its own interpreter, so no earlier import in this
 test process hides a broken order.
 """
 
@@ -22,18 +22,18 @@ MODULES = [
     "loom",
     "loom.app",
     "loom.commission",
-    "loom.context",
-    "loom.effects",
+    "loom.kernel.context",
+    "loom.kernel.effects",
     "loom.errors",
     "loom.events",
     "loom.examples.orders",
-    "loom.fold",
+    "loom.kernel.fold",
     "loom.grants",
-    "loom.payloads",
+    "loom.kernel.payloads",
     "loom.plugins.a2ui",
     "loom.runtime",
-    "loom.session",
-    "loom.state",
+    "loom.kernel.session",
+    "loom.kernel.state",
     "loom.store",
     "loom.store.sqlite",
     "loom.testing",

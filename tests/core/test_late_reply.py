@@ -16,7 +16,7 @@ import pytest
 from loom import FlowContext, GateTimeoutError, Loom
 from loom import events as ev
 from loom.errors import GateTimedOutError
-from loom.fold import fold
+from loom.kernel.fold import fold
 from loom.runtime import Runtime
 from loom.store.memory import InMemoryEventStore
 from loom.testing import LoomTestEnv

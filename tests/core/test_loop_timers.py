@@ -1,4 +1,4 @@
-"""asyncio timers inside flows are flow time, backed by the log (``loom.loop_timers``).
+"""asyncio timers inside flows are flow time, backed by the log (``loom.kernel.loop_timers``).
 
 Flow code's ``asyncio.sleep``/``wait_for``/``timeout`` record their deadlines and firings;
 an effect's own timers and the engine's stay on the loop's clock; a suspended flow's pending
@@ -21,8 +21,8 @@ from loom import EffectContext, FlowContext, Loom
 from loom import events as ev
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import ConfigurationError
-from loom.fold import fold
-from loom.loop_timers import LOOP_TIMER, install
+from loom.kernel.fold import fold
+from loom.kernel.loop_timers import LOOP_TIMER, install
 from loom.runtime import Runtime
 from loom.store import SqliteEventStore
 from loom.store.memory import InMemoryEventStore

@@ -11,9 +11,9 @@ import pytest
 
 from loom import EffectContext, FlowContext, Loom
 from loom import events as ev
-from loom.claims import HOST
 from loom.errors import ExecutionSupersededError
-from loom.fold import ExecutionState, fold
+from loom.kernel.claims import HOST
+from loom.kernel.fold import ExecutionState, fold
 from loom.runtime import Runtime
 from loom.store import AppendRequest, SqliteEventStore
 from loom.wire import ExecutionPackage

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 
 from loom import EffectContext, FlowContext, Loom
-from loom.replay_check import Checked, ReplayChecker
+from loom.ops.replay_check import Checked, ReplayChecker
 from loom.runtime import Runtime
 from loom.store.memory import InMemoryEventStore
 from loom.wire import ExecutionPackage

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from loom import EffectContext, FlowContext, Loom
-from loom.fold import ExecutionState
+from loom.kernel.fold import ExecutionState
 from loom.runtime import Runtime
 from loom.store import InMemoryEventStore
 from loom.wire import ExecutionResult

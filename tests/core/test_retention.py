@@ -1,4 +1,4 @@
-"""``loom.retention``: ages, budgets, and blobs deleted only where they are the purged one's."""
+"""``loom.ops.retention``: ages, budgets, and blobs deleted only where they are the purged one's."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from loom.blobs import InMemoryBlobStore
 from loom.errors import BlobNotFoundError, InputError
 from loom.events import ExecutionCompleted, ExecutionStarted
-from loom.retention import parse_age, purge_finished
+from loom.ops.retention import parse_age, purge_finished
 from loom.store import AppendRequest, InMemoryEventStore, StatusChange
 
 

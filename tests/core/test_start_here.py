@@ -1,4 +1,4 @@
-"""A start that runs its execution inline claims it with the create (``loom.starts``).
+"""A start that runs its execution inline claims it with the create (``loom.kernel.starts``).
 
 On the real SQLite store: the claim rides the create (no append, no load of its own), a
 repeat of the same start while the first still runs invokes nothing, and a start whose
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from loom import EffectContext, FlowContext, Loom
-from loom.claims import ACTIVE_HOLDERS, HOST
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.events import Event, ExecutionClaimed, ExecutionStarted
+from loom.kernel.claims import ACTIVE_HOLDERS, HOST
 from loom.runtime import Runtime
 from loom.store import LoadedLog, SqliteEventStore
 from loom.workers.local import LocalWorkerRuntime

@@ -8,7 +8,7 @@ from dataclasses import fields
 import orjson
 
 from loom import FlowContext, Loom
-from loom.fold import ExecutionState
+from loom.kernel.fold import ExecutionState
 from loom.runtime import Runtime
 from loom.store import InMemoryEventStore
 

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from loom.context import STEP_NUMBERING, install_task_factory
 from loom.events import (
     EVENTS_ADAPTER,
     ChildStarted,
@@ -30,6 +29,8 @@ from loom.events import (
     ExecutionStarted,
     event_to_dict,
 )
+from loom.kernel.context import STEP_NUMBERING
+from loom.kernel.task_factories import install_task_factory
 from loom.runtime import Runtime
 from loom.store.memory import InMemoryEventStore
 from loom.testing import replay

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from loom import EffectContext, FlowContext, Loom
+from loom.kernel.task_factories import ComposedTaskFactory
 from loom.runtime import Runtime
 from loom.store import SqliteEventStore
-from loom.task_factories import ComposedTaskFactory
 from loom.wire import ExecutionPackage
 
 app = Loom("factories")

@@ -13,8 +13,8 @@ import pytest
 
 # (the session imports the effects module: the runtime first)
 import loom.runtime  # noqa: F401  # pyright: ignore[reportUnusedImport]
-from loom.effects import Outcome, completed_event
 from loom.events import EVENT_ADAPTER, EffectCompleted, event_to_json, number
+from loom.kernel.effects import Outcome, completed_event
 
 
 @pytest.mark.parametrize("output", [5, "x", None, {"a": [1, 2.5, {"b": True}]}, [1, "2"]])

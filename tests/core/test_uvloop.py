@@ -1,7 +1,7 @@
 """Flows run on uvloop, the event loop uvicorn and other servers pick when it is installed.
 
 Loom wraps the running loop's ``call_at``/``call_later`` to keep a flow's asyncio timers on
-flow time (``loom.loop_timers``). uvloop's ``call_at`` calls ``self.call_later``: a wrapper
+flow time (``loom.kernel.loop_timers``). uvloop's ``call_at`` calls ``self.call_later``: a wrapper
 of ``call_later`` that went back to ``call_at`` for other code's timers recursed without
 end, and the first timer of any execution on uvloop raised ``RecursionError``. Here the
 loop-timer scenarios of ``test_loop_timers`` and a batch of concurrent flows on SQLite run
@@ -91,7 +91,7 @@ def test_concurrent_flows_complete_on_uvloop_with_sqlite(tmp_path: Path) -> None
 async def test_the_task_factory_passes_on_what_newer_loops_give_it():
     """uvloop on Python 3.13 calls the loop's task factory with ``eager_start=``, and newer
     asyncio passes ``name=``: the factory hands such options on to the task."""
-    from loom.context import task_factory
+    from loom.kernel.context import task_factory
 
     async def nothing() -> int:
         return 7

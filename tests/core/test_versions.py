@@ -6,9 +6,9 @@ import pytest
 
 from loom import FlowContext, Loom
 from loom.errors import ConfigurationError, UnknownFlowError, UnknownFlowVersionError
+from loom.ops.versions import live_counts, version_table
 from loom.runtime import Runtime
 from loom.store.memory import InMemoryEventStore
-from loom.versions import live_counts, version_table
 from loom.wire import ExecutionPackage
 
 

@@ -16,7 +16,7 @@ import pytest
 from loom.config import open_store
 from loom.crash import MESSAGE_POINTS
 from loom.events import Event
-from loom.messages import deliver
+from loom.primitives.messages import deliver
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
 from tests.delivery import message_app

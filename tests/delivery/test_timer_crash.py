@@ -14,7 +14,7 @@ import signal
 from pathlib import Path
 
 from loom.config import open_store
-from loom.loop_timers import LOOP_TIMER
+from loom.kernel.loop_timers import LOOP_TIMER
 from loom.runtime import Runtime
 from loom.testing import replay
 from loom.wire import ExecutionPackage

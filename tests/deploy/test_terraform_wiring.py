@@ -133,7 +133,7 @@ def test_the_purge_job_calls_the_tasks_service_as_the_invoker(mod: TerraformDir)
 
 
 def test_retention_reaches_the_purge_and_the_ttl_comes_later(mod: TerraformDir) -> None:
-    from loom.retention import parse_age
+    from loom.ops.retention import parse_age
     from loom_gcp.firestore import ttl_from_env
 
     env = resolved_env(mod, {"project_id": "p", "retention_days": 45})

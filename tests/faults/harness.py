@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -89,6 +90,30 @@ def fill(directory: Path) -> Path:
                     pass
     finally:
         os.close(fd)
+    return filler
+
+
+def fill_with_wal(directory: Path, db: Path) -> Path:
+    """:func:`fill`, then use up the room the SQLite store keeps allocated in its WAL.
+
+    The store preallocates its WAL (docs/adr/0085), so on a full disk its commits still
+    overwrite that room; the disk is full for the store only once the WAL must grow. A
+    second connection writes ballast rows until a commit fails for want of space (a
+    checkpoint cannot move them into the database file, which cannot grow either).
+    """
+    con = sqlite3.connect(db, isolation_level=None)
+    try:
+        con.execute("CREATE TABLE IF NOT EXISTS ballast (b BLOB)")
+        filler = fill(directory)
+        with contextlib.suppress(sqlite3.OperationalError):  # "database or disk is full"
+            for _ in range(4096):
+                con.execute("INSERT INTO ballast VALUES (zeroblob(4000))")
+        # Then one page a commit, until not even that fits: a store commit needs a block too.
+        with contextlib.suppress(sqlite3.OperationalError):
+            for n in range(4096):
+                con.execute("UPDATE ballast SET b = zeroblob(?) WHERE rowid = 1", (3000 + n % 2,))
+    finally:
+        con.close()
     return filler
 
 

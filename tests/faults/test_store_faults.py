@@ -110,7 +110,10 @@ def test_disk_full_while_recording_an_outcome(tmp_path: Path, disk: Path, effect
     ledger = h.Ledger(tmp_path / "ledger.txt")
     fillers: list[Path] = []
     with h.served(tmp_path, env) as base:
-        answers = _mid_step(base, tmp_path, "df-1", effect, lambda: fillers.append(h.fill(disk)))
+        db = disk / "loom.db"
+        answers = _mid_step(
+            base, tmp_path, "df-1", effect, lambda: fillers.append(h.fill_with_wal(disk, db))
+        )
         start = h.call(base, "POST", "/executions", _start_body("df-2", effect))
         _assert_retryable(start)  # a start on a full disk is refused, retryably
         assert ledger.keys() == ["df-1:1"]

@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 from loom import EffectContext, FlowContext, Loom
-from loom.queues import QueueRef
+from loom.primitives.queues import QueueRef
 
 app = Loom("queued")
 app.queue("five", concurrency=5)

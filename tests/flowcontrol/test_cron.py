@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from loom.cron import Cron
 from loom.errors import ConfigurationError
+from loom.primitives.cron import Cron
 
 
 def at(*parts: int) -> datetime:

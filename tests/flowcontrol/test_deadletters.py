@@ -15,8 +15,8 @@ import pytest
 
 from loom import events as ev
 from loom.blobs import InMemoryBlobStore
-from loom.deadletters import find, parse_since, redrive, redrive_by_id, redrive_id
 from loom.errors import InputError
+from loom.ops.deadletters import find, parse_since, redrive, redrive_by_id, redrive_id
 from loom.runtime import Runtime
 from loom.store import EventStore
 from loom.store.base import AppendRequest, StatusChange

@@ -17,7 +17,7 @@ from loom import EffectContext, FlowContext, Loom
 from loom import events as ev
 from loom.blobs import InMemoryBlobStore
 from loom.errors import ExecutionConflictError, NotForkableError, StoreUnavailableError
-from loom.fork import cut_seq, prefix
+from loom.ops.fork import cut_seq, prefix
 from loom.runtime import Runtime
 from loom.store import EventStore
 from loom.store.base import AppendRequest

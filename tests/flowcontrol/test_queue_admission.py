@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from loom.dispatch.inprocess import InProcessDispatcher
-from loom.queues import QueueRef, depths
+from loom.primitives.queues import QueueRef, depths
 from loom.runtime import Runtime
 from loom.store import EventStore
 from loom.wire import ExecutionPackage, ExecutionResult

@@ -25,7 +25,7 @@ import pytest
 
 from loom import events as ev
 from loom.config import open_store
-from loom.queues import QueueRef
+from loom.primitives.queues import QueueRef
 from loom.runtime import Runtime
 from tests import procs
 from tests.flowcontrol import queue_app

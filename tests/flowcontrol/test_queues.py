@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from loom.errors import ConfigurationError, InputError
-from loom.queues import QueueRef, depths, queue_ref
+from loom.primitives.queues import QueueRef, depths, queue_ref
 from loom.runtime import Runtime
 from loom.store import EventStore
 from loom.store.leases import LeaseRequest

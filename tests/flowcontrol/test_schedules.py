@@ -11,10 +11,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from loom import Loom, schedules
+from loom import Loom
 from loom.errors import ConfigurationError
+from loom.primitives import schedules
+from loom.primitives.schedules import fire_due
 from loom.runtime import Runtime
-from loom.schedules import fire_due
 from loom.store import EventStore
 from loom.testing import FakeClock
 from tests.flowcontrol import schedule_app

@@ -5,7 +5,6 @@ are in it; any method a path does not take is a 405 naming the ones it does (``A
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -91,17 +90,10 @@ def test_the_partition_key_rule_is_what_the_route_enforces(client: FlaskClient) 
 def test_the_operators_routes_answer_what_the_document_says(
     client: FlaskClient, runtime: Runtime
 ) -> None:
-    from loom import events as ev
-    from loom.store.base import StatusChange
+    from tests.console.operate import park
 
     seed(runtime, "echo", {"n": 1}, "p-1")
-
-    async def park() -> None:
-        state = await runtime.load_state("p-1")
-        change = StatusChange("suspended", None, "poison: 5 calls")
-        await runtime._append_control(state, [ev.ExecutionParked(reason="poison: 5 calls")], change)  # pyright: ignore[reportPrivateUsage]
-
-    asyncio.run(park())
+    park(runtime, "p-1", "poison: 5 calls")
     _check("/dead-letters", "get", client.get("/dead-letters?status=poison"))
     _check("/dead-letters", "get", client.get("/dead-letters?status=nope"))
     redrive = {"status": "poison", "dry_run": True}

@@ -11,8 +11,8 @@ import asyncio
 from flask.testing import FlaskClient
 
 from loom import events as ev
-from loom.decide import Decision, write
-from loom.fold import ExecutionState
+from loom.kernel.decide import Decision, write
+from loom.kernel.fold import ExecutionState
 from loom.runtime import Runtime
 from loom.store.base import StatusChange
 from loom.workers.auth import sign

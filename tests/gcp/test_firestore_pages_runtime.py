@@ -29,7 +29,7 @@ from loom.events import (
     ExecutionCompleted,
     ExecutionStarted,
 )
-from loom.fold import fold
+from loom.kernel.fold import fold
 from loom.runtime import Runtime
 from loom.store import AppendRequest, StatusChange
 from loom.store.browse import BrowseQuery

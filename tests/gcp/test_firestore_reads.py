@@ -97,3 +97,52 @@ async def test_a_snapshot_too_big_to_ride_is_saved_in_parts(
     await a.append(AppendRequest("e1", 1, [done], StatusChange("completed"), snapshot=big))
     loaded = await b.load("e1")
     assert loaded.snapshot == Snapshot(2, big) and loaded.events == []
+
+
+async def test_a_finished_log_whose_end_rides_the_document_costs_one_read(
+    pair: tuple[FirestoreEventStore, FirestoreEventStore],
+) -> None:
+    """Nothing follows a terminal event: once the remembered log ends with the end the
+    execution document holds, a load reads that document alone (docs/adr/0087)."""
+    a, b = pair
+    await a.create(ExecutionStarted(execution_id="e1", flow="f", input={}))
+    await a.load("e1")  # a's claim-free prefix, then a page and the end on the document
+    await a.append(AppendRequest("e1", 1, [step(2)]))
+    done = ExecutionCompleted(seq=3, output=1, at=1.0)
+    await a.append(AppendRequest("e1", 2, [done], StatusChange("completed")))
+    a.reset_ops()
+    assert [e.seq for e in (await a.load("e1")).events] == [1, 2, 3]
+    assert a.ops["reads"] == 1  # the execution document: no query for what follows
+    # Purged and started again elsewhere: the document holds no end of that log any more.
+    assert await b.delete_execution("e1")
+    await b.create(ExecutionStarted(execution_id="e1", flow="again", input={}, at=5.0))
+    await b.append(AppendRequest("e1", 1, [step(2, "x")]))
+    loaded = await a.load("e1")
+    first = loaded.events[0]
+    assert isinstance(first, ExecutionStarted) and first.flow == "again"
+    assert [e.seq for e in loaded.events] == [1, 2]
+
+
+async def test_a_running_log_still_queries_for_what_others_appended(
+    pair: tuple[FirestoreEventStore, FirestoreEventStore],
+) -> None:
+    a, b = pair
+    await a.create(ExecutionStarted(execution_id="e1", flow="f", input={}))
+    await a.append(AppendRequest("e1", 1, [step(2)]))
+    await b.load("e1")
+    await b.append(AppendRequest("e1", 2, [step(3, "2")]))
+    a.reset_ops()
+    assert [e.seq for e in (await a.load("e1")).events] == [1, 2, 3]
+    # The execution document, then the query: the page a knew last (checked) and b's page.
+    assert a.ops["reads"] == 3
+
+
+def test_loom_resume_reads_eight_documents(database: str) -> None:
+    """The whole ``loom resume`` command on a 200-step execution waiting on a gate, run to
+    its end, counted at the client: the gate check's load (2: the execution document and a
+    query), the resume's (2), the execute's (2), and two reports of the finished execution
+    (1 each: its end rides the document)."""
+    from bench.firestore_cost import measure_cli_resume
+
+    counted = measure_cli_resume(database, 200)
+    assert (counted["reads"], counted["writes"]) == (8, 4), counted

@@ -13,7 +13,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from loom.demo import run_demo
+from loom.cli.demo import run_demo
 from loom.store import SqliteEventStore
 
 HERE = Path(__file__).parent

@@ -12,7 +12,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from loom.demo_entity import entity_section
+from loom.cli.demo_entity import entity_section
 from loom.store import SqliteEventStore
 
 HERE = Path(__file__).parent / "entity"

@@ -16,7 +16,7 @@ from examples import entity
 from loom import FlowContext, Loom
 from loom.errors import NondeterminismError
 from loom.events import EVENTS_ADAPTER, Event, ExecutionCompleted
-from loom.fold import fold
+from loom.kernel.fold import fold
 from loom.testing import replay
 
 HERE = Path(__file__).parent / "entity"

@@ -33,9 +33,9 @@ from flask import Flask, request
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 import loom.workers.tasks_target as tasks_target
-from loom.jobs import Job
-from loom.queues import ADMIT_MOST, QueueRef
-from loom.replay_check import ReplayChecker
+from loom.kernel.jobs import Job
+from loom.ops.replay_check import ReplayChecker
+from loom.primitives.queues import ADMIT_MOST, QueueRef
 from loom.runtime import Runtime
 from loom.store.browse import BrowseQuery
 from loom.store.leases import effective_shards

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from loom import EffectContext, FlowContext, Loom
-from loom.fold import ExecutionState
+from loom.kernel.fold import ExecutionState
 from loom.runtime import Runtime
 from loom.store import SqliteEventStore
 from tests.store.test_sqlite_group_commit import wal_commits

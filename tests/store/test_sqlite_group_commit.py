@@ -108,11 +108,15 @@ async def test_a_conflict_fails_alone_inside_a_shared_transaction(
 
 
 async def test_a_broken_constraint_fails_alone(store: SqliteEventStore) -> None:
-    """A row another writer put in one append's way refuses that append only: its summary
-    update, made before the insert failed, is undone, and the others still share one
-    transaction (the group is applied again, a savepoint each)."""
+    """A constraint another writer put in one append's way refuses that append only: its
+    first event, inserted before the second failed, is undone, and the others still share
+    one transaction (the group is applied again, a savepoint each)."""
     with sqlite3.connect(store.path, isolation_level=None) as other:
-        other.execute("INSERT INTO events VALUES ('e5', 3, '{}')")
+        other.execute(
+            "CREATE TRIGGER in_the_way BEFORE INSERT ON events"
+            " WHEN NEW.execution_id = 'e5' AND NEW.seq = 3"
+            " BEGIN SELECT RAISE(ABORT, 'in the way'); END"
+        )
     before = wal_commits(store.path)
     outcomes = await _append_all(store, 10)
     failed = outcomes[5]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, Valid
 
 from loom.commission.errors import ExecutorError
 from loom.errors import InvalidPayloadError
-from loom.payloads import dump_exact
+from loom.kernel.payloads import dump_exact
 
 
 class _Outcome(BaseModel):

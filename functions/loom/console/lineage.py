@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loom import events as ev
-from loom.continuation import run_chain
-from loom.deadletters import failure_point, redrive_id
 from loom.errors import UnknownExecutionError
-from loom.fold import ExecutionState
+from loom.kernel.fold import ExecutionState
+from loom.ops.deadletters import failure_point, redrive_id
+from loom.primitives.continuation import run_chain
 from loom.runtime import Runtime
 
 CHILDREN_SHOWN = 100

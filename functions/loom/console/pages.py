@@ -16,7 +16,7 @@ from flask import Request
 
 from loom.console.execution import bad_query
 from loom.console.search import SCAN_LIMIT, Deep, Found, parse_published, search
-from loom.fold import ExecutionState
+from loom.kernel.fold import ExecutionState
 from loom.store.base import STATUSES, ExecutionSummary
 from loom.store.browse import BrowseQuery
 from loom.wire import ExecutionResult

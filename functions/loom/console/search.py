@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from loom.fold import ExecutionState
+from loom.kernel.fold import ExecutionState
 from loom.runtime import Runtime
 from loom.store.base import ExecutionSummary, ListCursor
 from loom.store.browse import BrowseQuery

@@ -9,7 +9,7 @@ Contract:
   append guards the rest).
 * A superseded execution (another holder is live) is not redispatched by the dispatcher:
   that holder owns it, and expired claims are swept.
-* A dispatcher that ``carries_jobs`` also delivers :class:`~loom.jobs.Job` s with
+* A dispatcher that ``carries_jobs`` also delivers :class:`~loom.kernel.jobs.Job` s with
   ``dispatch_job(job, not_before=None)``: at least once, not before ``not_before``,
   deduplicated by ``job.job_id`` where the backend can (the job's handler tolerates a repeat).
 """
@@ -24,7 +24,7 @@ from loom.scope import off_scope_methods
 from loom.wire import ExecutionPackage
 
 if TYPE_CHECKING:
-    from loom.jobs import Job
+    from loom.kernel.jobs import Job
 
 
 class Dispatcher(abc.ABC):

@@ -19,11 +19,13 @@ from loom.errors import ExecutionSupersededError, LoomError, StoreError
 from loom.ids import id_problem
 from loom.store.base import EventStore
 from loom.wire import ExecutionPackage
-from loom.workers.base import WorkerRuntime
 
 if TYPE_CHECKING:
-    from loom.jobs import Job
-    from loom.runtime import Runtime
+    from loom.workers.base import WorkerRuntime  # (any: a worker runtime is handed in)
+
+if TYPE_CHECKING:
+    from loom.kernel.jobs import Job
+    from loom.kernel.runtime import Runtime
 
 log = logging.getLogger("loom.dispatch")
 _SEEN_MAX = 100_000  # dispatch ids remembered for deduplication (the log guards the rest)
@@ -33,7 +35,7 @@ _EARLY_MARGIN = 0.005  # loop time and wall time drift apart by µs; never fire 
 class InProcessDispatcher(Dispatcher):
     """Dispatches to ``worker`` (a local or remote worker runtime) from this process.
 
-    Jobs (:mod:`loom.jobs`) run on this process's loop, each in a task of its own, against
+    Jobs (:mod:`loom.kernel.jobs`) run on this process's loop, each in a task of its own, against
     ``jobs`` (default: the runtime of a local worker); without one it carries no jobs.
     """
 
@@ -93,10 +95,8 @@ class InProcessDispatcher(Dispatcher):
         )
 
     async def _run_job(self, runtime: Runtime, job: Job) -> None:
-        from loom.jobs import run_job
-
         try:
-            await run_job(runtime, job)
+            await runtime.run_job(job)
         except Exception:  # a job is redone by whoever asks for it next (or the sweep)
             log.warning("job %s failed", job.job_id, exc_info=True)
 

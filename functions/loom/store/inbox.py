@@ -4,7 +4,7 @@ Fan-in without contention: when many writers deliver to one execution at once (t
 of a parent's children), each appending to its log would race every other (one conditional
 append wins per round, the rest reload and try again). Instead each delivery is one
 independent write to the execution's inbox, and the execution drains its inbox into its log
-in one append (:mod:`loom.inbox`).
+in one append (:mod:`loom.kernel.inbox`).
 
 Contract (``tests/contracts/test_inbox.py``, every backend):
 

@@ -321,13 +321,9 @@ class LeaseSet(abc.ABC):
         """Grant a batch of the shard's waiting holders (see the module docstring)."""
 
 
-# The in-memory backend lives in its own module; importing it from here keeps old imports.
-from loom.store.memory_leases import InMemoryLeaseSet  # noqa: E402
-
 __all__ = [
     "GRANT",
     "Admitted",
-    "InMemoryLeaseSet",
     "LeaseRequest",
     "LeaseSet",
     "QueueDepth",

@@ -23,7 +23,7 @@ from loom.store.base import (
     page_after,
 )
 from loom.store.inbox import InMemoryInbox
-from loom.store.leases import InMemoryLeaseSet
+from loom.store.memory_leases import InMemoryLeaseSet
 
 
 @dataclass(slots=True)

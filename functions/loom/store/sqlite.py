@@ -1,7 +1,8 @@
 """``SqliteEventStore``: the embedded default, one file on disk.
 
 WAL mode with ``synchronous=FULL``: every append is one transaction whose commit fsyncs the
-WAL before ``append`` returns. Several processes may share the file; ``BEGIN IMMEDIATE`` takes
+WAL before ``append`` returns. The WAL is kept across closes and preallocated, so commits
+overwrite written space instead of growing the file (:mod:`loom.store.sqlite_wal`). Several processes may share the file; ``BEGIN IMMEDIATE`` takes
 the write lock up front so the ``expected_seq`` check and the insert are one atomic step.
 
 By default calls run on the caller's thread without an executor hop: a commit costs ~0.2 ms,
@@ -51,6 +52,7 @@ from loom.store.sqlite_faults import (
     busy_timeout_from_env,
     check_same_file,
     check_sizes,
+    check_writable,
     file_identity,
     guard,
     max_event_bytes_from_env,
@@ -60,8 +62,9 @@ from loom.store.sqlite_faults import (
 from loom.store.sqlite_group import GroupCommitter
 from loom.store.sqlite_inbox import SqliteInbox, drop_inbox
 from loom.store.sqlite_leases import SqliteLeaseSet
-from loom.store.sqlite_schema import SCHEMA, SUMMARY_COLUMNS, migrate
-from loom.store.sqlite_writes import KEEP_SNAPSHOT, Append, Create
+from loom.store.sqlite_schema import SUMMARY_COLUMNS, prepare
+from loom.store.sqlite_wal import configure, release
+from loom.store.sqlite_writes import KEEP_SNAPSHOT, Append, Create, last_seq
 from loom.store.unreadable import parse_events
 
 T = TypeVar("T")
@@ -117,8 +120,8 @@ class SqliteEventStore(EventStore):
 
     @guard("opening the database")
     def _init(self) -> None:
-        self._con().executescript(SCHEMA + sqlite_browse.INDEXES)
-        migrate(self._con())
+        con = self._con()
+        prepare(con, self._where, sqlite_browse.INDEXES)
 
     def leases(self) -> SqliteLeaseSet:
         """Queue leases in this database file, shared by every process that opens it."""
@@ -166,7 +169,7 @@ class SqliteEventStore(EventStore):
             if con in self._all:
                 self._all.remove(con)
         with contextlib.suppress(sqlite3.Error):
-            con.close()
+            release(con)
 
     def _con(self) -> sqlite3.Connection:
         con: sqlite3.Connection | None = getattr(self._local, "con", None)
@@ -181,6 +184,7 @@ class SqliteEventStore(EventStore):
         # Once the store has opened its file, a new connection opens it or fails (``rw``):
         # one opened after the file was deleted must not create an empty database there.
         uri = f"file:{quote(str(self._where))}?mode={'rw' if self._file else 'rwc'}"
+        check_writable(self._where)
         try:
             con = sqlite3.connect(
                 uri,
@@ -196,6 +200,7 @@ class SqliteEventStore(EventStore):
         try:
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=FULL")
+            configure(con, self._where)  # commits overwrite a kept WAL (``sqlite_wal``)
             self._file = self._file or file_identity(self._where)  # (for ``_write_con``)
         except sqlite3.Error:
             con.close()
@@ -310,13 +315,11 @@ class SqliteEventStore(EventStore):
     @guard("save_snapshot")
     def _save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
         def body(con: sqlite3.Connection) -> None:
-            row = con.execute(
-                "SELECT last_seq FROM executions WHERE id=?", (execution_id,)
-            ).fetchone()
-            if row is None:
+            last = last_seq(con, execution_id)
+            if last is None:
                 raise UnknownExecutionError(f"unknown execution {execution_id!r}")
-            if snapshot.seq > row[0]:
-                raise ValueError(f"snapshot at {snapshot.seq} is ahead of the log ({row[0]})")
+            if snapshot.seq > last:
+                raise ValueError(f"snapshot at {snapshot.seq} is ahead of the log ({last})")
             con.execute(KEEP_SNAPSHOT, (execution_id, snapshot.seq, snapshot.state))
 
         self._write(body)
@@ -393,8 +396,8 @@ class SqliteEventStore(EventStore):
         return self._write(body)
 
     async def ping(self) -> None:
-        """Take and release the write lock: refuses a read-only or unopenable file, and a
-        lock held by another connection for longer than a second."""
+        """Take the write lock and write, then roll back: refuses a read-only or unopenable
+        file, and a lock held by another connection for longer than a second."""
         await self._run(False, self._ping)
 
     @guard("health check")
@@ -403,7 +406,9 @@ class SqliteEventStore(EventStore):
         con.execute(f"PRAGMA busy_timeout={_PING_BUSY_MS}")
         try:
             con.execute("BEGIN IMMEDIATE")
-            con.execute("SELECT 1 FROM executions LIMIT 1").fetchall()
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+            # A write, rolled back: with a kept WAL a read-only file grants the lock itself.
+            con.execute(f"PRAGMA user_version={int(version)}")
         finally:
             rollback(con)
             con.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
@@ -427,6 +432,6 @@ class SqliteEventStore(EventStore):
         self._writer = self._readers = None
         with self._lock:
             for con in self._all:
-                con.close()
+                release(con)
             self._all.clear()
         self._local = threading.local()

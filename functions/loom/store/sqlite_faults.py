@@ -54,6 +54,19 @@ def translate(exc: sqlite3.Error | OSError, what: str) -> StoreError:
     return StoreUnavailableError(message, details={"reason": reason})
 
 
+def check_writable(path: Path) -> None:
+    """Refuse to open an existing file this process may not write (a read-only mount, say).
+
+    SQLite would open it read-only (with a kept WAL, reads even work) and keep that file
+    descriptor for later connections to the file, even once it is writable again.
+
+    Raises:
+        StoreUnavailableError: ``reason="read_only"``.
+    """
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise translate(OSError(errno.EROFS, "not writable"), f"opening {path}")
+
+
 def guard(what: str) -> Callable[[Callable[P, T]], Callable[P, T]]:
     """Translate ``sqlite3`` errors raised by a method into :class:`StoreError`."""
 

@@ -20,25 +20,26 @@ from loom.errors import AppendConflictError, UnknownExecutionError
 from loom.events import EVENT_ADAPTER, ExecutionStarted
 from loom.store.base import StatusChange
 from loom.store.sqlite_requests import Batch
-from loom.store.sqlite_schema import SUMMARY_COLUMNS
+from loom.store.sqlite_schema import COLUMNS
 
 Row = tuple[str, int, str]
 
 INSERT_EVENT = "INSERT INTO events VALUES (?,?,?)"
-# The conditional UPDATE is the expected_seq check: one statement, not two.
-_ADVANCE = "UPDATE executions SET last_seq=?, updated_at=? WHERE id=? AND last_seq=?"
-_ADVANCE_STATUS = (
+# The first event's insert is the expected_seq check: it inserts only where the log ends at
+# ``expected`` (an unknown execution has no events), so an append writes no other row.
+_INSERT_NEXT = (
+    "INSERT INTO events SELECT ?,?,? WHERE (SELECT max(seq) FROM events WHERE execution_id=?) = ?"
+)
+_STATUS = (
     "UPDATE executions SET last_seq=?, updated_at=?, status=?, wake_at=?, parked_reason=?"
-    " WHERE id=? AND last_seq=?"
+    " WHERE id=?"
 )
 # An older snapshot never replaces a newer one.
 KEEP_SNAPSHOT = (
     "INSERT INTO snapshots VALUES (?,?,?) ON CONFLICT(execution_id) DO UPDATE"
     " SET seq=excluded.seq, state=excluded.state WHERE excluded.seq > snapshots.seq"
 )
-_INSERT_EXECUTION = (
-    f"INSERT INTO executions ({SUMMARY_COLUMNS}) VALUES (?,?,'running',?,?,?,NULL,NULL,?)"
-)
+_INSERT_EXECUTION = f"INSERT INTO executions ({COLUMNS}) VALUES (?,?,'running',?,?,?,NULL,NULL,?)"
 
 
 class Append(Batch):
@@ -62,41 +63,35 @@ class Append(Batch):
         self.snapshot = snapshot
 
     def __call__(self, con: sqlite3.Connection) -> int:
-        if con.execute(*self._advance(time.time())).rowcount != 1:
-            _refuse(con, self.key, self.expected)
-        if len(self.rows) == 1:  # the common case: ``execute`` costs less than ``executemany``
-            con.execute(INSERT_EVENT, self.rows[0])
-        else:
-            con.executemany(INSERT_EVENT, self.rows)
+        eid, rows = self.key, self.rows
+        first = rows[0]
+        if con.execute(_INSERT_NEXT, (eid, first[1], first[2], eid, self.expected)).rowcount != 1:
+            _refuse(con, eid, self.expected)
+        if len(rows) > 1:
+            con.executemany(INSERT_EVENT, rows[1:])
+        if self.status is not None:
+            con.execute(_STATUS, self._status(time.time()))
         if self.snapshot is not None:
-            con.execute(KEEP_SNAPSHOT, (self.key, self.new_last, self.snapshot))
+            con.execute(KEEP_SNAPSHOT, (eid, self.new_last, self.snapshot))
         return self.new_last
 
-    def _advance(self, now: float) -> tuple[str, tuple[object, ...]]:
+    def _status(self, now: float) -> tuple[object, ...]:
         status = self.status
-        if status is None:
-            return _ADVANCE, (self.new_last, now, self.key, self.expected)
-        return _ADVANCE_STATUS, (
-            self.new_last,
-            now,
-            status.status,
-            status.wake_at,
-            status.parked_reason,
-            self.key,
-            self.expected,
-        )
+        assert status is not None
+        return (self.new_last, now, status.status, status.wake_at, status.parked_reason, self.key)
 
     @classmethod
     def apply_many(cls, con: sqlite3.Connection, batch: list[Self]) -> list[int] | None:
-        now = time.time()  # one clock reading: the batch is one transaction
-        plain = [(a.new_last, now, a.key, a.expected) for a in batch if a.status is None]
-        matched = con.executemany(_ADVANCE, plain).rowcount if plain else 0
-        if len(plain) < len(batch):
-            changes = [a._advance(now)[1] for a in batch if a.status is not None]
-            matched += con.executemany(_ADVANCE_STATUS, changes).rowcount
-        if matched != len(batch):  # (executemany sums its rows' counts)
+        firsts = [(a.key, a.rows[0][1], a.rows[0][2], a.key, a.expected) for a in batch]
+        if con.executemany(_INSERT_NEXT, firsts).rowcount != len(batch):  # (a sum of counts)
             return None  # a conflict or an unknown execution: one by one refuses it alone
-        con.executemany(INSERT_EVENT, [row for a in batch for row in a.rows])
+        rest = [row for a in batch if len(a.rows) > 1 for row in a.rows[1:]]
+        if rest:
+            con.executemany(INSERT_EVENT, rest)
+        now = time.time()  # one clock reading: the batch is one transaction
+        changes = [a._status(now) for a in batch if a.status is not None]
+        if changes:
+            con.executemany(_STATUS, changes)
         snapshots = [(a.key, a.new_last, a.snapshot) for a in batch if a.snapshot is not None]
         if snapshots:
             con.executemany(KEEP_SNAPSHOT, snapshots)
@@ -141,8 +136,16 @@ class Create(Batch):
         return [(True, c.first) for c in batch]
 
 
+def last_seq(con: sqlite3.Connection, eid: str) -> int | None:
+    """Where the log of ``eid`` ends; ``None`` for an unknown execution."""
+    if con.execute("SELECT 1 FROM executions WHERE id=?", (eid,)).fetchone() is None:
+        return None
+    row = con.execute("SELECT max(seq) FROM events WHERE execution_id=?", (eid,)).fetchone()
+    return int(row[0] or 0)
+
+
 def _refuse(con: sqlite3.Connection, eid: str, expected: int) -> NoReturn:
-    row = con.execute("SELECT last_seq FROM executions WHERE id=?", (eid,)).fetchone()
-    if row is None:
+    last = last_seq(con, eid)
+    if last is None:
         raise UnknownExecutionError(f"unknown execution {eid!r}")
-    raise AppendConflictError(f"log of {eid!r} ends at {row[0]}, not {expected}")
+    raise AppendConflictError(f"log of {eid!r} ends at {last}, not {expected}")

@@ -2,7 +2,7 @@
 
 Authorized like a verdict (the same authenticator, action ``cancel``), and recorded with who
 asked (``by``): the flow gets ``asyncio.CancelledError`` and may run compensating effects
-before it ends ``cancelled`` (see :mod:`loom.cancellation`).
+before it ends ``cancelled`` (see :mod:`loom.kernel.cancellation`).
 """
 
 from __future__ import annotations

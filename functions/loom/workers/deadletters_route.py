@@ -7,7 +7,7 @@ The caller check (when configured) runs on each execution the re-drive selects, 
 is re-driven: a caller refused one of them is refused the whole request. ``execution_ids``
 narrows the re-drive to named executions; those are checked before anything is read, so a
 caller scoped to its own executions can re-drive them alone.
-See :mod:`loom.deadletters` for what re-driving each kind does.
+See :mod:`loom.ops.deadletters` for what re-driving each kind does.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loom.deadletters import Kind, check_kind, find, find_named, parse_since, redrive
 from loom.errors import InputError
 from loom.ids import ExecutionId
+from loom.ops.deadletters import Kind, check_kind, find, find_named, parse_since, redrive
 from loom.store.base import ExecutionSummary
 from loom.workers.http_routes import (
     HttpError,

@@ -1,12 +1,12 @@
 """Routes for messages and published state, mounted by :mod:`loom.workers.http_routes`.
 
-* ``POST /executions/{id}/messages``: deliver a message (see :mod:`loom.messages`). Checked
+* ``POST /executions/{id}/messages``: deliver a message (see :mod:`loom.primitives.messages`). Checked
   like a resume: the same authenticator, and the principal it names is recorded as ``by``.
   A signed request without ``message_id`` is named after its signature
   (:mod:`loom.workers.signed_ids`); a used id with another body is 409
   ``conflicting_message``.
 * ``GET /executions/{id}/events/{key}[?timeout=s]``: the value published under ``key``
-  (see :mod:`loom.published`), waiting up to ``timeout`` seconds (at most 60) for a first
+  (see :mod:`loom.primitives.published`), waiting up to ``timeout`` seconds (at most 60) for a first
   one; 404 ``event_not_found`` when there is none.
 """
 
@@ -20,7 +20,7 @@ from flask import Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from loom.ids import check_execution_id
-from loom.published import MAX_WAIT
+from loom.primitives.published import MAX_WAIT
 from loom.workers.logs import bind
 from loom.workers.signed_ids import signed_default_id
 

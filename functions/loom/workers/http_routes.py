@@ -19,11 +19,11 @@ from urllib.parse import unquote, urlsplit
 from flask import Request
 from pydantic import BaseModel, ValidationError
 
-from loom.continuation import run_chain
-from loom.fold import fold
 from loom.grants import ANONYMOUS
 from loom.ids import check_execution_id
-from loom.queues import queue_ref
+from loom.kernel.fold import fold
+from loom.primitives.continuation import run_chain
+from loom.primitives.queues import queue_ref
 from loom.runtime import Runtime
 from loom.wire import ExecutionResult
 from loom.workers.auth import Action, Authenticator, AuthRequest

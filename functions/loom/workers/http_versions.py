@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Request
 
-from loom.versions import live_counts, version_table
+from loom.ops.versions import live_counts, version_table
 
 if TYPE_CHECKING:
     from loom.workers.http_routes import Reply, Services

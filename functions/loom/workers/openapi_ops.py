@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from loom.deadletters import KINDS
+from loom.ops.deadletters import KINDS
 from loom.workers.deadletters_route import MAX_LIMIT
 
 Operation = Callable[..., dict[str, Any]]

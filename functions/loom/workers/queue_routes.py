@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from loom.queues import depths
+from loom.primitives.queues import declared, depths
 
 if TYPE_CHECKING:
     from flask import Request
@@ -25,7 +25,7 @@ async def describe_queues(runtime: Runtime) -> list[dict[str, Any]]:
             "in_flight": found[q.name].in_flight,
             "waiting": found[q.name].waiting,
         }
-        for q in runtime.app.queues.values()
+        for q in declared(runtime.app).values()
     ]
 
 

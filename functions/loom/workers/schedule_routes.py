@@ -1,6 +1,6 @@
 """Schedules on the workers: ``GET /schedules`` (the worker), ``POST /tasks/schedules`` (the
 tasks service's tick, called by Cloud Scheduler every minute), and the loop with which
-``loom serve`` fires them itself. What a pass does is :func:`loom.schedules.fire_due`.
+``loom serve`` fires them itself. What a pass does is :func:`loom.primitives.schedules.fire_due`.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from loom.errors import LoomError, StoreError
-from loom.jobs import carries_jobs
-from loom.schedules import DEFAULT_GRACE, Schedule, fire_due, start_schedules
+from loom.kernel.jobs import carries_jobs
+from loom.primitives.schedules import DEFAULT_GRACE, Schedule, fire_due, start_schedules
 
 if TYPE_CHECKING:
     from flask import Request

@@ -31,7 +31,7 @@ have died before its own timer dispatch.
 
 ``/tasks/sweep`` and ``/tasks/purge`` (for Cloud Scheduler) live in
 :mod:`loom.workers.tasks_maintenance`; ``/tasks/job`` runs a job the dispatcher carried
-(:mod:`loom.jobs`: an admit pass, one shard's purge, sweep or schedules).
+(:mod:`loom.kernel.jobs`: an admit pass, one shard's purge, sweep or schedules).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from loom.errors import (
     StoreError,
     UnknownExecutionError,
 )
-from loom.jobs import Job, carries_jobs, run_job
+from loom.kernel.jobs import Job, carries_jobs, run_job
 from loom.runtime import Runtime
 from loom.telemetry import incoming
 from loom.wire import ExecutionPackage, ExecutionResult
@@ -330,10 +330,10 @@ class TasksHandler:
         if segments == ["tasks", "purge"]:
             _only(request, "POST")
             return 200, self.loop.run(purge_route(self.runtime())), {}
-        if segments == ["tasks", "schedules"]:  # Cloud Scheduler's tick (loom.schedules)
+        if segments == ["tasks", "schedules"]:  # Cloud Scheduler's tick (loom.primitives.schedules)
             _only(request, "POST")
             return 200, self.loop.run(schedule_tick(self.runtime())), {}
-        if segments == ["tasks", "job"]:  # a job the dispatcher carried (loom.jobs)
+        if segments == ["tasks", "job"]:  # a job the dispatcher carried (loom.kernel.jobs)
             _only(request, "POST")
             return self.job(request)
         if segments == ["health"]:

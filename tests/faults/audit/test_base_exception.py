@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from loom import EffectContext, FlowContext, Loom, Retry
-from loom.cancellation import CleanupSpentSignal
-from loom.context import (
+from loom.errors import LoomError
+from loom.kernel.cancellation import CleanupSpentSignal
+from loom.kernel.context import (
     AbortSignal,
     InDoubtSignal,
     ParkSignal,
@@ -31,10 +32,9 @@ from loom.context import (
     SupersededSignal,
     SuspendSignal,
 )
-from loom.continuation import _ContinueSignal  # pyright: ignore[reportPrivateUsage]
-from loom.effects import attempt_failure
-from loom.errors import LoomError
-from loom.replay_check import _FrontierSignal  # pyright: ignore[reportPrivateUsage]
+from loom.kernel.effects import attempt_failure
+from loom.ops.replay_check import _FrontierSignal  # pyright: ignore[reportPrivateUsage]
+from loom.primitives.continuation import _ContinueSignal  # pyright: ignore[reportPrivateUsage]
 from loom.runtime import Runtime
 from loom.store.sqlite import SqliteEventStore
 from loom.wire import ExecutionPackage

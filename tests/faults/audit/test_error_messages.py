@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from loom.effects import MAX_ERROR_MESSAGE
+from loom.kernel.effects import MAX_ERROR_MESSAGE
 from loom.runtime import Runtime
 from loom.store.sqlite import SqliteEventStore
 from tests.faults.audit.audit_app import app

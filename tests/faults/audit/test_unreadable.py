@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from loom.events import event_from_json
-from loom.fold import fold
+from loom.kernel.fold import fold
 from tests.faults import harness as h
 
 APP = "tests.faults.audit.audit_app:app"

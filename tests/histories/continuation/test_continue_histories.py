@@ -13,8 +13,8 @@ from pathlib import Path
 
 from loom import events as ev
 from loom.events import EVENTS_ADAPTER, Event
-from loom.fold import fold
-from loom.replay_check import check_execution
+from loom.kernel.fold import fold
+from loom.ops.replay_check import check_execution
 from loom.runtime import Runtime
 from loom.store.base import ExecutionSummary
 from loom.store.memory import InMemoryEventStore

@@ -195,7 +195,7 @@ async def test_a_workflow_that_keeps_killing_its_worker_goes_to_the_dead_letters
     the dead-letter queue instead of being recovered forever; an operator re-drives it.
     Loom: execute calls that claim it and record nothing park it as ``poison``; ``loom
     retry`` (a dead-letter re-drive) runs it again."""
-    from loom.deadletters import find, redrive
+    from loom.ops.deadletters import find, redrive
 
     db = tmp_path / "loom.db"
     runtime = Runtime(apps.app, SqliteEventStore(str(db)), max_idle_claims=2)

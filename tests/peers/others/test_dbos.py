@@ -364,7 +364,7 @@ async def test_a_failed_workflow_is_redriven_once_from_the_failure(engine: Engin
     """DBOS's dead-letter queue (``max_recovery_attempts`` exceeded, then resumed by an
     operator): Loom lists failed executions as dead letters and re-drives each as a fork
     from its failure; a second re-drive starts nothing new."""
-    from loom.deadletters import find, redrive
+    from loom.ops.deadletters import find, redrive
 
     await engine.runtime.start("raises", "boom", execution_id="wf-29")
     letters = await find(engine.runtime, "failed")
@@ -397,7 +397,7 @@ async def test_a_long_backoff_waits_on_a_durable_timer_across_a_restart(engine: 
 async def test_cancelling_an_enqueued_workflow_runs_none_of_it(engine: Engine):
     """DBOS ``test_cancel_queued_workflow``: a workflow cancelled while it waits in a queue
     never runs a step."""
-    from loom.queues import QueueRef
+    from loom.primitives.queues import QueueRef
 
     await engine.runtime.start("steps", 2, execution_id="wf-30", run=False, queue=QueueRef("one"))
     done = await engine.runtime.cancel("wf-30", "not wanted")
@@ -472,7 +472,7 @@ async def test_a_scheduled_workflow_runs_once_per_tick(engine: Engine):
     also does not back-fill by default)."""
     import asyncio
 
-    from loom.schedules import fire_due
+    from loom.primitives.schedules import fire_due
 
     engine.clock.now = 1_700_000_100.0  # 22:15:00 UTC, on a tick of */5
     first, second = await asyncio.gather(
@@ -493,9 +493,9 @@ async def test_a_scheduled_workflow_runs_once_per_tick(engine: Engine):
 async def test_a_sleeping_workflow_does_not_hold_its_queue_slot(engine: Engine):
     """DBOS counts a queued workflow against the queue's concurrency until it finishes,
     sleeping included. Loom leases a slot per execute call (a suspended execution frees
-    it; documented in ``loom.queues``): two sleepers on a queue of one both reach their
+    it; documented in ``loom.primitives.queues``): two sleepers on a queue of one both reach their
     sleep, and both finish."""
-    from loom.queues import QueueRef
+    from loom.primitives.queues import QueueRef
 
     for eid in ("wf-38", "wf-39"):
         started = await engine.runtime.start("sleeper", 60, execution_id=eid, queue=QueueRef("one"))
@@ -508,7 +508,7 @@ async def test_a_sleeping_workflow_does_not_hold_its_queue_slot(engine: Engine):
 async def test_a_purged_workflow_id_may_be_started_again(engine: Engine):
     """DBOS ``delete_workflow``/garbage collection: once a finished workflow is deleted its
     id is free; a start with it runs afresh. Live workflows are never purged."""
-    from loom.retention import purge_finished
+    from loom.ops.retention import purge_finished
 
     await engine.runtime.start("steps", 1, execution_id="wf-40")
     await engine.runtime.start("waits_forever", None, execution_id="wf-41")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from loom.dispatch.inprocess import InProcessDispatcher
-from loom.queues import QueueRef
+from loom.primitives.queues import QueueRef
 from loom.runtime import Runtime
 from loom.store.sqlite import SqliteEventStore
 from loom.workers.local import LocalWorkerRuntime

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from loom.queues import QueueRef, depths
+from loom.primitives.queues import QueueRef, depths
 from loom.wire import ExecutionPackage
 from tests.peers.others import apps
 from tests.peers.others.conftest import Engine

@@ -15,7 +15,7 @@ import pytest
 
 from loom import events as ev
 from loom.errors import ExecutionFinishedError, GateTimedOutError, UnknownExecutionError
-from loom.queues import QueueRef
+from loom.primitives.queues import QueueRef
 from loom.wire import ExecutionPackage
 from tests.peers.others import apps
 from tests.peers.others.conftest import Engine

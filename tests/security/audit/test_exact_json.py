@@ -25,7 +25,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from loom.errors import InvalidPayloadError
-from loom.payloads import MAX_DEPTH, dump_exact
+from loom.kernel.payloads import MAX_DEPTH, dump_exact
 from loom.runtime import Runtime
 from tests.functions.apps import calls
 from tests.functions.conftest import APP_REF, BEARER, REPO

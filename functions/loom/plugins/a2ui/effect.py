@@ -36,8 +36,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from loom.app import EffectDef, Loom, Retry
-from loom.context import EffectContext, FlowContext
 from loom.errors import ConfigurationError, EffectOutcomeUnknownError
+from loom.kernel.context import EffectContext, FlowContext
 from loom.plugins.a2ui.bridge import A2UISurfaceBridge
 from loom.plugins.a2ui.capabilities import RendererCapabilities
 from loom.plugins.a2ui.catalog import A2UICatalog

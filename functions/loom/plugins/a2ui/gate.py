@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from loom.app import EffectDef, Loom, Retry
-from loom.context import EffectContext, FlowContext
+from loom.app import EffectDef, FlowContext, Loom, Retry
 from loom.errors import ConfigurationError, GateTimedOutError
-from loom.fold import ExecutionState, resume_key
-from loom.late_replies import timed_out_gate
+from loom.kernel.context import EffectContext
+from loom.kernel.fold import ExecutionState, resume_key
+from loom.kernel.late_replies import timed_out_gate
 from loom.plugins.a2ui.auth import ResumeAuthenticator
 from loom.plugins.a2ui.bridge import A2UISurfaceBridge
 from loom.plugins.a2ui.capabilities import RendererCapabilities
@@ -61,7 +61,7 @@ from loom.plugins.a2ui.protocol import (
 )
 
 if TYPE_CHECKING:
-    from loom.runtime import Runtime
+    from loom.kernel.runtime import Runtime
     from loom.wire import ExecutionResult
 
 A2UI_FUNCTION_RESULT = "A2UIFunctionResult"

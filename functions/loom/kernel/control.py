@@ -1,0 +1,117 @@
+"""Control calls from outside a flow that append one event: a resume and a verdict.
+
+Each is decided from the loaded state and written with :func:`loom.kernel.decide.write` (on a
+conflict: reload, decide again), and then hands the execution to the dispatcher (inline
+with none). The bodies of
+:meth:`Runtime.resume <loom.runtime.Runtime.resume>` and :meth:`Runtime.verdict
+<loom.runtime.Runtime.verdict>`, whose docstrings are the contract.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from loom import events as ev
+from loom.errors import ExecutionFinishedError, ExecutionSupersededError
+from loom.kernel.decide import NOTHING, Decision, write
+from loom.kernel.defs import to_json_value
+from loom.kernel.fold import ExecutionState, resume_key
+from loom.kernel.inbox import contended_attempts, post, resume_item
+from loom.kernel.late_replies import timed_out_gate
+from loom.kernel.resumes import resume_change, settled
+from loom.kernel.verdicts import current_episode, verdict_event
+from loom.store.base import StatusChange
+
+if TYPE_CHECKING:
+    from loom.kernel.runtime import Runtime
+    from loom.wire import ExecutionResult
+
+
+async def resume(
+    rt: Runtime,
+    execution_id: str,
+    on: str,
+    correlation_key: str,
+    payload: Any = None,
+    *,
+    by: str | None = None,
+) -> ExecutionResult:
+    """The body of :meth:`Runtime.resume <loom.runtime.Runtime.resume>`."""
+    state = await rt.load_state(execution_id)
+    key, at = resume_key(on, correlation_key), rt.clock()
+    if settled(state, key, on, correlation_key, at):
+        return await rt.report(state, include_state=False)  # a redelivery, even after the end
+    check = rt.app.resume_checks.get(on)
+    if check is not None:
+        payload = await check(rt, state, correlation_key, payload)
+    stored, _ = await rt.payloads.encode(to_json_value(payload), f"{execution_id}/resume")
+
+    def decide(now: ExecutionState) -> Decision:
+        # Decided again on every reload: a resume that landed meanwhile (the same one,
+        # delivered twice at once) or an end makes this one write nothing or be refused.
+        # (The deadline as it stood when asked: the fold gives a gate whose deadline passes
+        # before the append to the timeout by the event's own time, and the reply is refused.)
+        if settled(now, key, on, correlation_key, at):
+            return NOTHING
+        event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored, by=by)
+        return Decision([event], resume_change(now, on, correlation_key))
+
+    try:
+        state, wrote = await write(rt, state, decide, attempts=contended_attempts(rt))
+    except ExecutionSupersededError:
+        if rt.store.inbox() is None:
+            raise
+        # The log is hot (a fan-in): leave it in the inbox, drained with the others.
+        item = resume_item(on, correlation_key, stored, by, at)
+        await post(rt, execution_id, item, state.flow)
+        return await rt.report(state, include_state=False)
+    if not wrote:
+        return await rt.report(state, include_state=False)
+    ran = await rt._dispatch(  # pyright: ignore[reportPrivateUsage]
+        execution_id, state.flow, "resume", f"{execution_id}:{state.last_seq}"
+    )
+    # The deadline passed while it was appended: the fold gave the gate to the timeout.
+    late = timed_out_gate(state, on, correlation_key)
+    if late is not None:
+        raise late
+    return ran or await rt.report(state, include_state=False)
+
+
+async def verdict(
+    rt: Runtime,
+    execution_id: str,
+    step_id: str,
+    verdict: str,
+    output: Any,
+    error: str | None,
+    by: str,
+    episode: int | None,
+) -> ExecutionResult:
+    """The body of :meth:`Runtime.verdict <loom.runtime.Runtime.verdict>`."""
+    state = await rt.load_state(execution_id)
+    effect, episode = current_episode(state, step_id, episode)  # pinned for every decision
+    first = verdict_event(rt.app, effect, step_id, verdict, output, error, by, episode)
+    stored = first.output
+    if first.verdict == "performed":  # stored like an effect output: escaped or offloaded
+        stored, _ = await rt.payloads.encode(first.output, f"{execution_id}/{step_id}/verdict")
+
+    def decide(now: ExecutionState) -> Decision:
+        # On every reload: a verdict that landed meanwhile settled the episode, so this one
+        # is refused as stale rather than settling the step twice.
+        if now.finished:  # (cancelled while in doubt: its steps stay listed, settled by none)
+            raise ExecutionFinishedError(
+                f"execution {execution_id!r} is {now.status}; verdict refused",
+                details={"status": now.status},
+            )
+        current_episode(now, step_id, episode)
+        event = first.model_copy(update={"output": stored})
+        change = StatusChange("running") if len(now.in_doubt) == 1 else None
+        return Decision([event], change)
+
+    state, _ = await write(rt, state, decide)
+    ran = None
+    if not state.in_doubt:
+        ran = await rt._dispatch(  # pyright: ignore[reportPrivateUsage]
+            execution_id, state.flow, "verdict", f"{execution_id}:{state.last_seq}"
+        )
+    return ran or await rt.report(state, include_state=False)

@@ -1,0 +1,1 @@
+"""Flow primitives around the kernel, one module each, plugged in through ``loom.kernel.primitive``."""

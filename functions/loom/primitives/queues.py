@@ -1,0 +1,378 @@
+"""Queues: executions started on a named queue run within its concurrency and rate limits.
+
+Declared on the app, and used when starting::
+
+    app.queue("emails", concurrency=10, rate_per_second=5)
+    await runtime.start("send", value, queue=QueueRef("emails", partition_key="cust-42"))
+
+(``loom start --queue emails --partition-key cust-42``, ``POST /executions`` with ``queue``
+and ``partition_key``). Each execute call of such an execution first holds a lease from the
+store's :class:`~loom.store.leases.LeaseSet`, shared by every worker instance over the same
+store: at most ``concurrency`` leases live at once, at most ``rate_per_second`` new ones per
+second, and at most one per partition key, so the executions of one key run one at a time
+while other keys go on. The lease is held for the execute call (a suspended execution frees
+its slot) and released when it ends. While the call runs, the lease is renewed every third
+of ``lease_ttl`` (default 60 s), so a long call keeps its slot, and a worker that dies
+without releasing holds it only until ``lease_ttl`` passes after its last renewal.
+
+An execute call that finds no room claims nothing and runs nothing. Where the dispatcher
+carries jobs (Cloud Tasks, ``loom serve``), the execution *waits in the queue*: its wait is
+recorded (:meth:`~loom.store.leases.LeaseSet.enqueue`) and an *admit pass* of its shard is
+scheduled (:func:`run_admit_job`, a job keyed by the queue, the shard and the interval, so
+at most one runs per shard and interval however many ask). A pass grants a batch of the
+oldest waiting executions in one transaction and wakes each (a dispatch); the woken call
+takes its grant. Every release schedules a pass too, so a freed slot is handed on. On a
+store whose grants contend on one document (``LeaseSet.batched``, Firestore) every new
+lease comes from a pass; elsewhere a call takes a free slot at once and only waits when
+there is none. A waiting execution is also re-dispatched once per ``lease_ttl`` as a safety
+net (a lost wake, a grant that lapsed), never polled more often.
+
+Without such a dispatcher, a call that finds no room records the wait and re-dispatches
+the execution a second or so later (the execution asks again). ``loom queues`` and
+``GET /queues`` show each queue's leases in flight and executions waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from loom import events as ev
+from loom.errors import ConfigurationError, InputError, StoreError
+from loom.kernel import jobs
+from loom.kernel.fold import ExecutionState
+from loom.kernel.primitive import Admission, Primitive
+from loom.store.leases import (
+    DEFAULT_GRANT_TTL,
+    LeaseRequest,
+    LeaseSet,
+    QueueDepth,
+    QueueLimits,
+    admit_shard,
+)
+
+if TYPE_CHECKING:
+    from loom.kernel.app import App
+    from loom.kernel.runtime import Runtime
+    from loom.wire import ExecutionResult
+
+log = logging.getLogger("loom")
+DEFAULT_LEASE_TTL: Final = 60.0
+RETRY_AFTER: Final = (0.5, 1.5)  # seconds before a waiting execution asks again (jittered)
+ADMIT_MOST: Final = 100  # grants one admit pass makes at most
+MAX_SHARDS: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDef:
+    """A declared queue.
+
+    Attributes:
+        name: The queue's name.
+        concurrency: At most this many executions of the queue run at once (None: no limit).
+        rate_per_second: At most this many start running per second (None: no limit).
+        lease_ttl: Seconds a lease outlives a worker that died holding it.
+        shards: Admit shards: the queue's waiting executions and limits are split over
+            this many, each admitted by its own pass (for queues granting more than a
+            shard's passes can: one write a second each on Firestore). Partition keys
+            stay exact (a key always lands in the same shard); the limits are split, so a
+            full shard waits while another may have room.
+    """
+
+    name: str
+    concurrency: int | None = None
+    rate_per_second: float | None = None
+    lease_ttl: float = DEFAULT_LEASE_TTL
+    shards: int = 1
+
+    def limits(self) -> QueueLimits:
+        """The limits an admit pass applies."""
+        grant_ttl = min(DEFAULT_GRANT_TTL, self.lease_ttl)
+        return QueueLimits(self.concurrency, self.rate_per_second, grant_ttl, self.shards)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRef:
+    """Where a start goes: a declared queue, and a partition key serializing its executions."""
+
+    name: str
+    partition_key: str | None = None
+
+
+def queue_ref(name: str | None, partition_key: str | None) -> QueueRef | None:
+    """The :class:`QueueRef` of a start's ``queue``/``partition_key`` options, if any.
+
+    Raises:
+        InputError: A partition key without a queue.
+    """
+    if name is None:
+        if partition_key is not None:
+            raise InputError(
+                "a partition key needs a queue", details={"partition_key": partition_key}
+            )
+        return None
+    return QueueRef(name, partition_key)
+
+
+def declare(
+    registry: dict[str, QueueDef],
+    name: str,
+    *,
+    concurrency: int | None = None,
+    rate_per_second: float | None = None,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
+    shards: int = 1,
+) -> QueueDef:
+    """Register a queue (what ``Loom.queue`` does).
+
+    Raises:
+        ConfigurationError: A name used twice or unusable as a document id, a limit that
+            is not positive, or a shard count outside 1 to 64.
+    """
+    if name in registry:
+        raise ConfigurationError(f"queue {name!r} is declared twice")
+    if not name or "/" in name or name.startswith(".") or len(name) > 200:
+        raise ConfigurationError(f"queue name {name!r} must be 1-200 chars, no '/', no leading '.'")
+    for what, value in (("concurrency", concurrency), ("rate_per_second", rate_per_second)):
+        if value is not None and value <= 0:
+            raise ConfigurationError(f"queue {name!r}: {what} must be positive, not {value}")
+    if lease_ttl <= 0:
+        raise ConfigurationError(f"queue {name!r}: lease_ttl must be positive")
+    if isinstance(shards, bool) or not 1 <= shards <= MAX_SHARDS:
+        raise ConfigurationError(
+            f"queue {name!r}: shards must be 1 to {MAX_SHARDS}, not {shards!r}"
+        )
+    registry[name] = QueueDef(name, concurrency, rate_per_second, lease_ttl, shards)
+    return registry[name]
+
+
+def started_fields(app: App, queue: QueueRef | None) -> dict[str, Any]:
+    """The ``ExecutionStarted`` fields of a start on ``queue``.
+
+    Raises:
+        InputError: The queue is not declared.
+    """
+    if queue is None:
+        return {}
+    if queue.name not in declared(app):
+        names = ", ".join(sorted(declared(app))) or "none"
+        raise InputError(
+            f"unknown queue {queue.name!r} (declared: {names})", details={"queue": queue.name}
+        )
+    return {"queue": queue.name, "partition_key": queue.partition_key}
+
+
+def _request(
+    runtime: Runtime, state: ExecutionState, q: QueueDef, owner: str, replaces: str | None = None
+) -> LeaseRequest:
+    return LeaseRequest(
+        q.name,
+        state.execution_id,
+        runtime.clock(),
+        q.lease_ttl,
+        limit=q.concurrency,
+        partition=state.partition_key,
+        rate=q.rate_per_second,
+        owner=owner,
+        replaces=replaces,
+        shards=q.shards,
+        flow=state.flow,
+    )
+
+
+def _queue(runtime: Runtime, state: ExecutionState) -> QueueDef | None:
+    if state.queue is None:
+        return None
+    # A queue no longer declared runs unlimited rather than never (said in the log line).
+    return declared(runtime.app).get(state.queue) or QueueDef(state.queue)
+
+
+# The renewal of each lease this process holds, by its owner (the claim's holder): a
+# second call of the same execution in this process has renewals of its own, if any.
+_HEARTBEATS: dict[str, tuple[asyncio.Event, asyncio.Task[None]]] = {}
+
+
+async def admit(runtime: Runtime, state: ExecutionState, owner: str) -> bool:
+    """Take the execution's lease for ``owner`` (the claim about to run it), renewed until
+    released; True when it may run now (or has no queue).
+
+    The lease of a claim in ``state`` that is no longer live (its call died holding it) is
+    taken over; a live lease of another call is not: that call runs the execution.
+    """
+    q = _queue(runtime, state)
+    if q is None:
+        return True
+    dead = state.claim["holder"] if state.claim is not None else None  # (checked not live)
+    leases = runtime.store.leases()
+    request = _request(runtime, state, q, owner, dead)
+    # Where passes admit and grants contend, a call only takes what a pass granted it.
+    got = await (leases.take(request) if _passes_only(runtime, leases) else leases.acquire(request))
+    if not got:
+        return False
+    stop = asyncio.Event()
+    beat = asyncio.ensure_future(_renew(runtime, state, q, owner, stop))
+    _HEARTBEATS[owner] = (stop, beat)
+    return True
+
+
+async def _renew(
+    runtime: Runtime, state: ExecutionState, q: QueueDef, owner: str, stop: asyncio.Event
+) -> None:
+    """Renew the lease every third of its ttl, so it outlives the call but not a dead worker."""
+    while True:
+        try:
+            await asyncio.wait_for(stop.wait(), q.lease_ttl / 3)
+            return
+        except TimeoutError:
+            pass
+        try:
+            leases = runtime.store.leases()
+            request = _request(runtime, state, q, owner)
+            renew = leases.take if _passes_only(runtime, leases) else leases.acquire
+            if not await renew(request):
+                log.warning("queue lease of %s on %r lapsed", state.execution_id, q.name)
+        except StoreError as exc:  # the next beat tries again, before the lease lapses
+            log.warning("queue lease of %s not renewed: %s", state.execution_id, exc)
+
+
+async def _stop_heartbeat(owner: str) -> None:
+    """Stop the renewals, waiting out one in flight (never cancelled: a renewal landing
+    after the release would take the slot again)."""
+    found = _HEARTBEATS.pop(owner, None)
+    if found is not None:
+        found[0].set()
+        await found[1]
+
+
+async def release(runtime: Runtime, state: ExecutionState, owner: str) -> None:
+    """Give back the lease ``owner`` took for the execution, at the end of its call (a
+    lease another call holds stays with it).
+
+    A release that fails (the store unavailable past its retries) is logged, not raised: the
+    execution's outcome is already written, and the lease frees itself when it expires.
+    """
+    q = _queue(runtime, state)
+    if q is None:
+        return
+    await _stop_heartbeat(owner)
+    try:
+        await runtime.store.leases().release(q.name, state.execution_id, owner)
+        if jobs.carries_jobs(runtime):  # hand the slot on
+            await schedule_admit(runtime, q, _shard(runtime, state, q), runtime.clock())
+    except StoreError as exc:
+        log.warning(
+            "queue lease of %s on %r not released (it expires by itself): %s",
+            state.execution_id,
+            q.name,
+            exc,
+        )
+
+
+async def defer(runtime: Runtime, state: ExecutionState) -> ExecutionResult:
+    """Record the wait and arrange to be run again (see the module docstring); report it."""
+    q = _queue(runtime, state)
+    assert q is not None
+    now = runtime.clock()
+    leases = runtime.store.leases()
+    if jobs.carries_jobs(runtime):
+        await leases.enqueue(_request(runtime, state, q, "-"))
+        await schedule_admit(runtime, q, _shard(runtime, state, q), now)
+        later = now + q.lease_ttl  # the safety net: a wake lost, a grant lapsed
+    else:
+        await leases.wait(q.name, state.execution_id, now)
+        later = now + random.uniform(*RETRY_AFTER)
+    dispatch_id = f"{state.execution_id}:{state.last_seq}:queued@{int(later * 10)}"
+    await runtime._dispatch(state.execution_id, state.flow, "timer", dispatch_id, not_before=later)  # pyright: ignore[reportPrivateUsage]
+    return await runtime.report(state, include_state=False)
+
+
+def _passes_only(runtime: Runtime, leases: LeaseSet) -> bool:
+    """Whether new leases come from admit passes alone (see the module docstring)."""
+    return leases.batched and jobs.carries_jobs(runtime)
+
+
+def _shard(runtime: Runtime, state: ExecutionState, q: QueueDef) -> int:
+    return admit_shard(_request(runtime, state, q, "-"))
+
+
+async def schedule_admit(runtime: Runtime, q: QueueDef, shard: int, after: float) -> None:
+    """Have an admit pass of ``q``'s ``shard`` run at the first interval boundary after
+    ``after`` (one job per shard and interval: every caller of the same interval asks for
+    the same one); without an interval, at ``after`` (at once when it is past)."""
+    interval = runtime.store.leases().admit_interval
+    if interval > 0:
+        at: float | None = (math.floor(after / interval) + 1) * interval
+        key = f"{q.name}/{shard}@{at:.3f}"
+    else:  # nothing to batch (a pass that finds nothing to grant is cheap)
+        at = after if after > runtime.clock() else None
+        key = f"{q.name}/{shard}@{after!r}:{random.getrandbits(32):08x}"
+    job = jobs.Job("admit", key, {"queue": q.name, "shard": shard}, shard=shard)
+    await jobs.enqueue(runtime, job, not_before=at)
+
+
+async def run_admit_job(runtime: Runtime, job: jobs.Job) -> dict[str, Any]:
+    """An admit pass (the ``admit`` job): grant a batch, wake each execution granted, and
+    schedule the next pass when executions still wait and one could grant more."""
+    name, shard = str(job.args["queue"]), int(job.args["shard"])
+    q = declared(runtime.app).get(name) or QueueDef(name)
+    leases = runtime.store.leases()
+    now = runtime.clock()
+    done = await leases.admit(name, shard, q.limits(), now, ADMIT_MOST)
+    inline = runtime.dispatcher is not None and runtime.dispatcher.inline
+    for w in done.granted:
+        dispatch_id = f"{w.holder}:granted@{now!r}"
+        # An inline dispatcher would run each woken execution in this pass, one after the
+        # other: a moment later, each runs in a task of its own.
+        later = runtime.clock() + 0.01 if inline else None
+        await runtime._dispatch(w.holder, w.flow or "", "resume", dispatch_id, not_before=later)  # pyright: ignore[reportPrivateUsage]
+    if done.waiting and (done.granted or done.again_at is not None):
+        await schedule_admit(runtime, q, shard, max(now, done.again_at or now))
+    return {"queue": name, "shard": shard, "granted": len(done.granted), "waiting": done.waiting}
+
+
+class QueueAdmission(Admission):
+    """A queue's lease, taken before an execution on a queue is claimed (the kernel's
+    ``Admission`` hook): see the module docstring."""
+
+    def applies(self, state: ExecutionState) -> bool:
+        return state.queue is not None
+
+    async def admit(self, rt: Runtime, state: ExecutionState, owner: str) -> bool:
+        return await admit(rt, state, owner)
+
+    async def release(self, rt: Runtime, state: ExecutionState, owner: str) -> None:
+        await release(rt, state, owner)
+
+    async def defer(self, rt: Runtime, state: ExecutionState) -> ExecutionResult:
+        return await defer(rt, state)
+
+
+def declared(app: App) -> dict[str, QueueDef]:
+    """The queues declared on ``app`` (``Loom.queue``), by name."""
+    return cast("dict[str, QueueDef]", app.declared.setdefault("queues", {}))
+
+
+async def depths(runtime: Runtime) -> dict[str, QueueDepth]:
+    """In-flight and waiting counts of every declared queue."""
+    leases = runtime.store.leases()
+    now = runtime.clock()
+    return {name: await leases.depth(name, now) for name in declared(runtime.app)}
+
+
+# -- fold handler ----------------------------------------------------------------------------
+
+
+def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
+    s.queue, s.partition_key = e.queue, e.partition_key
+
+
+PRIMITIVE = Primitive(
+    "queues",
+    head={"ExecutionStarted": _started},
+    admission=QueueAdmission(),
+    jobs={"admit": run_admit_job},
+)

@@ -9,8 +9,9 @@ Measures, on the Firestore emulator named by ``FIRESTORE_EMULATOR_HOST``, with w
 * ``admit``: grants a second on one queue, concurrency 200, each execution holding its
   lease 0.2 s, with a backlog: the admit passes (one a second) and takes where the engine
   has them, else ``acquire`` and ``release`` on the queue's document, from 20 callers;
-* ``list``: the latency of the console's first page (50 newest), a status page, and a
-  sweeper's page (the 500 oldest running), over 2,000 executions.
+* ``list``: the latency and the billed reads of the console's first page (50 newest), a
+  status page, and a sweep's first page of running executions (every shard's at once where
+  the sweep runs a job per shard), over 2,000 executions.
 
 Run by ``bench/scale.py``; alone: ``python bench/scale_side.py purge``.
 """
@@ -168,20 +169,35 @@ async def listing(n: int = 2000, rounds: int = 15) -> dict[str, Any]:
     ids = await fill(store, n // 2, finished=True)
     ids += await fill(store, n // 2, finished=False)
     timings: dict[str, list[float]] = {"newest": [], "by_status": [], "sweeper_page": []}
+    reads: dict[str, int] = {}
+
+    async def sweeper_page() -> list[Any]:
+        if hasattr(store, "list_shard"):  # a sweep job per shard, all at once
+            count: int = await store.shard_count()  # type: ignore[attr-defined]
+            pages = await asyncio.gather(
+                *(
+                    store.list_shard(k, "running", limit=500, oldest_first=True)
+                    for k in range(count)
+                )  # type: ignore[attr-defined]
+            )
+            return [r for page in pages for r in page]
+        return await store.list("running", limit=500, oldest_first=True)
+
     for _ in range(rounds):
         for name, call in (
             ("newest", lambda: store.browse(BrowseQuery(limit=50))),
             ("by_status", lambda: store.browse(BrowseQuery(status="completed", limit=50))),
-            ("sweeper_page", lambda: store.list("running", limit=500, oldest_first=True)),
+            ("sweeper_page", sweeper_page),
         ):
+            store.reset_ops()
             started = time.perf_counter()
             rows = await call()
             timings[name].append(time.perf_counter() - started)
+            reads[f"{name}_reads"] = store.ops["reads"]
             assert rows
     await store.aclose()
-    return {name: statistics.median(ts) * 1000 for name, ts in timings.items()} | {
-        "executions": len(ids)
-    }
+    ms = {f"{name}_ms": statistics.median(ts) * 1000 for name, ts in timings.items()}
+    return ms | reads | {"executions": len(ids)}
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -87,9 +87,12 @@ async def merge_shards(
     streams: list[_Stream[T, K]] = [_Stream(s, after=after, size=first) for s in range(shards)]
     await _fill(streams, fetch, key)
     while True:
-        rows = sorted((r for s in streams for r in s.rows), key=key, reverse=descending)  # type: ignore[arg-type]
+        order = cast("Callable[[T], Any]", key)  # (keys compare: tuples, numbers, strings)
+        rows: list[T] = sorted((r for s in streams for r in s.rows), key=order, reverse=descending)
         edge = key(rows[limit - 1]) if len(rows) >= limit else None
-        needy = [s for s in streams if not s.done and (edge is None or not _past(s, edge, descending))]
+        needy = [
+            s for s in streams if not s.done and (edge is None or not _past(s, edge, descending))
+        ]
         if not needy:
             return rows[:limit]
         for s in needy:

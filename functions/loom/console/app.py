@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
-from urllib.parse import quote, unquote, urlencode
+from urllib.parse import quote, urlencode
 
 from flask import Request, Response
 
@@ -26,8 +26,10 @@ from loom.console.security import (
     check_csrf,
     csrf_token,
     principal_of,
+    read_notice,
     reader,
     secure,
+    sign_notice,
     signed_in_as,
 )
 from loom.errors import ExecutionSupersededError, InputError, StoreError
@@ -100,7 +102,7 @@ def _execution(s: Services, req: Request, token: str, method: str, rest: list[st
     if len(rest) == 1 and method == "GET":
         who = reader(s, req, "read", execution_id)
         context = execution.execution_page(s, req, execution_id)
-        context["notice"] = unquote(req.cookies.get(NOTICE_COOKIE, ""))[:512]
+        context["notice"] = read_notice(req.cookies.get(NOTICE_COOKIE, ""))
         response = page("execution.html", _ctx(s, req, token, who, context))
         if NOTICE_COOKIE in req.cookies:
             response.delete_cookie(NOTICE_COOKIE, path=COOKIE_PATH)
@@ -120,7 +122,7 @@ def _execution(s: Services, req: Request, token: str, method: str, rest: list[st
         # A flash in a cookie, not the URL: a link from elsewhere cannot make the page say
         # something the console did not do.
         response.set_cookie(
-            NOTICE_COOKIE, quote(done.notice), max_age=60, path=COOKIE_PATH, httponly=True,
+            NOTICE_COOKIE, sign_notice(done.notice), max_age=60, path=COOKIE_PATH, httponly=True,
             samesite="Strict", secure=secure(req),
         )  # fmt: skip
         return response

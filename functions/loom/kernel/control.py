@@ -15,10 +15,11 @@ from loom import events as ev
 from loom.errors import ExecutionFinishedError, ExecutionSupersededError
 from loom.kernel.decide import NOTHING, Decision, write
 from loom.kernel.defs import to_json_value
+from loom.kernel.execution_limits import check_room
 from loom.kernel.fold import ExecutionState, resume_key
 from loom.kernel.inbox import contended_attempts, post, resume_item
 from loom.kernel.late_replies import timed_out_gate
-from loom.kernel.resumes import resume_change, settled
+from loom.kernel.resumes import opens, resume_change, settled
 from loom.kernel.verdicts import current_episode, verdict_event
 from loom.store.base import StatusChange
 
@@ -41,6 +42,8 @@ async def resume(
     key, at = resume_key(on, correlation_key), rt.clock()
     if settled(state, key, on, correlation_key, at):
         return await rt.report(state, include_state=False)  # a redelivery, even after the end
+    if not opens(state, on, correlation_key) and not on.startswith("loom."):
+        check_room(rt, state)  # (the engine's own resumes, a child's end among them, land)
     check = rt.app.resume_checks.get(on)
     if check is not None:
         payload = await check(rt, state, correlation_key, payload)

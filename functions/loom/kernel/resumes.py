@@ -52,10 +52,18 @@ def settled(state: ExecutionState, key: str, on: str, correlation_key: str, now:
     return False
 
 
-def resume_change(state: ExecutionState, on: str, correlation_key: str) -> StatusChange | None:
-    """``running`` when the resume opens a gate of a suspended execution."""
-    opens = any(
+def opens(state: ExecutionState, on: str, correlation_key: str) -> bool:
+    """Whether the resume meets a gate the flow has open (else it is buffered)."""
+    return any(
         g["on"] == on and g["correlation_key"] == correlation_key
         for g in state.open_gates().values()
     )
-    return StatusChange("running") if opens and state.status == "suspended" else None
+
+
+def resume_change(state: ExecutionState, on: str, correlation_key: str) -> StatusChange | None:
+    """``running`` when the resume opens a gate of a suspended execution."""
+    return (
+        StatusChange("running")
+        if opens(state, on, correlation_key) and state.status == "suspended"
+        else None
+    )

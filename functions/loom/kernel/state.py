@@ -105,6 +105,9 @@ class ExecutionState:
     partition_key: str | None = None
     mailbox: dict[str, int] = field(default_factory=_dict)  # loom.primitives.messages
     message_ids: dict[str, str] = field(default_factory=_dict)  # loom.primitives.messages
+    # Message ids of runs before the current one, by when their run ended: still refused as
+    # repeats for a while (loom.primitives.continuation).
+    message_ids_kept: dict[str, float] = field(default_factory=_dict)
     published: dict[str, dict[str, Any]] = field(default_factory=_dict)
     run: int = 1  # loom.primitives.continuation: which run of the execution this state is
     run_started_seq: int = 1

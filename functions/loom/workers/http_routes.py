@@ -19,18 +19,24 @@ from urllib.parse import unquote, urlsplit
 from flask import Request
 from pydantic import BaseModel, ValidationError
 
+from loom.errors import UnknownExecutionError
 from loom.grants import ANONYMOUS
 from loom.ids import check_execution_id
-from loom.kernel.fold import fold
-from loom.primitives.continuation import run_chain
 from loom.primitives.queues import queue_ref
 from loom.runtime import Runtime
 from loom.wire import ExecutionResult
-from loom.workers.auth import Action, Authenticator, AuthRequest
+from loom.workers.admission import Slots
+from loom.workers.auth import (
+    Action,
+    Authenticator,
+    AuthError,
+    AuthRequest,
+    Forbidden,
+    Unauthenticated,
+)
 from loom.workers.base import WorkerRuntime
 from loom.workers.http_models import (
     ExecuteRequest,
-    ExecutionView,
     ResumeRequest,
     StartRequest,
 )
@@ -155,6 +161,8 @@ class Services:
         verdict_auth: Checks verdict requests.
         max_body: The request body limit in bytes.
         caller_auth: Checks every route's caller first, when configured.
+        waiters: How many requests may wait at once (``GET …/events/{key}?timeout=``):
+            half the server's slots, so waits never hold every thread (none: no bound).
     """
 
     runtime: Runtime
@@ -163,6 +171,7 @@ class Services:
     verdict_auth: Authenticator
     max_body: int
     caller_auth: Authenticator | None = None
+    waiters: Slots | None = None
 
 
 CALLER = "loom.caller"
@@ -192,30 +201,60 @@ def check_caller(
     execution_id: str,
     raw: bytes = b"",
     flow: str | None = None,
+    *,
+    disclose: bool = True,
 ) -> None:
     """Run the caller check (when configured) on ``execution_id``; leave who it names.
 
     Most routes are checked by the server before they read anything, on the execution in
     their path. Those in :data:`BODY_SCOPED` name theirs in the body: they parse it first
     (bounded, nothing done yet) and call this with the execution (and flow) it names.
+
+    ``disclose=False`` where the execution or its flow came from the store, not from the
+    caller (a re-drive's selection, an execute's stored flow): a refusal then answers with
+    the check's status and a message of the worker's own, so it cannot tell the caller
+    which execution was refused or what its flow is.
     """
     if s.caller_auth is None:
         return
-    principal = s.caller_auth(AuthRequest(action, execution_id, request.headers, raw, flow))
+    asked = AuthRequest(action, execution_id, request.headers, raw, flow)
+    try:
+        principal = s.caller_auth(asked)
+    except AuthError as exc:
+        if disclose:
+            raise
+        message = f"the caller may not {action} what this request acts on"
+        hidden = Unauthenticated(message) if exc.status == 401 else Forbidden(message)
+        raise hidden from None
     request.environ[CALLER] = principal
     bind(caller=principal)
 
 
 def execute(s: Services, request: Request, args: Sequence[str]) -> Reply:
-    """``POST /execute``: allocate → execute → release on the injected worker."""
+    """``POST /execute``: allocate → execute → release on the injected worker.
+
+    The caller check is told the flow the execution *is* (read from the store), never the
+    package's ``flow``, which the caller writes: ``None`` for an execution that does not
+    exist, so a check scoped per flow refuses it as it refuses another flow's.
+    """
     raw = read_body(request, s.max_body)
     body = parse_model(ExecuteRequest, parse_json(request, raw))
     package = body.executionPackage
-    check_caller(s, request, "execute", package.execution_id, raw, package.flow)
+    if s.caller_auth is not None:
+        flow = run(_stored_flow(s.runtime, package.execution_id))
+        check_caller(s, request, "execute", package.execution_id, raw, flow, disclose=False)
     bind(execution_id=package.execution_id)
     result = run(s.worker.run(package))
     bind_result(result)
     return 200, result
+
+
+async def _stored_flow(runtime: Runtime, execution_id: str) -> str | None:
+    """The flow of the stored execution, or ``None`` when there is none."""
+    try:
+        return (await runtime.store.summary(execution_id)).flow
+    except UnknownExecutionError:
+        return None
 
 
 def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
@@ -224,8 +263,10 @@ def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
     body = parse_model(StartRequest, parse_json(request, raw))
     check_caller(s, request, "start", body.execution_id or "", raw, body.flow)
     by = _start_principal(s, request, raw, body)
-    # A signed request's copy is the same start (see loom.workers.signed_ids).
-    eid = body.execution_id or signed_default_id(request.headers, "start", "", "sig-")
+    eid, derived = body.execution_id, None
+    if eid is None:  # a signed request's copy is the same start (loom.workers.signed_ids)
+        eid = signed_default_id(request.headers, "start", "", "sig-")
+        derived = "signed" if eid is not None else None
     bind(execution_id=eid, flow=body.flow)
     result = run(
         s.runtime.start(
@@ -237,6 +278,8 @@ def start(s: Services, request: Request, args: Sequence[str]) -> Reply:
             version=body.version,
             queue=queue_ref(body.queue, body.partition_key),
             timeout=body.timeout,
+            budgets=body.limits,
+            derived=derived,
         )
     )
     bind_result(result)
@@ -279,42 +322,6 @@ def resume(s: Services, request: Request, args: Sequence[str]) -> Reply:
     return 200, result
 
 
-def _flag(request: Request, name: str, default: bool) -> bool:
-    raw = request.args.get(name)
-    if raw is None:
-        return default
-    if raw.lower() in ("1", "true", "yes"):
-        return True
-    if raw.lower() in ("0", "false", "no"):
-        return False
-    raise HttpError(
-        400,
-        "invalid_request",
-        f"query parameter {name!r} must be true or false",
-        {"parameter": name},
-    )
-
-
-def get_execution(s: Services, request: Request, args: Sequence[str]) -> Reply:
-    """``GET /executions/{id}[?history=false]``: state and history."""
-    execution_id = check_execution_id(args[0])
-    bind(execution_id=execution_id)
-    with_history = _flag(request, "history", True)
-
-    async def view() -> ExecutionView:
-        await s.runtime.require(execution_id)
-        if not with_history:
-            return ExecutionView(execution=await s.runtime.result(execution_id))
-        # One read: the state is folded from the very events returned, so they agree.
-        events = await s.runtime.history(execution_id)
-        execution = await s.runtime.report(fold(events))
-        return ExecutionView(
-            execution=execution, history=events, runs=run_chain(execution_id, events)
-        )
-
-    return 200, run(view())
-
-
 def path_segments(req: Request) -> list[str]:
     """The request path split into percent-decoded segments.
 
@@ -355,12 +362,15 @@ name, so no other route can skip the check by sharing a name."""
 ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("POST", ("execute",), execute),
     ("POST", ("executions",), start),
-    ("GET", ("executions", "*"), get_execution),
     ("POST", ("executions", "*", "resume"), resume),
     ("GET", ("versions",), list_versions),
 ]
 
-_ACTIONS = {"get_execution": "read", "list_executions": "list"}
+_ACTIONS = {"get_execution": "read", "list_executions": "list", "list_versions": "list"}
+
+from loom.workers.history_route import get_execution as _get_execution  # noqa: E402
+
+ROUTES.append(("GET", ("executions", "*"), _get_execution))
 
 
 def route_action(route: Route) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -58,13 +59,18 @@ class SqliteLeaseSet(LeaseSet):
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         self._ready = False
+        self._migrating = threading.Lock()
 
     def _connect(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         if not self._ready:
-            con.executescript(_SCHEMA)
-            _add_columns(con)
-            self._ready = True
+            with self._migrating:  # (this process's first calls run on several threads)
+                if not self._ready:
+                    con.executescript(_SCHEMA)
+                    con.execute("BEGIN IMMEDIATE")  # (and other processes: one migrates)
+                    _add_columns(con)
+                    con.execute("COMMIT")
+                    self._ready = True
         return con
 
     async def _run(self, what: str, body: Callable[..., object], *args: object) -> object:

@@ -59,7 +59,10 @@ async def _execute(rt: Runtime, package: ExecutionPackage) -> ExecutionResult:
     if (handed := run_handed(rt, package)) is not None:  # claimed with its create
         return await handed
     state, tail = await rt._load(package.execution_id)  # pyright: ignore[reportPrivateUsage]
-    drained = await drain(rt, state) if wants_drain(package) else []  # fan-in: the inbox first
+    # Fan-in: the inbox first, unless another call runs it (superseded below; the follow-up
+    # of this same wake drains once that call is over, rather than racing its session).
+    drain_now = wants_drain(package) and not claim_is_live(state.claim, rt.clock())
+    drained = await drain(rt, state) if drain_now else []
     if drained:
         state, tail = await rt._load(package.execution_id)  # pyright: ignore[reportPrivateUsage]
         try:

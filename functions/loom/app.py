@@ -17,8 +17,16 @@ from loom.kernel import primitive
 from loom.kernel.app import App
 from loom.kernel.context import EffectContext
 from loom.kernel.defs import EffectDef, FlowDef, Retry, call_effect, to_json_value
-from loom.ops import fork
-from loom.primitives import children, continuation, messages, patches, published, queues
+from loom.ops import fork, retention, sweep
+from loom.primitives import (
+    children,
+    continuation,
+    messages,
+    patches,
+    published,
+    queues,
+    schedules,
+)
 from loom.primitives.children import ChildrenContext
 from loom.primitives.continuation import ContinuationContext
 from loom.primitives.messages import MessagesContext
@@ -61,7 +69,10 @@ PRIMITIVES: tuple[primitive.Primitive, ...] = (
     continuation.PRIMITIVE,
     patches.PRIMITIVE,
     queues.PRIMITIVE,
+    schedules.PRIMITIVE,
     fork.PRIMITIVE,
+    retention.PRIMITIVE,
+    sweep.PRIMITIVE,
 )
 """What this assembly installs on the kernel, in order."""
 
@@ -108,5 +119,5 @@ class Loom(App):
 
     def queue(self, name: str, **limits: Any) -> QueueDef:
         """Declare a queue executions can start on: see :mod:`loom.primitives.queues` (limits:
-        ``concurrency``, ``rate_per_second``, ``lease_ttl``)."""
+        ``concurrency``, ``rate_per_second``, ``lease_ttl``, ``shards``)."""
         return queues.declare(self.queues, name, **limits)

@@ -26,6 +26,7 @@ from loom_gcp._firestore_docs import check_commit, inline_snapshot_fields, statu
 from loom_gcp._firestore_fence import Stamp, end_fields, is_our_end, may_ride
 from loom_gcp._firestore_io import Collision
 from loom_gcp._firestore_pages import bodies_pages, stored_equal, terminal_body
+from loom_gcp._firestore_shards import shard_field
 
 
 class FirestoreAppends(FirestoreCore):
@@ -43,6 +44,8 @@ class FirestoreAppends(FirestoreCore):
             )
         new_last = expected + count
         bodies = [e.model_dump_json() for e in request.events]
+        if request.status is not None and self._layout.known is None:
+            await self.shard_count()  # (read once per store: the status update carries it)
         stamp = self._stamps.get(eid)
         known, open_end = self._known.get(eid), self._known.terminal_at(eid, expected) is False
         if may_ride(request, bodies, known, open_end, stamp):
@@ -59,6 +62,10 @@ class FirestoreAppends(FirestoreCore):
         pages = bodies_pages(expected + 1, bodies)
         last_page = pages[-1][1]
         update = self._exec_update(request, new_last, last_page["seq"])
+        if update.get("expire_at") is not None:  # the end: its pages expire with it (TTL)
+            pages = [
+                (doc_id, {**fields, "expire_at": update["expire_at"]}) for doc_id, fields in pages
+            ]
         if request.fence:  # a riding end that lands after this commit must fail
             update = update or {"last_seq": new_last, "updated_at": time.time()}
         check_commit(f"append to {eid!r}", pages + [("execution", update)] * bool(update), 0)
@@ -176,6 +183,11 @@ class FirestoreAppends(FirestoreCore):
         if request.status is None:
             return {}
         fields = status_fields(request.status, new_last, self._retention)
+        # (an execution written before shards gets its shard with its next status change;
+        # ``append`` read the count before it got here)
+        shards = self._layout.known
+        assert shards is not None
+        fields.update(shard_field(request.execution_id, shards))
         if request.snapshot is not None:
             fields.update(inline_snapshot_fields(new_last, request.snapshot, page) or {})
         return fields

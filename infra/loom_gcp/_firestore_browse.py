@@ -1,4 +1,5 @@
-"""An operator's listing on Firestore: filtered pages, and counts per status by aggregation.
+"""An operator's listing on Firestore: a search by id prefix, and counts per status by
+aggregation (the filtered listing fans out over shards: ``loom_gcp._firestore_shards``).
 
 One ``COUNT`` aggregation per status, served by the automatic single-field index on
 ``status`` (with a flow, Firestore merges the single-field indexes on ``flow`` and
@@ -19,7 +20,6 @@ from loom.store.base import ExecutionSummary, page_after
 from loom.store.browse import BrowseQuery
 from loom_gcp._firestore_docs import SUMMARY_FIELDS, summary_from_fields
 from loom_gcp._firestore_io import CountedDocs
-from loom_gcp._firestore_retention import ordered_by_creation
 
 _PREFIX_PAGE = 500
 
@@ -48,30 +48,6 @@ async def count_by_status(
     async with io.call("count"):
         counts = await asyncio.gather(*(_count(io, query(s)) for s in statuses))
     return dict(zip(statuses, counts, strict=True))
-
-
-async def browse(io: CountedDocs, executions: Any, query: BrowseQuery) -> list[ExecutionSummary]:
-    """One page of an operator's listing, newest first, from one indexed query.
-
-    Equality on ``flow`` and ``status`` and a range on ``created_at``, ordered by
-    ``(created_at, id)`` descending: served by the composite indexes ``(flow, created_at)``,
-    ``(flow, status, created_at)`` and ``(status, created_at)`` (Terraform declares them).
-    An id prefix is not (Firestore ranges over ids only in id order): see
-    :func:`browse_prefix`.
-    """
-    q: Any = executions
-    for name, value in (("flow", query.flow), ("status", query.status)):
-        if value is not None:
-            q = q.where(filter=FieldFilter(name, "==", value))
-    if query.created_from is not None:
-        q = q.where(filter=FieldFilter("created_at", ">=", query.created_from))
-    if query.created_before is not None:
-        q = q.where(filter=FieldFilter("created_at", "<", query.created_before))
-    q = ordered_by_creation(q, False, query.after)
-    async with io.call("browse"):
-        docs = await io.query(q.select(SUMMARY_FIELDS).limit(query.limit))
-    rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
-    return page_after(rows, query.after, False, query.limit)
 
 
 async def browse_prefix(

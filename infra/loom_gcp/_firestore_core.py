@@ -27,6 +27,7 @@ from loom_gcp._firestore_docs import SnapshotPointer
 from loom_gcp._firestore_fence import Stamps
 from loom_gcp._firestore_io import CountedDocs, Doc
 from loom_gcp._firestore_pages import Page, end_page, held_pages, page_holding
+from loom_gcp._firestore_shards import ShardLayout
 
 
 class FirestoreCore(EventStore):
@@ -45,6 +46,7 @@ class FirestoreCore(EventStore):
     _io: CountedDocs
     _cache: LogCache
     _stamps: Stamps
+    _layout: ShardLayout
     snapshot_commit_bytes: int
 
     # -- references and accounting ----------------------------------------------------------
@@ -78,6 +80,16 @@ class FirestoreCore(EventStore):
         """Remember that a page of the execution ends at ``seq`` (a fact that stays true),
         and whether the event there is terminal, if known."""
         self._known.note(execution_id, seq, terminal)
+
+    async def shard_count(self) -> int:
+        """The database's shard count (``loom_meta/layout``, read once)."""
+        return await self._layout.count()
+
+    def _forget(self, execution_id: str) -> None:
+        """Drop what the store remembers of a log that is deleted."""
+        self._known.drop(execution_id)
+        self._cache.drop(execution_id)
+        self._stamps.drop(execution_id)
 
     # -- reads of the execution document and of the page holding an event ---------------
 

@@ -290,7 +290,7 @@ class CountedDocs:
             self.ops["deletes"] += billed[1]
 
 
-KNOBS = ("timeout", "deadline")
+KNOBS = ("timeout", "deadline", "shards")
 
 
 def url_knobs(url: str) -> dict[str, float]:
@@ -306,6 +306,7 @@ def url_knobs(url: str) -> dict[str, float]:
         except ValueError:
             value = math.nan
         if not (math.isfinite(value) and value > 0):
-            raise ConfigurationError(f"{key} in {url!r} must be a positive number of seconds")
+            unit = "" if key == "shards" else " of seconds"
+            raise ConfigurationError(f"{key} in {url!r} must be a positive number{unit}")
         knobs[key] = value
     return knobs

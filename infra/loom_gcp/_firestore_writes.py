@@ -70,14 +70,14 @@ async def delete_page(io: CountedDocs, query: Any) -> bool:
 
 
 async def delete_tree(io: CountedDocs, execution: AsyncDocumentReference, name: str) -> bool:
-    """Delete an execution document with its events and snapshots; whether it existed.
+    """Delete an execution document with its events, snapshots and inbox; whether it existed.
 
     Deletes at most 500 documents per commit, each commit a store call of its own (under its
     own deadline), the execution document last.
     """
     async with io.call(f"delete {name}"):
         existed = (await io.get(execution)).exists
-    for sub in ("events", "snapshots"):
+    for sub in ("events", "snapshots", "inbox"):
         children = cast(AsyncCollectionReference, execution.collection(sub))
         query = children.select([]).limit(MAX_COMMIT_WRITES)
         while True:

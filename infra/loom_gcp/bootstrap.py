@@ -49,9 +49,13 @@ from loom.store.base import (
     ExecutionSummary,
     ListCursor,
     LoadedLog,
+    OnDelete,
+    PurgeReport,
     Snapshot,
 )
-from loom.store.leases import LeaseRequest, LeaseSet, QueueDepth
+from loom.store.browse import BrowseQuery
+from loom.store.inbox import Inbox, InboxItem
+from loom.store.leases import Admitted, LeaseRequest, LeaseSet, QueueDepth, QueueLimits
 from loom.workers.base import WorkerRuntime
 from loom.workers.local import LocalWorkerRuntime
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
@@ -124,12 +128,71 @@ class PinnedEventStore(EventStore):
     ) -> builtins.list[ExecutionSummary]:
         return await self._on_loop(self.inner.scan(statuses, after=after, limit=limit))
 
+    async def shard_count(self) -> int:
+        return await self._on_loop(self.inner.shard_count())
+
+    async def list_shard(
+        self,
+        shard: int,
+        status: str | None = None,
+        *,
+        due_before: float | None = None,
+        limit: int = 1000,
+        oldest_first: bool = False,
+        after: ListCursor | None = None,
+    ) -> builtins.list[ExecutionSummary]:
+        return await self._on_loop(
+            self.inner.list_shard(
+                shard,
+                status,
+                due_before=due_before,
+                limit=limit,
+                oldest_first=oldest_first,
+                after=after,
+            )
+        )
+
+    async def purge(
+        self,
+        finished_before: float,
+        *,
+        limit: int = 100,
+        after: ListCursor | None = None,
+        on_delete: OnDelete | None = None,
+        shard: int | None = None,
+    ) -> PurgeReport:
+        # (``on_delete`` runs on the store's loop too: blob stores call their clients on threads)
+        return await self._on_loop(
+            self.inner.purge(
+                finished_before, limit=limit, after=after, on_delete=on_delete, shard=shard
+            )
+        )
+
+    async def browse(self, query: BrowseQuery) -> builtins.list[ExecutionSummary]:
+        return await self._on_loop(self.inner.browse(query))
+
+    async def count_by_status(self, *, flow: str | None = None) -> dict[str, int]:
+        return await self._on_loop(self.inner.count_by_status(flow=flow))
+
+    async def upkeep(self) -> dict[str, int]:
+        return await self._on_loop(self.inner.upkeep())
+
     async def aclose(self) -> None:
         await self._on_loop(self.inner.aclose())
 
     async def ping(self) -> None:
         """The inner store's readiness check, on its loop."""
         await self._on_loop(self.inner.ping())
+
+    def inbox(self) -> Inbox | None:
+        """The inner store's inboxes, their calls on the same loop."""
+        inner = self.inner.inbox()
+        if inner is None:
+            return None
+        found: Inbox | None = getattr(self, "_inbox", None)
+        if found is None:
+            found = self._inbox = PinnedInbox(inner, self)
+        return found
 
     def leases(self) -> LeaseSet:
         """The inner store's queue leases, their calls on the same loop."""
@@ -139,12 +202,55 @@ class PinnedEventStore(EventStore):
         return found
 
 
+class PinnedInbox(Inbox):
+    """An :class:`Inbox` whose calls run on its pinned store's loop."""
+
+    def __init__(self, inner: Inbox, store: PinnedEventStore) -> None:
+        self.inner = inner
+        self.store = store
+        self.wake_interval = inner.wake_interval
+
+    async def post(self, execution_id: str, item: InboxItem) -> bool:
+        """See :class:`Inbox`."""
+        return await self.store._on_loop(self.inner.post(execution_id, item))  # pyright: ignore[reportPrivateUsage]
+
+    async def items(self, execution_id: str, limit: int = 500) -> builtins.list[InboxItem]:
+        """See :class:`Inbox`."""
+        return await self.store._on_loop(self.inner.items(execution_id, limit))  # pyright: ignore[reportPrivateUsage]
+
+    async def remove(self, execution_id: str, keys: builtins.list[str]) -> None:
+        """See :class:`Inbox`."""
+        await self.store._on_loop(self.inner.remove(execution_id, keys))  # pyright: ignore[reportPrivateUsage]
+
+    async def stranded(
+        self, before: float, shard: int, shards: int, limit: int = 500
+    ) -> builtins.list[str]:
+        """See :class:`Inbox`."""
+        return await self.store._on_loop(self.inner.stranded(before, shard, shards, limit))  # pyright: ignore[reportPrivateUsage]
+
+
 class PinnedLeaseSet(LeaseSet):
     """A :class:`LeaseSet` whose calls run on its pinned store's loop."""
 
     def __init__(self, inner: LeaseSet, store: PinnedEventStore) -> None:
         self.inner = inner
         self.store = store
+        self.batched = inner.batched
+        self.admit_interval = inner.admit_interval
+
+    async def take(self, request: LeaseRequest) -> bool:
+        """See :class:`LeaseSet`."""
+        return await self.store._on_loop(self.inner.take(request))  # pyright: ignore[reportPrivateUsage]
+
+    async def enqueue(self, request: LeaseRequest) -> None:
+        """See :class:`LeaseSet`."""
+        await self.store._on_loop(self.inner.enqueue(request))  # pyright: ignore[reportPrivateUsage]
+
+    async def admit(
+        self, queue: str, shard: int, limits: QueueLimits, now: float, most: int = 100
+    ) -> Admitted:
+        """See :class:`LeaseSet`."""
+        return await self.store._on_loop(self.inner.admit(queue, shard, limits, now, most))  # pyright: ignore[reportPrivateUsage]
 
     async def acquire(self, request: LeaseRequest) -> bool:
         """See :class:`LeaseSet`."""

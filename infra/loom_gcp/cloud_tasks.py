@@ -1,8 +1,11 @@
 """``CloudTasksDispatcher``: every dispatch becomes one Cloud Tasks task.
 
-``cloudtasks://projects/P/locations/L/queues/Q`` names the queue; the task is an HTTP
-``POST`` of ``{"executionPackage": ..., "notBefore": ...}`` to the worker's
-``/tasks/execute`` (see :mod:`loom.workers.tasks_target`).
+``cloudtasks://projects/P/locations/L/queues/Q`` names the queue, or a family of queues by
+class and shard (``…/queues/PREFIX?executions=64&timers=8&admission=4&maintenance=2``, see
+:mod:`loom_gcp._task_queues`); the task is an HTTP ``POST`` of
+``{"executionPackage": ..., "notBefore": ...}`` to the worker's ``/tasks/execute`` (see
+:mod:`loom.workers.tasks_target`), or, for a job (:mod:`loom.kernel.jobs`), of ``{"job": ...}`` to
+``/tasks/job``.
 
 * **One task per dispatch, deduplicated by name.** The task id is the SHA-256 of the
   dispatch id (``{execution_id}:{seq}`` of the event that caused it), so the same cause
@@ -34,11 +37,11 @@ import hashlib
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import grpc
@@ -51,19 +54,21 @@ from google.protobuf import duration_pb2, timestamp_pb2
 
 from loom.dispatch.base import Dispatcher
 from loom.errors import ConfigurationError, LoomError
+from loom.kernel.jobs import Job
 from loom.telemetry import outgoing_headers
 from loom.wire import ExecutionPackage
+from loom_gcp._task_queues import TaskQueues
 
 log = logging.getLogger("loom.dispatch")
 
 TASKS_PATH = "/tasks/execute"
+JOBS_PATH = "/tasks/job"
 MAX_SCHEDULE_AHEAD = 30 * 24 * 3600.0
 # Stay an hour inside Cloud Tasks' limit so clock skew never makes it refuse a task.
 DEFAULT_HORIZON = MAX_SCHEDULE_AHEAD - 3600.0
 DEFAULT_DEADLINE = 600.0
 MIN_DEADLINE, MAX_DEADLINE = 15.0, 1800.0
 EMULATOR_ENV = "CLOUD_TASKS_EMULATOR_HOST"
-_QUEUE = re.compile(r"^projects/([^/]+)/locations/([^/]+)/queues/([A-Za-z0-9-]+)$")
 # CreateTask is not idempotent in general, but with a named task a retry that meets the
 # first attempt's task answers ALREADY_EXISTS, which is success here: retrying is safe.
 _RETRY = gretry.Retry(
@@ -96,18 +101,13 @@ def task_id(dispatch_id: str) -> str:
 
 
 def parse_queue_url(url: str) -> str:
-    """``cloudtasks://projects/P/locations/L/queues/Q`` → ``projects/P/locations/L/queues/Q``.
+    """``cloudtasks://projects/P/locations/L/queues/Q`` → ``projects/P/locations/L/queues/Q``
+    (the first queue of a family).
 
     Raises:
         ConfigurationError: Not such a URL.
     """
-    scheme, sep, rest = url.partition("://")
-    match = _QUEUE.match(rest.strip("/")) if sep and scheme == "cloudtasks" else None
-    if match is None:
-        raise ConfigurationError(
-            f"expected cloudtasks://projects/PROJECT/locations/LOCATION/queues/QUEUE, got {url!r}"
-        )
-    return match.group(0)
+    return TaskQueues.parse(url).all[0]
 
 
 def normalize_target(url: str) -> tuple[str, str]:
@@ -157,7 +157,9 @@ class CloudTasksDispatcher(Dispatcher):
     """A :class:`~loom.dispatch.base.Dispatcher` that creates one Cloud Tasks task per dispatch.
 
     Args:
-        queue: ``projects/P/locations/L/queues/Q``.
+        queue: ``projects/P/locations/L/queues/Q``, or a family's prefix with its counts
+            (``projects/P/locations/L/queues/PREFIX?executions=64&…``, see
+            :mod:`loom_gcp._task_queues`).
         target_url: Where tasks are POSTed (a URL with no path gets ``/tasks/execute``).
         service_account: Email of the account whose OIDC token each task carries; ``None``
             sends no token (only for a public target or an emulator).
@@ -182,8 +184,10 @@ class CloudTasksDispatcher(Dispatcher):
         clock: Callable[[], float] = time.time,
         horizon: float = DEFAULT_HORIZON,
     ) -> None:
-        self.queue = parse_queue_url(f"cloudtasks://{queue}")
+        self.queues = TaskQueues.parse(f"cloudtasks://{queue}")
+        self.queue = self.queues.all[0]  # the one queue (or a family's first)
         self.target_url, origin = normalize_target(target_url)
+        self.job_url = f"{origin}{JOBS_PATH}"
         self.service_account = service_account or None
         self.audience = audience or origin
         self.dispatch_deadline = _check_deadline(dispatch_deadline)
@@ -204,7 +208,8 @@ class CloudTasksDispatcher(Dispatcher):
             ConfigurationError: A malformed URL, a missing target or a bad deadline.
         """
         env = os.environ if env is None else env
-        queue = parse_queue_url(url)
+        queues = TaskQueues.parse(url)
+        queue = url.split("://", 1)[1] if queues.counts else queues.all[0]
         target = env.get("LOOM_TASKS_TARGET_URL")
         if not target:
             raise ConfigurationError(
@@ -227,9 +232,15 @@ class CloudTasksDispatcher(Dispatcher):
 
     # -- the task --------------------------------------------------------------------------
 
-    def task_name(self, dispatch_id: str) -> str:
-        """The full task name for a dispatch id."""
-        return f"{self.queue}/tasks/{task_id(dispatch_id)}"
+    def task_name(self, dispatch_id: str, queue: str | None = None) -> str:
+        """The full task name for a dispatch id (in ``queue``, default the first)."""
+        return f"{queue or self.queue}/tasks/{task_id(dispatch_id)}"
+
+    def queue_of(self, package: ExecutionPackage, not_before: float | None = None) -> str:
+        """The queue a dispatch of ``package`` goes to: ``timers`` when it waits for a
+        time, else ``executions``; by the execution's shard within the class."""
+        klass = "timers" if self._schedule_time(not_before) is not None else "executions"
+        return self.queues.for_execution(package.execution_id, klass)
 
     def build_task(
         self, package: ExecutionPackage, dispatch_id: str, not_before: float | None = None
@@ -237,8 +248,21 @@ class CloudTasksDispatcher(Dispatcher):
         """The task that delivers ``package`` (pure: no I/O), see the module docstring."""
         package = package.model_copy(update={"dispatch_id": dispatch_id})
         body = {"executionPackage": package.model_dump(mode="json"), "notBefore": not_before}
+        name = self.task_name(dispatch_id, self.queue_of(package, not_before))
+        return self._task(name, self.target_url, body, not_before)
+
+    def build_job_task(self, job: Job, not_before: float | None = None) -> tasks_v2.Task:
+        """The task that runs ``job`` (pure: no I/O): a ``POST /tasks/job`` on a queue of
+        the job's class, routed by its shard, named by the hash of its id."""
+        queue = self.queues.for_job(job.task_class, job.shard)
+        name = self.task_name(job.job_id, queue)
+        return self._task(name, self.job_url, {"job": job.to_json()}, not_before)
+
+    def _task(
+        self, name: str, url: str, body: dict[str, Any], not_before: float | None
+    ) -> tasks_v2.Task:
         request = tasks_v2.HttpRequest(
-            url=self.target_url,
+            url=url,
             http_method=tasks_v2.HttpMethod.POST,
             headers={"Content-Type": "application/json", **outgoing_headers()},
             body=json.dumps(body, separators=(",", ":")).encode("utf-8"),
@@ -248,7 +272,7 @@ class CloudTasksDispatcher(Dispatcher):
                 service_account_email=self.service_account, audience=self.audience
             )
         task = tasks_v2.Task(
-            name=self.task_name(dispatch_id),
+            name=name,
             http_request=request,
             dispatch_deadline=_duration(self.dispatch_deadline),
         )
@@ -288,22 +312,35 @@ class CloudTasksDispatcher(Dispatcher):
         task = self.build_task(package, dispatch_id, not_before)
         await asyncio.to_thread(self._create, task, package.execution_id, dispatch_id)
 
+    carries_jobs = True
+
+    async def dispatch_job(self, job: Job, not_before: float | None = None) -> None:
+        """Create the job's task; an existing task of the same name counts as done.
+
+        Raises:
+            ConfigurationError: The queue is missing or we may not use it.
+            CloudTasksError: Cloud Tasks kept failing.
+        """
+        task = self.build_job_task(job, not_before)
+        await asyncio.to_thread(self._create, task, "-", job.job_id)
+
     def _create(self, task: tasks_v2.Task, execution_id: str, dispatch_id: str) -> None:
+        parent = task.name.rsplit("/tasks/", 1)[0]
         try:
-            self.client.create_task(parent=self.queue, task=task, retry=_RETRY, timeout=10.0)
+            self.client.create_task(parent=parent, task=task, retry=_RETRY, timeout=10.0)
         except gexc.AlreadyExists:
             log.debug(
                 "task for %s exists already", dispatch_id, extra={"execution_id": execution_id}
             )
         except _CONFIG_ERRORS as exc:
             raise ConfigurationError(
-                f"Cloud Tasks refused a task on {self.queue}: {exc}",
-                details={"queue": self.queue, "dispatch_id": dispatch_id},
+                f"Cloud Tasks refused a task on {parent}: {exc}",
+                details={"queue": parent, "dispatch_id": dispatch_id},
             ) from exc
         except (gexc.GoogleAPIError, auth_exc.GoogleAuthError) as exc:
             raise CloudTasksError(
                 f"Cloud Tasks did not take the task for {dispatch_id!r}: {exc}",
-                details={"queue": self.queue, "dispatch_id": dispatch_id},
+                details={"queue": parent, "dispatch_id": dispatch_id},
             ) from exc
 
     async def aclose(self) -> None:

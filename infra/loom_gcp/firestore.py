@@ -76,31 +76,22 @@ from urllib.parse import unquote, urlparse
 
 from google.api_core.retry import AsyncRetry
 from google.cloud import firestore
-from google.cloud.firestore_v1 import FieldFilter
 from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
-from google.cloud.firestore_v1.async_query import AsyncQuery
-from google.cloud.firestore_v1.field_path import FieldPath
 
 from loom.errors import ConfigurationError, StoreError
 from loom.events import Event, ExecutionStarted
 from loom.ids import check_execution_id
 from loom.store.base import (
-    STATUSES,
     ExecutionSummary,
-    ListCursor,
     LoadedLog,
     check_then,
-    page_after,
     settled_status,
 )
-from loom.store.browse import BrowseQuery
 from loom_gcp._firestore_append import FirestoreAppends
-from loom_gcp._firestore_browse import browse, browse_prefix, count_by_status
 from loom_gcp._firestore_cache import LogCache, LogEnds
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
     MAX_DOC_BYTES,
-    SUMMARY_FIELDS,
     check_commit,
     new_execution_fields,
     status_fields,
@@ -117,19 +108,25 @@ from loom_gcp._firestore_io import (
     default_retry,
     url_knobs,
 )
+from loom_gcp._firestore_listing import FirestoreListings
 from loom_gcp._firestore_load import FirestoreLoads
 from loom_gcp._firestore_pages import newest_page, with_start
 from loom_gcp._firestore_retention import (
     clear_older,
     clear_orphan,
-    ordered_by_creation,
     ttl_from_env,
 )
+from loom_gcp._firestore_shards import (
+    DEFAULT_SHARDS,
+    ShardLayout,
+    shard_field,
+)
 from loom_gcp._firestore_writes import delete_tree
+from loom_gcp.firestore_inbox import FirestoreInbox
 from loom_gcp.firestore_leases import FirestoreLeaseSet
 
 
-class FirestoreEventStore(FirestoreAppends, FirestoreLoads):
+class FirestoreEventStore(FirestoreAppends, FirestoreLoads, FirestoreListings):
     """An :class:`EventStore` on Firestore (native mode). See the module docstring.
 
     Args:
@@ -145,6 +142,8 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads):
             50 ms doubling to 1 s); its own timeout is replaced by ``deadline``.
         attempts: Rounds of a load or snapshot swap that met a concurrent snapshot.
         known_executions: How many executions' last seen seq the store remembers.
+        shards: How many shards a new database gets (``loom_meta/layout`` keeps the count
+            of an existing one; see :mod:`loom_gcp._firestore_shards`).
     """
 
     # Reads are billed per document: a snapshot (one write or two) beats re-reading more than
@@ -176,6 +175,7 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads):
         retry: AsyncRetry | None = None,
         attempts: int = 5,
         known_executions: int = 10_000,
+        shards: int = DEFAULT_SHARDS,
     ) -> None:
         policy = CallPolicy(timeout, deadline, retry or default_retry())
         self._owns_client = client is None
@@ -187,14 +187,16 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads):
         self._io = CountedDocs(self._client, policy)
         self._cache = LogCache()
         self._stamps = Stamps(known_executions)
+        self._layout = ShardLayout(self._io, shards)
 
     @classmethod
     def from_url(cls, url: str) -> FirestoreEventStore:
         """Build a store from ``firestore://PROJECT/DATABASE[?timeout=S&deadline=S]``.
 
         The database defaults to ``(default)``; ``firestore:///`` takes the project from the
-        environment. ``timeout`` and ``deadline`` are seconds (see the class);
-        ``LOOM_TTL_DAYS`` sets the TTL backstop (see :func:`ttl_from_env`).
+        environment. ``timeout`` and ``deadline`` are seconds (see the class), ``shards``
+        the shard count of a new database (``?shards=64``); ``LOOM_TTL_DAYS`` sets the TTL
+        backstop (see :func:`ttl_from_env`).
         """
         parts = urlparse(url)
         if parts.scheme != "firestore":
@@ -209,6 +211,7 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads):
             timeout=knobs.get("timeout", DEFAULT_TIMEOUT),
             deadline=knobs.get("deadline", DEFAULT_DEADLINE),
             retention=ttl_from_env(),
+            shards=_shards_knob(url, knobs),
         )
 
     @property
@@ -231,11 +234,14 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads):
         bodies = [e.model_dump_json() for e in [first, *then]]
         body = bodies[0]
         fields = new_execution_fields(started.flow, time.time(), started.flow_version)
+        fields.update(shard_field(eid, await self.shard_count()))
         fields["last_seq"] = len(bodies)
         ended = settled_status(then, None)
         if ended is not None:  # ``then`` ends the log: the execution is born finished
             fields.update(status_fields(ended, len(bodies), self._retention))
         fields, pages = with_start(fields, bodies)
+        if fields.get("expire_at") is not None:  # born finished: its pages expire with it
+            pages = [(doc_id, {**page, "expire_at": fields["expire_at"]}) for doc_id, page in pages]
         check_commit(f"create {eid!r}", [(eid, fields), *pages], other_writes=0)
 
         def build() -> tuple[AsyncWriteBatch, int]:
@@ -296,63 +302,9 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads):
         updated = timestamp_seconds(newest.created)
         return summary_from_fields(execution_id, fields, last_seq=newest.last, updated_at=updated)
 
-    async def list(
-        self,
-        status: str | None = None,
-        *,
-        due_before: float | None = None,
-        limit: int = 1000,
-        oldest_first: bool = False,
-        after: ListCursor | None = None,
-    ) -> list[ExecutionSummary]:
-        """Summaries from execution documents only; ``last_seq`` is as of the last status change.
-
-        With ``due_before`` the query takes the ``limit`` earliest due (what a sweeper wants)
-        and orders those; otherwise Firestore orders and pages by ``(created_at, id)``.
-        """
-        query: AsyncQuery = self._executions  # type: ignore[assignment]
-        if status is not None:
-            query = query.where(filter=FieldFilter("status", "==", status))
-        if due_before is not None:
-            query = query.where(filter=FieldFilter("wake_at", "<=", due_before)).order_by("wake_at")
-        else:
-            query = ordered_by_creation(query, oldest_first, after)
-        async with self._io.call("list"):
-            docs = await self._io.query(query.select(SUMMARY_FIELDS).limit(limit))
-        rows = [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
-        return page_after(rows, after, oldest_first, limit)
-
-    async def browse(self, query: BrowseQuery) -> list[ExecutionSummary]:
-        """One indexed query, or the ids from the prefix on (``loom_gcp._firestore_browse``)."""
-        if query.id_prefix:
-            return await browse_prefix(self._io, self._executions, query)
-        return await browse(self._io, self._executions, query)
-
-    async def count_by_status(self, *, flow: str | None = None) -> dict[str, int]:
-        """One ``COUNT`` aggregation per status (see ``loom_gcp._firestore_browse``)."""
-        return await count_by_status(self._io, self._executions, STATUSES, flow)
-
-    async def scan(
-        self, statuses: Sequence[str], *, after: str | None = None, limit: int = 500
-    ) -> list[ExecutionSummary]:
-        """A page of execution documents by id (the status filter is served by the automatic
-        single-field index; ``in`` takes up to 30 values, far more than there are statuses)."""
-        if not statuses:
-            return []
-        query: AsyncQuery = self._executions.where(  # type: ignore[assignment]
-            filter=FieldFilter("status", "in", list(statuses))
-        ).order_by(FieldPath.document_id())
-        if after is not None:
-            query = query.start_after({FieldPath.document_id(): self._exec_ref(after)})
-        async with self._io.call("scan"):
-            docs = await self._io.query(query.select(SUMMARY_FIELDS).limit(limit))
-        return [summary_from_fields(d.id, d.to_dict() or {}) for d in docs]
-
     async def delete_execution(self, execution_id: str) -> bool:
         """Delete an execution with its events and snapshots (see :func:`delete_tree`)."""
-        self._known.drop(execution_id)
-        self._cache.drop(execution_id)
-        self._stamps.drop(execution_id)
+        self._forget(execution_id)
         return await delete_tree(self._io, self._exec_ref(execution_id), f"{execution_id!r}")
 
     def leases(self) -> FirestoreLeaseSet:
@@ -360,6 +312,13 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads):
         found: FirestoreLeaseSet | None = getattr(self, "_lease_set", None)
         if found is None:
             found = self._lease_set = FirestoreLeaseSet(self._client)
+        return found
+
+    def inbox(self) -> FirestoreInbox:
+        """Inboxes under the execution documents (``executions/{id}/inbox``)."""
+        found: FirestoreInbox | None = getattr(self, "_inbox", None)
+        if found is None:
+            found = self._inbox = FirestoreInbox(self._client, self.shard_count)
         return found
 
     async def ping(self) -> None:
@@ -376,3 +335,10 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads):
         if self._owns_client:
             # ``AsyncClient.close`` leaves the gRPC channel open; close the transport itself.
             await self._client._firestore_api.transport.close()  # pyright: ignore[reportPrivateUsage]
+
+
+def _shards_knob(url: str, knobs: dict[str, float]) -> int:
+    raw = knobs.get("shards", float(DEFAULT_SHARDS))
+    if raw != int(raw) or not 1 <= raw <= 1024:
+        raise ConfigurationError(f"shards in {url!r} must be a whole number from 1 to 1024")
+    return int(raw)

@@ -1,23 +1,32 @@
-"""``FirestoreLeaseSet``: queue leases in Firestore, exact across every worker instance.
+"""``FirestoreLeaseSet``: queue leases in Firestore, exact across every worker instance,
+with no document written by every grant and release.
 
-One document per queue (``loom_queues/{queue}``) holds its live leases and its grant times of
-the last second; every grant and every release is one read-modify-write transaction on that
-document, so concurrent instances never both take the last lease. Waiting holders are kept
-apart, one small document each (``loom_queues/{queue}/waiting/{holder}``), so recording a
-wait never contends with the grants.
+The documents are those of :mod:`loom_gcp._firestore_queue_docs`. Who writes what:
 
-Contention: Firestore (and, more harshly, its emulator, whose pessimistic locks time out)
-aborts transactions that race on one document. Each change is therefore retried here with
-jittered exponential backoff, each attempt bounded in time, within an overall budget; past
-it the call fails with :class:`~loom.errors.StoreUnavailableError` (the caller's delivery is
-retried) instead of waiting unboundedly. Callers of one process on one event loop take turns
-per queue (an :class:`asyncio.Lock` per loop and queue, never shared between loops, held only
-while this process's own transaction runs), so only instances contend in Firestore.
+* **An admit pass** (one per admit shard and interval, :mod:`loom.queues`) is one
+  transaction on the shard document: it settles it (drops the leases released since, read
+  from their freed markers, and those lapsed), grants a batch of the oldest queued holders
+  within the shard's part of the limits, writes each grant's holder document, deletes their
+  queued documents and the markers it read. One write of the shard document per pass,
+  however many it grants: the shard document never sees more than one write per interval.
+* **Taking a grant, renewing, releasing** write only the holder's own document (and a
+  freed marker), in a transaction on that document alone: independent of every other
+  holder's.
+* **Waiting** creates the holder's queued document, independent too.
+* ``acquire`` (a grant decided on the spot, for callers without an admitter) is a
+  transaction on the shard document like an admit pass: exact, but serialized with every
+  other grant of that shard.
 
-The cost of that exactness: grants on one queue are serialized on one document, which
-Firestore sustains at about one write per second with bursts above (latency grows under
-heavier contention). That suits queues whose executions start at up to a few per second; a
-busier queue would need its leases sharded.
+Queries (the freed markers, the queued holders) run before the transaction, which then
+reads the documents they named by reference: a query inside a transaction would lock
+whole collections on the emulator, and transactions read by reference stay small.
+
+Contention on a shard document (concurrent ``acquire`` calls, two admit passes at once) is
+retried here with jittered exponential backoff, each attempt bounded in time, within an
+overall budget; past it the call fails with
+:class:`~loom.errors.StoreUnavailableError` (the caller's delivery is retried). Callers of
+one process on one event loop take turns per shard document (an :class:`asyncio.Lock` per
+loop, queue and shard), so only instances contend in Firestore.
 """
 
 from __future__ import annotations
@@ -26,159 +35,368 @@ import asyncio
 import logging
 import random
 import time
+import uuid
 import weakref
-from collections.abc import Callable
-from typing import Any, Final, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, TypeVar, cast
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
+from google.cloud.firestore_v1 import FieldFilter
 from google.cloud.firestore_v1.async_document import AsyncDocumentReference
 from google.cloud.firestore_v1.async_transaction import AsyncTransaction, async_transactional
 
 from loom.errors import StoreUnavailableError
 from loom.store.leases import (
+    GRANT,
+    Admitted,
     LeaseRequest,
     LeaseSet,
     QueueDepth,
+    QueueLimits,
+    Waiter,
+    admit_shard,
     admits,
+    choose,
+    effective_shards,
+    is_grant,
     is_new_grant,
     owned_elsewhere,
     rate_window,
+    shard_limits,
 )
 from loom_gcp._firestore_io import translate
+from loom_gcp._firestore_queue_docs import (
+    ShardState,
+    hid,
+    holder_fields,
+    is_live,
+    marker_id,
+)
 
 COLLECTION: Final = "loom_queues"
 ATTEMPT_TIMEOUT: Final = 10.0  # seconds one transaction attempt may take
 BUDGET: Final = 30.0  # seconds all attempts of one change may take
 BACKOFF: Final = (0.05, 2.0)  # first and longest pause between attempts (jittered)
+ADMIT_MOST: Final = 150  # grants one pass makes (2 writes each, within 500 per commit)
+MARKERS: Final = 100  # freed markers one settle reads
+QUEUED_PAGE: Final = 400  # queued holders one pass looks at
 _RETRIED = (gexc.Aborted, gexc.DeadlineExceeded, gexc.ServiceUnavailable, TimeoutError)
 
 log = logging.getLogger("loom")
-Change = Callable[[dict[str, Any]], tuple[Any, dict[str, Any] | None]]
+T = TypeVar("T")
+Doc = dict[str, Any]
 
 
 class FirestoreLeaseSet(LeaseSet):
     """See the module docstring and :class:`~loom.store.leases.LeaseSet`."""
+
+    batched = True
+    admit_interval = 1.0  # the shard document's one write a second
 
     def __init__(self, client: firestore.AsyncClient) -> None:
         self._client = client
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]
         self._locks = weakref.WeakKeyDictionary()
 
-    def _ref(self, queue: str) -> AsyncDocumentReference:
+    # -- references ---------------------------------------------------------------------
+
+    def _queue(self, queue: str) -> Any:
         return self._client.collection(COLLECTION).document(queue)
 
-    def _waiting_ref(self, queue: str, holder: str) -> AsyncDocumentReference:
-        waiting = cast(Any, self._ref(queue)).collection("waiting")
-        return cast(AsyncDocumentReference, waiting.document(holder))
+    def _shard(self, queue: str, shard: int) -> AsyncDocumentReference:
+        return cast(
+            AsyncDocumentReference, self._queue(queue).collection("shards").document(str(shard))
+        )
 
-    def _lock(self, queue: str) -> asyncio.Lock:
-        """This loop's lock for ``queue`` (an asyncio lock only ever serves one loop)."""
+    def _holder(self, queue: str, holder: str) -> AsyncDocumentReference:
+        return cast(
+            AsyncDocumentReference, self._queue(queue).collection("leases").document(hid(holder))
+        )
+
+    def _under(self, queue: str, shard: int, name: str) -> Any:
+        return cast(Any, self._shard(queue, shard)).collection(name)
+
+    def _waiting(self, queue: str, holder: str) -> AsyncDocumentReference:
+        return cast(
+            AsyncDocumentReference, self._queue(queue).collection("waiting").document(holder)
+        )
+
+    def _lock(self, key: str) -> asyncio.Lock:
+        """This loop's lock for ``key`` (an asyncio lock only ever serves one loop)."""
         per_loop = self._locks.setdefault(asyncio.get_running_loop(), {})
-        return per_loop.setdefault(queue, asyncio.Lock())
+        return per_loop.setdefault(key, asyncio.Lock())
 
-    async def _change(self, queue: str, what: str, change: Change, *also: str) -> Any:
-        """Run ``change`` on the queue's document in a transaction, retried with backoff;
-        ``also`` names waiting holders whose documents the same transaction deletes."""
+    # -- transactions, retried --------------------------------------------------------------
+
+    async def _retried(self, what: str, lock: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """Run ``attempt`` (one transaction) until it commits, with backoff, within the
+        budget; callers of this loop take turns on ``lock``."""
         try:
-            async with asyncio.timeout(BUDGET):  # a lock never waited on past the budget
-                async with self._lock(queue):
-                    return await self._retried(queue, what, change, also)
+            async with asyncio.timeout(BUDGET), self._lock(lock):
+                return await self._attempts(what, attempt)
         except TimeoutError as exc:
             # The budget ran out while waiting for this process's lock or mid-attempt:
             # the same answer as contention (503, retry later), never a bare timeout.
-            raise self._gave_up(what, exc) from exc
+            raise _gave_up(what, exc) from exc
 
-    async def _retried(self, queue: str, what: str, change: Change, also: tuple[str, ...]) -> Any:
+    @staticmethod
+    async def _attempts(what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         deadline = time.monotonic() + BUDGET
         pause = BACKOFF[0]
         while True:
             try:
                 async with asyncio.timeout(ATTEMPT_TIMEOUT):
-                    return await self._attempt(queue, change, also)
+                    return await attempt()
             except (*_RETRIED, ValueError) as exc:
                 if time.monotonic() + pause >= deadline:
-                    raise self._gave_up(what, exc) from exc
+                    raise _gave_up(what, exc) from exc
             except gexc.GoogleAPIError as exc:
                 raise translate(exc, what) from exc
             await asyncio.sleep(random.uniform(0, pause))
             pause = min(pause * 2, BACKOFF[1])
 
-    async def _attempt(self, queue: str, change: Change, also: tuple[str, ...]) -> Any:
-        @async_transactional
-        async def body(txn: AsyncTransaction) -> Any:
-            ref = self._ref(queue)
-            snap = await ref.get(transaction=txn)
-            result, new = change((snap.to_dict() or {}) if snap.exists else {})
-            if new is not None:
-                txn.set(ref, new)
-                for holder in also:
-                    txn.delete(self._waiting_ref(queue, holder))
-            return result
+    def _txn(self) -> AsyncTransaction:
+        return self._client.transaction(max_attempts=1)  # the retries (with backoff) are ours
 
-        # One attempt per transaction: the retries (with backoff) are ours.
-        return await body(self._client.transaction(max_attempts=1))
+    async def _read(
+        self, txn: AsyncTransaction, refs: list[AsyncDocumentReference]
+    ) -> dict[str, Doc | None]:
+        """Documents by reference inside ``txn``: path → fields (``None``: missing)."""
+        found: dict[str, Doc | None] = {}
+        if refs:
+            # (the client's own: ``AsyncTransaction.get_all`` awaits an async generator)
+            async for snap in self._client.get_all(refs, transaction=txn):
+                found[snap.reference.path] = (snap.to_dict() or {}) if snap.exists else None
+        return found
 
-    @staticmethod
-    def _gave_up(what: str, exc: BaseException) -> StoreUnavailableError:
-        return StoreUnavailableError(
-            f"Firestore: {what} failed after retrying for {BUDGET:.0f} s "
-            f"(the queue's document is contended), retry later: {exc!r}",
-            details={"reason": "contention"},
+    async def _query(self, what: str, query: Any) -> list[Any]:
+        try:
+            return [d async for d in query.stream()]
+        except gexc.GoogleAPIError as exc:
+            raise translate(exc, what) from exc
+
+    async def _freed(self, queue: str, shard: int) -> list[Any]:
+        return await self._query(
+            "reading released leases", self._under(queue, shard, "freed").limit(MARKERS)
         )
 
-    async def acquire(self, request: LeaseRequest) -> bool:
-        """See :class:`~loom.store.leases.LeaseSet`."""
+    # -- the SPI ----------------------------------------------------------------------------
 
-        def change(data: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
-            leases = {h: v for h, v in data.get("leases", {}).items() if v["e"] > request.now}
-            mine = leases.get(request.holder)
-            if owned_elsewhere(request, None if mine is None else mine.get("o", "")):
-                return False, None
-            keep = request.now - rate_window(request.rate)
-            grants = [t for t in data.get("grants", []) if t > keep]
-            live = {h: v.get("p") for h, v in leases.items()}
-            if not admits(request, live, grants):
-                return False, None
-            if is_new_grant(request, live):
-                grants.append(request.now)
-            lease = {"p": request.partition, "e": request.now + request.ttl, "o": request.owner}
-            leases[request.holder] = lease
-            return True, {"leases": leases, "grants": grants}
+    async def take(self, request: LeaseRequest) -> bool:
+        """See :class:`~loom.store.leases.LeaseSet` (the holder's document alone)."""
+        ref = self._holder(request.queue, request.holder)
 
-        what = "acquiring a queue lease"
-        return bool(await self._change(request.queue, what, change, request.holder))
+        @async_transactional
+        async def body(txn: AsyncTransaction) -> bool:
+            doc = (await self._read(txn, [ref]))[ref.path]
+            if (
+                doc is None
+                or not is_live(doc, request.now)
+                or owned_elsewhere(request, doc.get("o"))
+            ):
+                return False
+            txn.update(ref, {"o": request.owner, "e": request.now + request.ttl})
+            return True
+
+        key = f"{request.queue}/h/{request.holder}"
+        return await self._retried("taking a queue lease", key, lambda: body(self._txn()))
 
     async def release(self, queue: str, holder: str, owner: str) -> None:
-        """See :class:`~loom.store.leases.LeaseSet` (a transaction too: on the emulator a
-        plain write to a document locked by a transaction times out rather than waits)."""
+        """See :class:`~loom.store.leases.LeaseSet` (the holder's document, and a freed
+        marker for the next settle)."""
+        ref = self._holder(queue, holder)
 
-        def change(data: dict[str, Any]) -> tuple[None, dict[str, Any] | None]:
-            leases: dict[str, Any] = dict(data.get("leases", {}))
-            lease = leases.get(holder)
-            if lease is None or lease.get("o", "") != owner:
-                return None, None  # not there, or another call's: that call releases it
-            del leases[holder]
-            return None, {**data, "leases": leases}
+        @async_transactional
+        async def body(txn: AsyncTransaction) -> None:
+            doc = (await self._read(txn, [ref]))[ref.path]
+            if doc is None or doc.get("o") != owner:
+                return  # not there, or another call's: that call releases it
+            txn.delete(ref)
+            grant = str(doc.get("g") or "")
+            marker = self._under(queue, int(doc.get("k") or 0), "freed").document(
+                marker_id(holder, grant)
+            )
+            txn.set(marker, {"h": holder, "g": grant})
 
-        await self._change(queue, "releasing a queue lease", change)
+        await self._retried(
+            "releasing a queue lease", f"{queue}/h/{holder}", lambda: body(self._txn())
+        )
 
     async def wait(self, queue: str, holder: str, now: float) -> None:
         """See :class:`~loom.store.leases.LeaseSet` (its own document: no contention)."""
         try:
-            await self._waiting_ref(queue, holder).set({"since": now})
+            await self._waiting(queue, holder).set({"since": now})
         except gexc.GoogleAPIError as exc:
             raise translate(exc, "recording a queue wait") from exc
 
-    async def depth(self, queue: str, now: float) -> QueueDepth:
-        """See :class:`~loom.store.leases.LeaseSet`."""
+    async def enqueue(self, request: LeaseRequest) -> None:
+        """See :class:`~loom.store.leases.LeaseSet` (created once: a holder keeps its place)."""
+        shard = admit_shard(request)
+        ref = self._under(request.queue, shard, "queued").document(hid(request.holder))
+        fields = {
+            "h": request.holder,
+            "p": request.partition,
+            "since": request.now,
+            "flow": request.flow,
+        }
         try:
-            snap = await self._ref(queue).get()
-            docs = cast(Any, self._ref(queue)).collection("waiting").stream()
-            waiting: list[str] = [d.id async for d in docs]
+            await ref.create(fields)
+        except gexc.Conflict:
+            return  # waiting already, since earlier
         except gexc.GoogleAPIError as exc:
-            raise translate(exc, "reading a queue's depth") from exc
-        data: dict[str, Any] = (snap.to_dict() or {}) if snap.exists else {}
-        leases: dict[str, Any] = data.get("leases", {})
-        live = [h for h, v in leases.items() if v["e"] > now]
-        return QueueDepth(len(live), len([h for h in waiting if h not in leases]))
+            raise translate(exc, "recording a queue wait") from exc
+
+    async def admit(
+        self, queue: str, shard: int, limits: QueueLimits, now: float, most: int = 100
+    ) -> Admitted:
+        """See :class:`~loom.store.leases.LeaseSet` and the module docstring."""
+        most = min(most, ADMIT_MOST)
+        markers = await self._freed(queue, shard)
+        queued = await self._query(
+            "reading a queue's waiting holders",
+            self._under(queue, shard, "queued").order_by("since").limit(QUEUED_PAGE),
+        )
+        waiters = [_waiter(d.to_dict() or {}) for d in queued]
+        part = shard_limits(limits, shard)
+        window = rate_window(part.rate)
+        sref = self._shard(queue, shard)
+
+        @async_transactional
+        async def body(txn: AsyncTransaction) -> Admitted:
+            state = await self._settled(txn, queue, sref, markers, now)
+            granted, again = choose(waiters, state.live(), state.grants, part, now, most)
+            for w in granted:
+                grant = uuid.uuid4().hex
+                expires = now + limits.grant_ttl
+                state.hold(w.holder, w.partition, expires, grant)
+                state.grants.append(now)
+                owner = f"{GRANT}{grant}"
+                txn.set(
+                    self._holder(queue, w.holder),
+                    holder_fields(w.holder, w.partition, owner, expires, grant, shard),
+                )
+                txn.delete(self._under(queue, shard, "queued").document(hid(w.holder)))
+            if state.changed:
+                txn.set(sref, state.fields(now, window))
+            for m in markers:
+                txn.delete(m.reference)
+            left = len(waiters) - len(granted)
+            if left and again is None:
+                expiring = [float(v["e"]) for v in state.leases.values()]
+                again = min(expiring) if expiring else None
+            return Admitted(granted, left, again if left else None)
+
+        return await self._retried(
+            "admitting from a queue", f"{queue}/{shard}", lambda: body(self._txn())
+        )
+
+    async def _settled(
+        self,
+        txn: AsyncTransaction,
+        queue: str,
+        sref: AsyncDocumentReference,
+        markers: list[Any],
+        now: float,
+    ) -> ShardState:
+        """The shard document, settled inside ``txn`` (see :class:`ShardState.settle`),
+        the holder documents of lapsed leases deleted."""
+        data = (await self._read(txn, [sref]))[sref.path] or {}
+        state = ShardState.of(data)
+        freed = {hid(_h(m)): _field(m, "g") for m in markers}
+        expired = [self._holder(queue, h) for h in state.expired(now)]
+        found = await self._read(txn, expired)
+        holders = {cast(str, ref.id): found.get(ref.path) for ref in expired}
+        for holder in state.settle(freed, holders, now):
+            txn.delete(self._holder(queue, holder))
+        return state
+
+    async def acquire(self, request: LeaseRequest) -> bool:
+        """See :class:`~loom.store.leases.LeaseSet` (a transaction on the shard document)."""
+        shard = admit_shard(request)
+        markers = await self._freed(request.queue, shard)
+        sref = self._shard(request.queue, shard)
+        href = self._holder(request.queue, request.holder)
+        window = rate_window(shard_limits(QueueLimits.of(request), shard).rate)
+
+        @async_transactional
+        async def body(txn: AsyncTransaction) -> bool:
+            mine = (await self._read(txn, [href]))[href.path]
+            mine = mine if is_live(mine, request.now) else None
+            owner = None if mine is None else mine.get("o")
+            if owned_elsewhere(request, owner):
+                return False
+            state = await self._settled(txn, request.queue, sref, markers, request.now)
+            if mine is not None and (is_grant(owner) or owner in (request.owner, request.replaces)):
+                grant, k = str(mine.get("g")), int(mine.get("k") or shard)  # renewal or take
+            else:
+                live = state.live()
+                live.pop(request.holder, None)  # a lapsed entry of its own is no lease
+                if not admits(request, live, state.grants):
+                    return False
+                grant, k = uuid.uuid4().hex, shard
+                if is_new_grant(request, live):
+                    state.grants.append(request.now)
+                state.hold(request.holder, request.partition, request.now + request.ttl, grant)
+            expires = request.now + request.ttl
+            txn.set(
+                href,
+                holder_fields(request.holder, request.partition, request.owner, expires, grant, k),
+            )
+            if state.changed:
+                txn.set(sref, state.fields(request.now, window))
+            for m in markers:
+                txn.delete(m.reference)
+            txn.delete(self._under(request.queue, shard, "queued").document(hid(request.holder)))
+            txn.delete(self._waiting(request.queue, request.holder))
+            return True
+
+        key = f"{request.queue}/{shard}"
+        return bool(await self._retried("acquiring a queue lease", key, lambda: body(self._txn())))
+
+    async def depth(self, queue: str, now: float) -> QueueDepth:
+        """See :class:`~loom.store.leases.LeaseSet`: live holder documents; queued and
+        waiting holders without one."""
+        leases = self._queue(queue).collection("leases")
+        live_docs = await self._query(
+            "reading a queue's depth", leases.where(filter=FieldFilter("e", ">", now))
+        )
+        live = {_h(d) for d in live_docs}
+        waiting: set[str] = set()
+        shards = await self._query(
+            "reading a queue's depth", self._queue(queue).collection("shards").select([])
+        )
+        for k in {int(d.id) for d in shards} | {0}:
+            queued = await self._query(
+                "reading a queue's depth", self._under(queue, k, "queued").select(["h"])
+            )
+            waiting |= {_h(d) for d in queued}
+        legacy = await self._query(
+            "reading a queue's depth", self._queue(queue).collection("waiting").select([])
+        )
+        waiting |= {d.id for d in legacy}
+        return QueueDepth(len(live), len(waiting - live))
+
+
+def _field(doc: Any, name: str) -> str:
+    fields: dict[str, Any] = doc.to_dict() or {}
+    return str(fields.get(name))
+
+
+def _h(doc: Any) -> str:
+    return _field(doc, "h")
+
+
+def _waiter(fields: dict[str, Any]) -> Waiter:
+    return Waiter(str(fields["h"]), fields.get("p"), float(fields["since"]), fields.get("flow"))
+
+
+def _gave_up(what: str, exc: BaseException) -> StoreUnavailableError:
+    return StoreUnavailableError(
+        f"Firestore: {what} failed after retrying for {BUDGET:.0f} s "
+        f"(the queue's document is contended), retry later: {exc!r}",
+        details={"reason": "contention"},
+    )
+
+
+__all__ = ["COLLECTION", "FirestoreLeaseSet", "effective_shards"]

@@ -1,13 +1,14 @@
 """The ``LeaseSet`` contract (``loom.store.leases``), run unchanged over every event store's
 ``leases()``: limits, renewals, expiry, partitions, rate, depth, and no over-grant when many
-holders race for the last leases."""
+holders race for the last leases; admission in batches (enqueue, admit passes, grants taken
+by one call), exact too."""
 
 from __future__ import annotations
 
 import asyncio
 
 from loom.store import EventStore
-from loom.store.leases import LeaseRequest
+from loom.store.leases import LeaseRequest, QueueLimits, admit_shard, shard_limits
 
 T = 1_800_000_000.0
 
@@ -123,3 +124,127 @@ async def test_racing_calls_of_one_holder_take_one_lease(store: EventStore):
     assert (await leases.depth("q", T)).in_flight == 1
     await leases.release("q", "a", winner)
     assert (await leases.depth("q", T)).in_flight == 0
+
+
+# -- admission in batches: enqueue, admit, take ---------------------------------------------
+
+
+def waiting(holder: str, now: float = T, **limits: object) -> LeaseRequest:
+    """A request recording ``holder``'s wait (no owner yet)."""
+    return req(holder, now, owner="-", **limits)
+
+
+async def test_an_admit_pass_grants_the_oldest_waiters_within_the_limit(store: EventStore):
+    leases = store.leases()
+    assert await leases.acquire(req("a", limit=3))
+    for i, h in enumerate("edcb"):  # e waits first, b last
+        await leases.enqueue(waiting(h, T + i))
+    done = await leases.admit("q", 0, QueueLimits(limit=3), T + 5)
+    assert [w.holder for w in done.granted] == ["e", "d"] and done.waiting == 2
+    depth = await leases.depth("q", T + 5)
+    assert (depth.in_flight, depth.waiting) == (3, 2)
+    again = await leases.admit("q", 0, QueueLimits(limit=3), T + 5)
+    assert again.granted == [] and again.waiting == 2  # full: nothing more
+
+
+async def test_a_grant_is_taken_by_one_call_and_is_then_its_lease(store: EventStore):
+    leases = store.leases()
+    await leases.enqueue(waiting("b"))
+    [granted] = (await leases.admit("q", 0, QueueLimits(limit=1), T)).granted
+    assert granted.holder == "b"
+    assert not await leases.acquire(req("x", T + 1, limit=1))  # the grant holds the slot
+    assert await leases.take(req("b", T + 1, owner="b/first"))
+    assert not await leases.take(req("b", T + 1, owner="b/second"))  # runs elsewhere
+    assert not await leases.acquire(req("b", T + 1, owner="b/second", limit=1))
+    await leases.release("q", "b", "b/second")  # not its lease: a no-op
+    assert (await leases.depth("q", T + 1)).in_flight == 1
+    assert await leases.take(req("b", T + 2, owner="b/first"))  # its renewal
+    await leases.release("q", "b", "b/first")
+    assert await leases.acquire(req("x", T + 3, limit=1))
+
+
+async def test_take_never_makes_a_new_grant(store: EventStore):
+    leases = store.leases()
+    assert not await leases.take(req("a", limit=5))  # room, but no grant and no lease
+    assert (await leases.depth("q", T)).in_flight == 0
+    assert await leases.acquire(req("a", owner="a/dead", limit=5))
+    assert await leases.take(req("a", T + 1, owner="a/next", replaces="a/dead"))  # taken over
+    assert not await leases.take(req("a", T + 1, owner="a/other", replaces="a/dead"))
+
+
+async def test_an_unclaimed_grant_lapses_and_frees_its_slot(store: EventStore):
+    leases = store.leases()
+    for i, h in enumerate("bc"):
+        await leases.enqueue(waiting(h, T + i))
+    limits = QueueLimits(limit=1, grant_ttl=5.0)
+    assert [w.holder for w in (await leases.admit("q", 0, limits, T)).granted] == ["b"]
+    assert (await leases.admit("q", 0, limits, T + 4.9)).granted == []
+    assert [w.holder for w in (await leases.admit("q", 0, limits, T + 5.0)).granted] == ["c"]
+    assert not await leases.take(req("b", T + 5.0))  # lapsed
+
+
+async def test_an_admit_pass_skips_a_partition_in_use_and_keeps_the_order(store: EventStore):
+    leases = store.leases()
+    assert await leases.acquire(req("a", partition="alice"))
+    await leases.enqueue(waiting("b", T + 1, partition="alice"))
+    await leases.enqueue(waiting("c", T + 2, partition="bob"))
+    await leases.enqueue(waiting("d", T + 3, partition="alice"))
+    await leases.enqueue(waiting("e", T + 4, partition="bob"))
+    assert [w.holder for w in (await leases.admit("q", 0, QueueLimits(), T + 5)).granted] == ["c"]
+    await leases.release("q", "a", "a/1")
+    done = await leases.admit("q", 0, QueueLimits(), T + 6)
+    assert [w.holder for w in done.granted] == ["b"] and done.waiting == 2
+
+
+async def test_an_admit_pass_keeps_to_the_rate_and_says_when_to_come_back(store: EventStore):
+    leases = store.leases()
+    for i in range(5):
+        await leases.enqueue(waiting(f"h{i}", T + i / 10))
+    limits = QueueLimits(rate=2)
+    first = await leases.admit("q", 0, limits, T + 1)
+    assert [w.holder for w in first.granted] == ["h0", "h1"] and first.again_at == T + 2
+    assert (await leases.admit("q", 0, limits, T + 1.5)).granted == []
+    assert [w.holder for w in (await leases.admit("q", 0, limits, T + 2)).granted] == ["h2", "h3"]
+
+
+async def test_a_holder_already_waiting_keeps_its_place(store: EventStore):
+    leases = store.leases()
+    await leases.enqueue(waiting("b", T))
+    await leases.enqueue(waiting("c", T + 1))
+    await leases.enqueue(waiting("b", T + 2))  # asked again: still first
+    assert (await leases.depth("q", T + 2)).waiting == 2
+    done = await leases.admit("q", 0, QueueLimits(limit=1), T + 3)
+    assert [w.holder for w in done.granted] == ["b"]
+
+
+async def test_racing_admit_passes_and_acquires_never_exceed_the_limit(store: EventStore):
+    leases = store.leases()
+    for i in range(10):
+        await leases.enqueue(waiting(f"w{i}", T + i / 100))
+    limits = QueueLimits(limit=5)
+    passes = [leases.admit("q", 0, limits, T + 1) for _ in range(3)]
+    direct = [leases.acquire(req(f"d{i}", T + 1, limit=5)) for i in range(5)]
+    got = await asyncio.gather(*passes, *direct)
+    granted = sum(len(g.granted) for g in got[:3])  # type: ignore[union-attr]
+    acquired = sum(1 for ok in got[3:] if ok is True)
+    assert granted + acquired == 5
+    assert (await leases.depth("q", T + 1)).in_flight == 5
+
+
+async def test_admit_shards_split_the_limits_and_keep_partitions_exact(store: EventStore):
+    leases = store.leases()
+    limits = QueueLimits(limit=4, shards=2)
+    keys = ["k0", "k1", "k2", None]
+    for i in range(12):
+        await leases.enqueue(waiting(f"w{i:02d}", T + i, limit=4, partition=keys[i % 4], shards=2))
+    shards = sorted({admit_shard(waiting(f"w{i:02d}", limit=4, partition=keys[i % 4], shards=2))
+                     for i in range(12)})  # fmt: skip
+    granted: list[str | None] = []
+    for shard in (0, 1):
+        done = await leases.admit("q", shard, limits, T + 20)
+        assert len(done.granted) <= shard_limits(limits, shard).limit  # type: ignore[operator]
+        granted += [w.partition for w in done.granted]
+    assert 1 <= len(granted) <= 4 and len(granted) >= len(shards)
+    named = [p for p in granted if p is not None]
+    assert len(named) == len(set(named))  # one lease per partition key
+    assert (await leases.depth("q", T + 20)).in_flight == len(granted)

@@ -59,33 +59,44 @@ REQUIRED_UNINDEXED = frozenset(
         ("executions", "end"),
         ("executions", "updated_at"),
         ("executions", "expire_at"),
+        # Monotonic, and queried only through the composite indexes led by shard.
+        ("executions", "created_at"),
+        ("executions", "wake_at"),
         ("snapshots", "data"),
+        # Rewritten by every grant, or arriving in bursts under one execution.
+        ("shards", "leases"),
+        ("leases", "e"),
+        ("inbox", "at"),
     }
 )
 
-# Fields the Firestore store (infra/loom_gcp/) filters or orders by: exempting them would break its
-# queries on real Firestore (the emulator does not enforce indexes).
+# Fields the Firestore store (infra/loom_gcp/) filters or orders by through their single-field
+# indexes: exempting them would break its queries on real Firestore (the emulator does not
+# enforce indexes). The load model test (tests/scale) checks every query it makes.
 QUERIED_FIELDS = frozenset(
     {
         ("events", "seq"),
-        ("executions", "created_at"),
         ("executions", "flow"),
         ("executions", "status"),
-        ("executions", "wake_at"),
     }
 )
 
-# Composite indexes of the store's listings: status or flow equality + order by another field.
+_S = ("shard", "ASCENDING")
+# Composite indexes of the store's listings, every one led by the shard: equality on
+# shard (and status, flow) + order by creation or wake time.
 REQUIRED_COMPOSITE_INDEXES = frozenset(
     {
-        ("executions", (("status", "ASCENDING"), ("created_at", "DESCENDING"))),
-        ("executions", (("status", "ASCENDING"), ("created_at", "ASCENDING"))),
-        ("executions", (("status", "ASCENDING"), ("wake_at", "ASCENDING"))),
-        ("executions", (("flow", "ASCENDING"), ("created_at", "DESCENDING"))),
+        ("executions", (_S, ("created_at", "DESCENDING"))),
+        ("executions", (_S, ("created_at", "ASCENDING"))),
+        ("executions", (_S, ("status", "ASCENDING"), ("created_at", "DESCENDING"))),
+        ("executions", (_S, ("status", "ASCENDING"), ("created_at", "ASCENDING"))),
+        ("executions", (_S, ("status", "ASCENDING"), ("wake_at", "ASCENDING"))),
+        ("executions", (_S, ("flow", "ASCENDING"), ("created_at", "DESCENDING"))),
         (
             "executions",
-            (("flow", "ASCENDING"), ("status", "ASCENDING"), ("created_at", "DESCENDING")),
+            (_S, ("flow", "ASCENDING"), ("status", "ASCENDING"), ("created_at", "DESCENDING")),
         ),
+        ("inbox", (_S, ("at", "ASCENDING"))),
     }
 )
 
@@ -99,6 +110,7 @@ _RUNTIME_BASE = frozenset(
     {
         ("roles/datastore.user", "project"),
         ("roles/cloudtasks.enqueuer", "queue:loom"),
+        ("roles/cloudtasks.enqueuer", "queue:family"),
         ("roles/storage.objectCreator", "bucket:payloads"),
         ("roles/storage.objectViewer", "bucket:payloads"),
         ("roles/iam.serviceAccountUser", "service_account:invoker"),
@@ -444,6 +456,8 @@ def _iam_targets(rtype: str, body: dict[str, Any], model: TerraformDir) -> list[
         if index == "each.key":
             keys = _for_each_keys(body, model)
             targets.extend(f"{kind}:{key}" for key in sorted(keys))
+        elif index is not None and index.startswith("each.value"):
+            targets.append(f"{kind}:{name}")  # every member of a for_each'd resource
         elif index is not None:
             targets.append(f"{kind}:{index}")
         else:
@@ -471,6 +485,12 @@ def granted_roles(model: TerraformDir) -> dict[str, set[tuple[str, str]]]:
                 grants.setdefault(f"unsupported:{rtype}.{name}", set())
                 continue
             principal = _principal(body.get("member"))
+            if "local.service_accounts[each.value.service]" in principal:
+                # Every service identity on every queue of the family (scale.tf).
+                for key in _service_keys(model):
+                    for target in _iam_targets(rtype, body, model):
+                        grants.setdefault(key, set()).add((str(body.get("role")), target))
+                continue
             if "local.service_accounts[each.key]" in principal:
                 # One grant per service identity: the for_each keys name the accounts.
                 for key in _for_each_keys(body, model):
@@ -541,6 +561,9 @@ def unindexed_fields(model: TerraformDir) -> set[tuple[str, str]]:
             default = model.var_default(source) if source else None
             for collection, names in (default or {}).items():
                 fields.update((collection, name) for name in names)
+        elif body.get("for_each") == "${local.sharded_unindexed}":
+            table: dict[str, Any] = model.locals.get("sharded_unindexed") or {}
+            fields.update((str(v["collection"]), str(v["field"])) for v in table.values())
         else:
             fields.add((str(body.get("collection")), str(body.get("field"))))
     return fields

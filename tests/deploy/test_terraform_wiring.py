@@ -97,7 +97,7 @@ def _ttl_before_purge(m: TerraformDir) -> None:
 
 
 def _drop_oldest_first_index(m: TerraformDir) -> None:
-    del m.resources["google_firestore_index"]["executions_by_status_created_asc"]
+    del m.resources["google_firestore_index"]["executions_by_shard_status_created_asc"]
 
 
 def _purge_elsewhere(m: TerraformDir) -> None:

@@ -2,7 +2,7 @@
 ``StoreUnavailableError`` (503 to a caller), never a bare ``TimeoutError`` (a 500).
 
 The real emulator; the only thing forced is the wait: another change on the same queue in
-this process holds the queue's lock past a budget shortened for the test.
+this process holds the holder's lock past a budget shortened for the test.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ async def test_a_change_waiting_past_its_budget_is_store_unavailable(
     request = LeaseRequest("q", "e1", now=time.time(), ttl=60, limit=1, owner="claim-1")
     assert await leases.acquire(request)  # the backend works when not held up
     monkeypatch.setattr(firestore_leases, "BUDGET", 0.3)
-    async with leases._lock("q"):  # pyright: ignore[reportPrivateUsage]
+    # A release takes turns with the other changes of its holder's document.
+    async with leases._lock("q/h/e1"):  # pyright: ignore[reportPrivateUsage]
         with pytest.raises(StoreUnavailableError, match="retry later") as caught:
             await asyncio.wait_for(leases.release("q", "e1", "claim-1"), timeout=10)
     assert isinstance(caught.value.__cause__, TimeoutError)

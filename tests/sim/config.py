@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 WORKLOADS = ("order", "queued", "family", "mailbox", "backoff", "sleeper")
+ADMISSIONS = ("polls", "passes", "batched")
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ class SimConfig:
         max_inline_backoff: The runtimes' longest inline retry wait.
         effect_seconds: Longest an effect invocation takes.
         operator_delay: Seconds the operator takes to look at something in doubt.
+        admission: How queued executions are admitted: ``polls`` (no jobs: a refused
+            call asks again a moment later), ``passes`` (admit passes as jobs, a free slot
+            taken at once, as ``loom serve``'s are), ``batched`` (every new lease from an
+            admit pass a second, as on Firestore with Cloud Tasks).
     """
 
     workers: int = 3
@@ -75,6 +80,7 @@ class SimConfig:
     max_inline_backoff: float = 10.0
     effect_seconds: float = 2.0
     operator_delay: float = 5.0
+    admission: str = "polls"
 
     @classmethod
     def calm(cls, **changes: Any) -> SimConfig:
@@ -111,6 +117,8 @@ class SimConfig:
             client_task_rate=some(0.05, 0.3),
             effect_seconds=rng.choice((0.1, 1.0, 3.0)),
             operator_delay=rng.uniform(1.0, 10.0),
+            # (its own draw: the seeds' other choices stay what they were)
+            admission=random.Random(f"loom-sim-admission:{seed}").choice(ADMISSIONS),
         )
 
     def describe(self) -> str:
@@ -130,4 +138,5 @@ class SimConfig:
             if getattr(self, name)
         ]
         mix = ",".join(f"{k}:{v:g}" for k, v in self.mix.items() if v)
-        return f"workers={self.workers} units={self.units} mix={mix} " + " ".join(on)
+        head = f"workers={self.workers} units={self.units} mix={mix} admission={self.admission} "
+        return head + " ".join(on)

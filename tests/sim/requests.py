@@ -33,6 +33,7 @@ from loom.errors import (
     StoreError,
     UnknownExecutionError,
 )
+from loom.kernel.jobs import Job
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
 from tests.sim.loop import neutral_context, owned_context
@@ -176,12 +177,29 @@ class Requests:
 
 
 class SimDispatcher(Dispatcher):
-    """A runtime's dispatcher: each dispatch becomes execute deliveries to some workers."""
+    """A runtime's dispatcher: each dispatch becomes execute deliveries to some workers.
+
+    Unless the world admits by polls, it carries jobs too (admit passes): a job's task is
+    made once per id, as Cloud Tasks names it, and delivered at least once, copies and all.
+    """
 
     inline = False
 
     def __init__(self, world: World) -> None:
         self.world = world
+        self.carries_jobs = world.config.admission != "polls"
+
+    async def dispatch_job(self, job: Job, not_before: float | None = None) -> None:
+        world = self.world
+        assert world.requests is not None
+        if job.job_id in world.jobs:
+            return  # a task of that name exists: Cloud Tasks refuses a second
+        world.jobs.add(job.job_id)
+        delay = 0.0 if not_before is None else not_before - world.clock()
+        call = lambda rt: rt.run_job(job)  # noqa: E731
+        request = Request("job", call, execute_decision, about=job.job_id)
+        world.requests.send(request, delay=max(0.0, delay) + 0.001, copies=world.requests.copies())
+        await asyncio.sleep(0)
 
     async def dispatch(
         self, package: ExecutionPackage, dispatch_id: str, not_before: float | None = None

@@ -44,7 +44,7 @@ from loom.store.base import (
     LoadedLog,
     Snapshot,
 )
-from loom.store.leases import LeaseRequest, LeaseSet, QueueDepth
+from loom.store.leases import Admitted, LeaseRequest, LeaseSet, QueueDepth, QueueLimits
 from loom.store.memory import InMemoryEventStore
 
 if TYPE_CHECKING:
@@ -123,10 +123,16 @@ class SimStore(EventStore):
 
 
 class SimLeases(LeaseSet):
-    """The shared lease set behind latency (never an outage: see the module docstring)."""
+    """The shared lease set behind latency (never an outage: see the module docstring).
+
+    With ``admission="batched"`` it says so (``batched``, an admit pass a second), as
+    Firestore's does: the engine then takes every new lease from an admit pass.
+    """
 
     def __init__(self, world: World, raw: LeaseSet) -> None:
         self.world, self.raw = world, raw
+        if world.config.admission == "batched":
+            self.batched, self.admit_interval = True, 1.0
 
     async def _call(self, apply: Callable[[], Awaitable[T]]) -> T:
         await self.world.faults.lease_latency()
@@ -157,6 +163,32 @@ class SimLeases(LeaseSet):
 
     async def depth(self, queue: str, now: float) -> QueueDepth:
         return await self._call(lambda: self.raw.depth(queue, now))
+
+    async def take(self, request: LeaseRequest) -> bool:
+        return await self._call(lambda: self._take(request))
+
+    async def _take(self, request: LeaseRequest) -> bool:
+        taken = await self.raw.take(request)
+        self.world.note(
+            f"lease {request.queue} {request.holder} {'taken' if taken else 'not taken'}"
+        )
+        return taken
+
+    async def enqueue(self, request: LeaseRequest) -> None:
+        await self._call(lambda: self.raw.enqueue(request))
+
+    async def admit(
+        self, queue: str, shard: int, limits: QueueLimits, now: float, most: int = 100
+    ) -> Admitted:
+        return await self._call(lambda: self._admit(queue, shard, limits, now, most))
+
+    async def _admit(
+        self, queue: str, shard: int, limits: QueueLimits, now: float, most: int
+    ) -> Admitted:
+        done = await self.raw.admit(queue, shard, limits, now, most)
+        granted = " ".join(w.holder for w in done.granted) or "none"
+        self.world.note(f"admit {queue}/{shard} granted {granted}")
+        return done
 
 
 class Faults:

@@ -79,6 +79,7 @@ class World:
         self.ledger = Ledger(self)
         self.violations: list[Violation] = []
         self.stats: Counter[str] = Counter()
+        self.jobs: set[str] = set()  # job ids dispatched (a task name is taken once)
         self.workers: dict[str, Worker] = {}
         self.holders: dict[str, str] = {}  # claim holder -> worker that made it
         self._names = itertools.count(1)

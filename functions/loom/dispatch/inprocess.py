@@ -23,19 +23,35 @@ from loom.wire import ExecutionPackage
 if TYPE_CHECKING:
     from loom.workers.base import WorkerRuntime  # (any: a worker runtime is handed in)
 
+if TYPE_CHECKING:
+    from loom.kernel.jobs import Job
+    from loom.kernel.runtime import Runtime
+
 log = logging.getLogger("loom.dispatch")
 _SEEN_MAX = 100_000  # dispatch ids remembered for deduplication (the log guards the rest)
 _EARLY_MARGIN = 0.005  # loop time and wall time drift apart by µs; never fire a timer early
 
 
 class InProcessDispatcher(Dispatcher):
-    """Dispatches to ``worker`` (a local or remote worker runtime) from this process."""
+    """Dispatches to ``worker`` (a local or remote worker runtime) from this process.
+
+    Jobs (:mod:`loom.kernel.jobs`) run on this process's loop, each in a task of its own, against
+    ``jobs`` (default: the runtime of a local worker); without one it carries no jobs.
+    """
 
     inline = True
 
-    def __init__(self, worker: WorkerRuntime, *, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        worker: WorkerRuntime,
+        *,
+        clock: Callable[[], float] = time.time,
+        jobs: Runtime | None = None,
+    ):
         self.worker = worker
         self.clock = clock
+        self.jobs = jobs if jobs is not None else getattr(worker, "runtime", None)
+        self.carries_jobs = self.jobs is not None
         self._seen: OrderedDict[str, None] = OrderedDict()  # bounded: `loom serve` runs long
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -44,11 +60,8 @@ class InProcessDispatcher(Dispatcher):
     async def dispatch(
         self, package: ExecutionPackage, dispatch_id: str, not_before: float | None = None
     ) -> None:
-        if dispatch_id in self._seen:
+        if self._remember(dispatch_id):
             return
-        self._seen[dispatch_id] = None
-        if len(self._seen) > _SEEN_MAX:
-            self._seen.popitem(last=False)
         delay = 0.0 if not_before is None else not_before - self.clock()
         if delay > 0:
             loop = asyncio.get_running_loop()
@@ -63,11 +76,46 @@ class InProcessDispatcher(Dispatcher):
             self._seen.pop(dispatch_id, None)
             raise
 
-    def _spawn(self, package: ExecutionPackage, dispatch_id: str) -> None:
-        self._timers.pop(dispatch_id, None)
-        task = asyncio.get_running_loop().create_task(self._run(package))
+    async def dispatch_job(self, job: Job, not_before: float | None = None) -> None:
+        """Run ``job`` in a task of its own, now or at ``not_before`` (deduplicated by id)."""
+        if self.jobs is None:
+            await super().dispatch_job(job, not_before)
+            return
+        if self._remember(job.job_id):
+            return
+        runtime = self.jobs
+        delay = 0.0 if not_before is None else max(0.0, not_before - self.clock())
+
+        def start() -> None:
+            self._timers.pop(job.job_id, None)
+            self._track(asyncio.get_running_loop().create_task(self._run_job(runtime, job)))
+
+        self._timers[job.job_id] = asyncio.get_running_loop().call_later(
+            delay + _EARLY_MARGIN, start
+        )
+
+    async def _run_job(self, runtime: Runtime, job: Job) -> None:
+        try:
+            await runtime.run_job(job)
+        except Exception:  # a job is redone by whoever asks for it next (or the sweep)
+            log.warning("job %s failed", job.job_id, exc_info=True)
+
+    def _remember(self, dispatch_id: str) -> bool:
+        """Whether ``dispatch_id`` was dispatched already (else remember it)."""
+        if dispatch_id in self._seen:
+            return True
+        self._seen[dispatch_id] = None
+        if len(self._seen) > _SEEN_MAX:
+            self._seen.popitem(last=False)
+        return False
+
+    def _track(self, task: asyncio.Task[Any]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _spawn(self, package: ExecutionPackage, dispatch_id: str) -> None:
+        self._timers.pop(dispatch_id, None)
+        self._track(asyncio.get_running_loop().create_task(self._run(package)))
 
     async def _run(self, package: ExecutionPackage, inline: bool = False) -> None:
         try:

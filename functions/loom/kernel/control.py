@@ -12,12 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from loom import events as ev
-from loom.errors import ExecutionFinishedError
+from loom.errors import ExecutionFinishedError, ExecutionSupersededError
 from loom.kernel.decide import NOTHING, Decision, write
 from loom.kernel.defs import to_json_value
 from loom.kernel.execution_limits import check_room
 from loom.kernel.fold import ExecutionState, resume_key
+from loom.kernel.inbox import contended_attempts, post, resume_item
 from loom.kernel.late_replies import timed_out_gate
+from loom.kernel.resumes import opens, resume_change, settled
 from loom.kernel.verdicts import current_episode, verdict_event
 from loom.store.base import StatusChange
 
@@ -38,9 +40,9 @@ async def resume(
     """The body of :meth:`Runtime.resume <loom.runtime.Runtime.resume>`."""
     state = await rt.load_state(execution_id)
     key, at = resume_key(on, correlation_key), rt.clock()
-    if _settled(state, key, on, correlation_key, at):
+    if settled(state, key, on, correlation_key, at):
         return await rt.report(state, include_state=False)  # a redelivery, even after the end
-    if not _opens(state, on, correlation_key) and not on.startswith("loom."):
+    if not opens(state, on, correlation_key) and not on.startswith("loom."):
         check_room(rt, state)  # (the engine's own resumes, a child's end among them, land)
     check = rt.app.resume_checks.get(on)
     if check is not None:
@@ -52,12 +54,20 @@ async def resume(
         # delivered twice at once) or an end makes this one write nothing or be refused.
         # (The deadline as it stood when asked: the fold gives a gate whose deadline passes
         # before the append to the timeout by the event's own time, and the reply is refused.)
-        if _settled(now, key, on, correlation_key, at):
+        if settled(now, key, on, correlation_key, at):
             return NOTHING
         event = ev.ExecutionResumed(on=on, correlation_key=correlation_key, payload=stored, by=by)
-        return Decision([event], _resume_change(now, on, correlation_key))
+        return Decision([event], resume_change(now, on, correlation_key))
 
-    state, wrote = await write(rt, state, decide)
+    try:
+        state, wrote = await write(rt, state, decide, attempts=contended_attempts(rt))
+    except ExecutionSupersededError:
+        if rt.store.inbox() is None:
+            raise
+        # The log is hot (a fan-in): leave it in the inbox, drained with the others.
+        item = resume_item(on, correlation_key, stored, by, at)
+        await post(rt, execution_id, item, state.flow)
+        return await rt.report(state, include_state=False)
     if not wrote:
         return await rt.report(state, include_state=False)
     ran = await rt._dispatch(  # pyright: ignore[reportPrivateUsage]
@@ -68,42 +78,6 @@ async def resume(
     if late is not None:
         raise late
     return ran or await rt.report(state, include_state=False)
-
-
-def _settled(state: ExecutionState, key: str, on: str, correlation_key: str, now: float) -> bool:
-    """Whether ``state`` holds the resume already (a redelivery: a no-op, even after the
-    end); refuse it if its gate timed out (or its deadline passed by ``now``) or the
-    execution ended without it.
-
-    Raises:
-        GateTimedOutError: The gate's timeout won.
-        ExecutionFinishedError: The execution ended.
-    """
-    late = timed_out_gate(state, on, correlation_key, now)  # (``loom.kernel.late_replies``)
-    if late is not None:
-        raise late
-    if key in state.resumes:
-        return True
-    if state.finished:
-        raise ExecutionFinishedError(
-            f"execution {state.execution_id!r} is {state.status}; resume refused",
-            details={"status": state.status},
-        )
-    return False
-
-
-def _opens(state: ExecutionState, on: str, correlation_key: str) -> bool:
-    """Whether the resume meets a gate the flow has open (else it is buffered)."""
-    return any(
-        g["on"] == on and g["correlation_key"] == correlation_key
-        for g in state.open_gates().values()
-    )
-
-
-def _resume_change(state: ExecutionState, on: str, correlation_key: str) -> StatusChange | None:
-    """``running`` when the resume opens a gate of a suspended execution."""
-    opens = _opens(state, on, correlation_key)
-    return StatusChange("running") if opens and state.status == "suspended" else None
 
 
 async def verdict(

@@ -71,7 +71,12 @@ Decide = Callable[[ExecutionState], Decision]
 
 
 async def write(
-    rt: Runtime, state: ExecutionState, decide: Decide, *, settle_overdue: bool = True
+    rt: Runtime,
+    state: ExecutionState,
+    decide: Decide,
+    *,
+    settle_overdue: bool = True,
+    attempts: int = MAX_DECISIONS,
 ) -> tuple[ExecutionState, bool]:
     """Decide from ``state`` and append conditioned on its seq; on conflict reload and decide
     again (see the module docstring).
@@ -82,17 +87,18 @@ async def write(
         decide: The decider.
         settle_overdue: Write a passed deadline's cancel request ahead of the decision
             (every control write; off for a writer that decides about the deadline itself).
+        attempts: Decisions to make before giving up (a writer with somewhere else to go
+            under contention, an inbox, gives up sooner).
 
     Returns:
         The state after the write (or the state the decision to write nothing was made
         on), and whether anything was appended.
 
     Raises:
-        ExecutionSupersededError: The log changed under :data:`MAX_DECISIONS` decisions in
-            a row.
+        ExecutionSupersededError: The log changed under ``attempts`` decisions in a row.
         Exception: Whatever ``decide`` raises on the state it was given (a refusal).
     """
-    for attempt in range(MAX_DECISIONS):
+    for attempt in range(attempts):
         decision = decide(state)
         if not decision.events:
             return state, False

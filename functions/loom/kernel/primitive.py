@@ -19,6 +19,10 @@ never imported by it: it hands the kernel a :class:`Primitive`, and the app's as
 * **hooks**: ``follow_up`` after an execute call (what an end tells others),
   ``admission`` before a claim (a queue's lease), ``reserves`` (the ids it derives,
   refused to outside starts).
+* **jobs** (``jobs``): handlers of the jobs it dispatches (``loom.kernel.jobs``: an admit
+  pass, a shard's purge), by kind.
+* **inbox items** (``inbox``): how a kind of item posted to an execution's inbox is
+  decided when it is drained (``loom.kernel.inbox``: a message), by kind.
 
 Every write a primitive makes goes through ``loom.kernel.decide.write`` (control calls) or
 its session's appends; a primitive never appends around them.
@@ -61,7 +65,9 @@ from loom.kernel import fold
 from loom.kernel.context import FlowContext
 
 if TYPE_CHECKING:
+    from loom.events import Event
     from loom.kernel.defs import ResumeCheck
+    from loom.kernel.jobs import Job
     from loom.kernel.runtime import Runtime
     from loom.kernel.state import ExecutionState
     from loom.reserved_ids import IdForm
@@ -69,6 +75,11 @@ if TYPE_CHECKING:
 
 FollowUp = Callable[["Runtime", "ExecutionState"], Awaitable[None]]
 """``follow_up(runtime, state)``: what an execute call that found ``state`` arranges."""
+JobHandler = Callable[["Runtime", "Job"], Awaitable[dict[str, Any]]]
+"""``handler(runtime, job)``: runs one job (``loom.kernel.jobs``); what it did."""
+InboxDecide = Callable[["ExecutionState", dict[str, Any], float], "tuple[Event, bool] | None"]
+"""``decide(state, body, now)``: the event of an inbox item on ``state`` (``None``: held
+already), and whether it wakes the execution; raises a ``LoomError`` to refuse it."""
 
 
 class Admission(abc.ABC):
@@ -112,6 +123,8 @@ class Primitive:
         admission: The grant an execute call needs before it claims, if any.
         reserves: Raises ``ReservedExecutionIdError`` for an id of a form it derives
             (beyond the engine's own forms, :mod:`loom.reserved_ids`).
+        jobs: Handlers of its jobs, by kind.
+        inbox: Deciders of its inbox items, by kind.
     """
 
     name: str
@@ -124,6 +137,8 @@ class Primitive:
     follows_up: Callable[[ExecutionState], bool] | None = None
     admission: Admission | None = None
     reserves: Callable[[str], object] | None = None
+    jobs: Mapping[str, JobHandler] = field(default_factory=dict[str, JobHandler])
+    inbox: Mapping[str, InboxDecide] = field(default_factory=dict[str, InboxDecide])
 
 
 @dataclass
@@ -139,6 +154,8 @@ class Installed:
     resume_checks: dict[str, ResumeCheck] = field(default_factory=dict[str, "ResumeCheck"])
     own_gates: list[str] = field(default_factory=list[str])
     reserves: list[Callable[[str], object]] = field(default_factory=list[Callable[[str], object]])
+    jobs: dict[str, JobHandler] = field(default_factory=dict[str, JobHandler])
+    inbox: dict[str, InboxDecide] = field(default_factory=dict[str, InboxDecide])
 
 
 INSTALLED = Installed()
@@ -176,6 +193,15 @@ def _install_one(p: Primitive) -> None:
     INSTALLED.own_gates.extend(p.own_gates)
     if p.reserves is not None:
         INSTALLED.reserves.append(p.reserves)
+    for what, mine, theirs in (
+        ("job", p.jobs, INSTALLED.jobs),
+        ("inbox item", p.inbox, INSTALLED.inbox),
+    ):
+        for kind in mine:
+            if kind in theirs:
+                raise ConfigurationError(f"primitive {p.name!r} brings a second {what} {kind!r}")
+    INSTALLED.jobs.update(p.jobs)
+    INSTALLED.inbox.update(p.inbox)
 
 
 def _always(_: ExecutionState) -> bool:

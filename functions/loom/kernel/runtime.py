@@ -24,7 +24,7 @@ from loom import events as ev
 from loom.errors import ExecutionSupersededError, UnknownExecutionError
 from loom.grants import GrantPolicy
 from loom.ids import check_execution_id
-from loom.kernel import control, executing, poison
+from loom.kernel import control, executing, jobs, poison
 from loom.kernel.app import App
 from loom.kernel.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.kernel.cancellation import request_cancel
@@ -51,6 +51,7 @@ from loom.wire import ExecutionPackage, ExecutionResult, Reason
 if TYPE_CHECKING:
     from loom.blobs import BlobStore
     from loom.dispatch.base import Dispatcher
+    from loom.kernel.jobs import Job
     from loom.reserved_ids import IdForm
 
 log = logging.getLogger("loom")
@@ -275,6 +276,14 @@ class Runtime:
             ExecutionSupersededError: Another holder's claim is live, or it overtook us.
         """
         return await executing.execute(self, package)
+
+    async def run_job(self, job: Job) -> dict[str, Any]:
+        """Run one job here (:mod:`loom.kernel.jobs`: a dispatcher delivered it); what it did.
+
+        Raises:
+            InputError: No installed primitive handles its kind.
+        """
+        return await jobs.run_job(self, job)
 
     # -- control calls ------------------------------------------------------------------
 

@@ -8,6 +8,13 @@ nothing and a repeated one deletes nothing twice.
 
 It is called by ``POST /tasks/purge`` (Cloud Scheduler, ``LOOM_RETENTION``) and by
 ``loom purge --older-than 30d`` for the embedded store.
+
+Where the dispatcher carries jobs (:mod:`loom.kernel.jobs`), ``POST /tasks/purge`` runs
+:func:`start_purge` instead: one *purge job* per shard of the store, all at once on the
+maintenance queues. Each deletes its shard's finished executions (the store deletes several
+at once) for up to its budget, then enqueues its own continuation from its cursor, so the
+purge keeps up however many executions finish a day: its rate grows with the shards, not
+with one request's time limit.
 """
 
 from __future__ import annotations
@@ -17,11 +24,16 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loom.blobs import BlobStore, validate_prefix
 from loom.errors import InputError
+from loom.kernel import jobs
+from loom.kernel.primitive import Primitive
 from loom.store.base import EventStore, ListCursor
+
+if TYPE_CHECKING:
+    from loom.kernel.runtime import Runtime
 
 log = logging.getLogger("loom.retention")
 
@@ -123,3 +135,62 @@ async def _delete_blobs(blobs: BlobStore | None, execution_id: str) -> int:
     except ValueError:
         return 0  # no blob can have been written under an id that is not a valid key
     return await blobs.delete_prefix(prefix)
+
+
+async def start_purge(
+    runtime: Runtime, *, older_than: float, budget: float, clock: Callable[[], float] = time.time
+) -> dict[str, Any]:
+    """Enqueue one purge job per shard (keyed by the cutoff's hour: a repeated call that
+    hour adds none); what it enqueued."""
+    cutoff = clock() - older_than
+    shards = await runtime.store.shard_count()
+    hour = int(cutoff // 3600)
+    for shard in range(shards):
+        args = {"shard": shard, "before": cutoff, "after": None, "budget": budget, "part": 0}
+        await jobs.enqueue(runtime, jobs.Job("purge", f"{shard}@{hour}:0", args, shard=shard))
+    return {"shards": shards, "finished_before": cutoff, "jobs": shards}
+
+
+async def run_purge_job(runtime: Runtime, job: jobs.Job) -> dict[str, Any]:
+    """A purge job: its shard's finished executions from its cursor on, for up to its
+    budget; then the continuation job, from where it stopped (idempotent and resumable: a
+    repeated job finds what is left)."""
+    args = job.args
+    shard, before, budget = int(args["shard"]), float(args["before"]), float(args["budget"])
+    after = _cursor(args.get("after"))
+    blobs = runtime.payloads.blobs
+    deleted = {"purged": 0, "blobs": 0}
+
+    async def delete_blobs(execution_id: str) -> None:
+        deleted["blobs"] += await _delete_blobs(blobs, execution_id)
+
+    started = time.monotonic()
+    while True:
+        report = await runtime.store.purge(
+            before, limit=PURGE_PAGE, after=after, on_delete=delete_blobs, shard=shard
+        )
+        deleted["purged"] += len(report.purged)
+        after = report.cursor
+        if after is None or time.monotonic() - started >= budget:
+            break
+    if after is not None:
+        part = int(args.get("part") or 0) + 1
+        more = {**args, "after": list(after), "part": part}
+        key = f"{job.key.rsplit(':', 1)[0]}:{part}"
+        await jobs.enqueue(runtime, jobs.Job("purge", key, more, shard=shard))
+    log.info("purge of shard %d deleted %d execution(s)", shard, deleted["purged"])
+    return {"shard": shard, **deleted, "complete": after is None}
+
+
+PURGE_PAGE = 200
+
+
+def _cursor(raw: object) -> ListCursor | None:
+    if not isinstance(raw, list | tuple) or len(raw) != 2:  # pyright: ignore[reportUnknownArgumentType]
+        return None
+    created, eid = raw  # pyright: ignore[reportUnknownVariableType]
+    return (float(created), str(eid))  # pyright: ignore[reportUnknownArgumentType]
+
+
+PRIMITIVE = Primitive("retention", jobs={"purge": run_purge_job})
+"""The purge's job, installed with the app's primitives."""

@@ -69,6 +69,7 @@ from loom.kernel.defs import FlowDef, to_json_value
 from loom.kernel.divergence import visit
 from loom.kernel.durability import force
 from loom.kernel.fold import ExecutionState, resume_key
+from loom.kernel.inbox import post, resume_item
 from loom.kernel.primitive import Primitive
 from loom.kernel.timeouts import deadline_for
 from loom.primitives import child_sharing, queues
@@ -253,13 +254,28 @@ def _running_children(state: ExecutionState) -> list[str]:
 
 
 async def _tell_parent(rt: Runtime, state: ExecutionState) -> None:
-    """Resume the parent, and every fork of it that shares this child, with its end."""
+    """Tell the parent, and every fork of it that shares this child, that the child ended:
+    through each one's inbox where the store keeps one (one write of its own, and a wake its
+    siblings share: ``loom.kernel.inbox``), else as a resume appended to its log."""
     told = [(state.parent or {}).get("execution_id"), *state.shared_with]
-    for parent in told:
-        if parent is None:
-            continue
-        with contextlib.suppress(ExecutionFinishedError, UnknownExecutionError):
-            await rt.resume(parent, CHILD_GATE, state.execution_id, None)
+    parents = [p for p in told if p is not None]
+    # In process (no dispatcher, or an inline one) the parent's own call is usually still
+    # running its child: a resume reaches its live session at once, and there is no
+    # network dispatch for an inbox's shared wake to save.
+    in_process = rt.dispatcher is None or rt.dispatcher.inline
+    if rt.store.inbox() is None or in_process:
+        for parent_id in parents:
+            with contextlib.suppress(ExecutionFinishedError, UnknownExecutionError):
+                await rt.resume(parent_id, CHILD_GATE, state.execution_id, None)
+        return
+    # The outcome is read here, from the child's own state (what ``check_child_resume``
+    # reads for a resume): the inbox is written by the engine alone.
+    result = await rt.report(state, include_state=False)
+    outcome = {"status": state.status, "output": result.output, "error": state.error}
+    for parent_id in parents:
+        stored, _ = await rt.payloads.encode(to_json_value(outcome), f"{parent_id}/resume")
+        item = resume_item(CHILD_GATE, state.execution_id, stored, None, rt.clock())
+        await post(rt, parent_id, item)
 
 
 async def check_child_resume(

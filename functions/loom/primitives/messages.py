@@ -65,6 +65,7 @@ from loom.kernel.divergence import visit
 from loom.kernel.durability import force
 from loom.kernel.execution_limits import check_room
 from loom.kernel.fold import ExecutionState, GateRecord, resume_key
+from loom.kernel.inbox import contended_attempts, message_item, post
 from loom.kernel.payloads import dump_exact
 from loom.kernel.primitive import Primitive
 from loom.primitives.message_repeats import RECV, check_same_message
@@ -244,10 +245,42 @@ async def deliver(
         change = StatusChange("running") if woke and now.status == "suspended" else None
         return Decision([event], change, at)
 
-    state, wrote = await write(rt, state, decide)
+    try:
+        state, wrote = await write(rt, state, decide, attempts=contended_attempts(rt))
+    except ExecutionSupersededError:
+        if rt.store.inbox() is None:
+            raise
+        # The receiver's log is hot (a fan-in): leave it in the inbox, drained with the
+        # others (a repeat of the same id there is the same item).
+        item = message_item(topic, message_id, stored, sender, by, rt.clock())
+        await post(rt, eid, item, state.flow)
+        return state, True
     if not wrote:  # the same id landed meanwhile: the same message, or a conflict
         await check_same_message(rt, state, message_id, topic, value)
     return state, wrote
+
+
+def message_decision(
+    state: ExecutionState,
+    topic: str,
+    message_id: str,
+    stored: Any,
+    sender: str | None,
+    by: str | None,
+    now: float,
+) -> tuple[ev.MessageReceived, bool] | None:
+    """A message decided on ``state`` (an inbox's, :mod:`loom.kernel.inbox`): its event and
+    whether it meets an opened ``recv`` gate; ``None`` when ``state`` holds it already.
+
+    Raises:
+        ExecutionFinishedError: The execution ended.
+    """
+    if not _new_message(state, message_id, topic):
+        return None
+    event = ev.MessageReceived(
+        topic=topic, message_id=message_id, payload=stored, sender=sender, by=by
+    )
+    return event, _place(state, topic, now)[2] and state.parked_reason is None
 
 
 def _new_message(state: ExecutionState, message_id: str, topic: str) -> bool:
@@ -456,10 +489,26 @@ class MessagesContext(FlowContext):
         return await recv(self._session, next_step_id(self), topic, seconds)
 
 
+def _inbox_message(
+    state: ExecutionState, body: dict[str, Any], now: float
+) -> tuple[ev.MessageReceived, bool] | None:
+    """A message posted to an inbox (``loom.kernel.inbox``), decided when it is drained."""
+    return message_decision(
+        state,
+        body["topic"],
+        body["message_id"],
+        body.get("payload"),
+        body.get("sender"),
+        body.get("by"),
+        now,
+    )
+
+
 PRIMITIVE = Primitive(
     "messages",
     head={"MessageReceived": _received},
     step={"MessageSent": _sent},
     context=MessagesContext,
     own_gates=(RECV,),
+    inbox={"message": _inbox_message},
 )

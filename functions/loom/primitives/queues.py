@@ -6,7 +6,7 @@ Declared on the app, and used when starting::
     await runtime.start("send", value, queue=QueueRef("emails", partition_key="cust-42"))
 
 (``loom start --queue emails --partition-key cust-42``, ``POST /executions`` with ``queue``
-and ``partition_key``). Each execute call of such an execution first takes a lease from the
+and ``partition_key``). Each execute call of such an execution first holds a lease from the
 store's :class:`~loom.store.leases.LeaseSet`, shared by every worker instance over the same
 store: at most ``concurrency`` leases live at once, at most ``rate_per_second`` new ones per
 second, and at most one per partition key, so the executions of one key run one at a time
@@ -15,25 +15,45 @@ its slot) and released when it ends. While the call runs, the lease is renewed e
 of ``lease_ttl`` (default 60 s), so a long call keeps its slot, and a worker that dies
 without releasing holds it only until ``lease_ttl`` passes after its last renewal.
 
-An execute call that finds no room claims nothing and runs nothing: it records the wait and
-re-dispatches the execution a second or so later (a Cloud Tasks task locally a timer), then
-returns, so waiting holds no request. ``loom queues`` and ``GET /queues`` show each queue's
-leases in flight and executions waiting.
+An execute call that finds no room claims nothing and runs nothing. Where the dispatcher
+carries jobs (Cloud Tasks, ``loom serve``), the execution *waits in the queue*: its wait is
+recorded (:meth:`~loom.store.leases.LeaseSet.enqueue`) and an *admit pass* of its shard is
+scheduled (:func:`run_admit_job`, a job keyed by the queue, the shard and the interval, so
+at most one runs per shard and interval however many ask). A pass grants a batch of the
+oldest waiting executions in one transaction and wakes each (a dispatch); the woken call
+takes its grant. Every release schedules a pass too, so a freed slot is handed on. On a
+store whose grants contend on one document (``LeaseSet.batched``, Firestore) every new
+lease comes from a pass; elsewhere a call takes a free slot at once and only waits when
+there is none. A waiting execution is also re-dispatched once per ``lease_ttl`` as a safety
+net (a lost wake, a grant that lapsed), never polled more often.
+
+Without such a dispatcher, a call that finds no room records the wait and re-dispatches
+the execution a second or so later (the execution asks again). ``loom queues`` and
+``GET /queues`` show each queue's leases in flight and executions waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from loom import events as ev
 from loom.errors import ConfigurationError, InputError, StoreError
+from loom.kernel import jobs
 from loom.kernel.fold import ExecutionState
 from loom.kernel.primitive import Admission, Primitive
-from loom.store.leases import LeaseRequest, QueueDepth
+from loom.store.leases import (
+    DEFAULT_GRANT_TTL,
+    LeaseRequest,
+    LeaseSet,
+    QueueDepth,
+    QueueLimits,
+    admit_shard,
+)
 
 if TYPE_CHECKING:
     from loom.kernel.app import App
@@ -43,6 +63,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("loom")
 DEFAULT_LEASE_TTL: Final = 60.0
 RETRY_AFTER: Final = (0.5, 1.5)  # seconds before a waiting execution asks again (jittered)
+ADMIT_MOST: Final = 100  # grants one admit pass makes at most
+MAX_SHARDS: Final = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +76,23 @@ class QueueDef:
         concurrency: At most this many executions of the queue run at once (None: no limit).
         rate_per_second: At most this many start running per second (None: no limit).
         lease_ttl: Seconds a lease outlives a worker that died holding it.
+        shards: Admit shards: the queue's waiting executions and limits are split over
+            this many, each admitted by its own pass (for queues granting more than a
+            shard's passes can: one write a second each on Firestore). Partition keys
+            stay exact (a key always lands in the same shard); the limits are split, so a
+            full shard waits while another may have room.
     """
 
     name: str
     concurrency: int | None = None
     rate_per_second: float | None = None
     lease_ttl: float = DEFAULT_LEASE_TTL
+    shards: int = 1
+
+    def limits(self) -> QueueLimits:
+        """The limits an admit pass applies."""
+        grant_ttl = min(DEFAULT_GRANT_TTL, self.lease_ttl)
+        return QueueLimits(self.concurrency, self.rate_per_second, grant_ttl, self.shards)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +125,13 @@ def declare(
     concurrency: int | None = None,
     rate_per_second: float | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
+    shards: int = 1,
 ) -> QueueDef:
     """Register a queue (what ``Loom.queue`` does).
 
     Raises:
-        ConfigurationError: A name used twice or unusable as a document id, or a limit that
-            is not positive.
+        ConfigurationError: A name used twice or unusable as a document id, a limit that
+            is not positive, or a shard count outside 1 to 64.
     """
     if name in registry:
         raise ConfigurationError(f"queue {name!r} is declared twice")
@@ -108,7 +142,11 @@ def declare(
             raise ConfigurationError(f"queue {name!r}: {what} must be positive, not {value}")
     if lease_ttl <= 0:
         raise ConfigurationError(f"queue {name!r}: lease_ttl must be positive")
-    registry[name] = QueueDef(name, concurrency, rate_per_second, lease_ttl)
+    if isinstance(shards, bool) or not 1 <= shards <= MAX_SHARDS:
+        raise ConfigurationError(
+            f"queue {name!r}: shards must be 1 to {MAX_SHARDS}, not {shards!r}"
+        )
+    registry[name] = QueueDef(name, concurrency, rate_per_second, lease_ttl, shards)
     return registry[name]
 
 
@@ -141,6 +179,8 @@ def _request(
         rate=q.rate_per_second,
         owner=owner,
         replaces=replaces,
+        shards=q.shards,
+        flow=state.flow,
     )
 
 
@@ -167,7 +207,11 @@ async def admit(runtime: Runtime, state: ExecutionState, owner: str) -> bool:
     if q is None:
         return True
     dead = state.claim["holder"] if state.claim is not None else None  # (checked not live)
-    if not await runtime.store.leases().acquire(_request(runtime, state, q, owner, dead)):
+    leases = runtime.store.leases()
+    request = _request(runtime, state, q, owner, dead)
+    # Where passes admit and grants contend, a call only takes what a pass granted it.
+    got = await (leases.take(request) if _passes_only(runtime, leases) else leases.acquire(request))
+    if not got:
         return False
     stop = asyncio.Event()
     beat = asyncio.ensure_future(_renew(runtime, state, q, owner, stop))
@@ -186,7 +230,10 @@ async def _renew(
         except TimeoutError:
             pass
         try:
-            if not await runtime.store.leases().acquire(_request(runtime, state, q, owner)):
+            leases = runtime.store.leases()
+            request = _request(runtime, state, q, owner)
+            renew = leases.take if _passes_only(runtime, leases) else leases.acquire
+            if not await renew(request):
                 log.warning("queue lease of %s on %r lapsed", state.execution_id, q.name)
         except StoreError as exc:  # the next beat tries again, before the lease lapses
             log.warning("queue lease of %s not renewed: %s", state.execution_id, exc)
@@ -208,29 +255,83 @@ async def release(runtime: Runtime, state: ExecutionState, owner: str) -> None:
     A release that fails (the store unavailable past its retries) is logged, not raised: the
     execution's outcome is already written, and the lease frees itself when it expires.
     """
-    if state.queue is None:
+    q = _queue(runtime, state)
+    if q is None:
         return
     await _stop_heartbeat(owner)
     try:
-        await runtime.store.leases().release(state.queue, state.execution_id, owner)
+        await runtime.store.leases().release(q.name, state.execution_id, owner)
+        if jobs.carries_jobs(runtime):  # hand the slot on
+            await schedule_admit(runtime, q, _shard(runtime, state, q), runtime.clock())
     except StoreError as exc:
         log.warning(
             "queue lease of %s on %r not released (it expires by itself): %s",
             state.execution_id,
-            state.queue,
+            q.name,
             exc,
         )
 
 
 async def defer(runtime: Runtime, state: ExecutionState) -> ExecutionResult:
-    """Record the wait and dispatch the execution again a little later; report it."""
-    assert state.queue is not None
+    """Record the wait and arrange to be run again (see the module docstring); report it."""
+    q = _queue(runtime, state)
+    assert q is not None
     now = runtime.clock()
-    await runtime.store.leases().wait(state.queue, state.execution_id, now)
-    later = now + random.uniform(*RETRY_AFTER)
+    leases = runtime.store.leases()
+    if jobs.carries_jobs(runtime):
+        await leases.enqueue(_request(runtime, state, q, "-"))
+        await schedule_admit(runtime, q, _shard(runtime, state, q), now)
+        later = now + q.lease_ttl  # the safety net: a wake lost, a grant lapsed
+    else:
+        await leases.wait(q.name, state.execution_id, now)
+        later = now + random.uniform(*RETRY_AFTER)
     dispatch_id = f"{state.execution_id}:{state.last_seq}:queued@{int(later * 10)}"
     await runtime._dispatch(state.execution_id, state.flow, "timer", dispatch_id, not_before=later)  # pyright: ignore[reportPrivateUsage]
     return await runtime.report(state, include_state=False)
+
+
+def _passes_only(runtime: Runtime, leases: LeaseSet) -> bool:
+    """Whether new leases come from admit passes alone (see the module docstring)."""
+    return leases.batched and jobs.carries_jobs(runtime)
+
+
+def _shard(runtime: Runtime, state: ExecutionState, q: QueueDef) -> int:
+    return admit_shard(_request(runtime, state, q, "-"))
+
+
+async def schedule_admit(runtime: Runtime, q: QueueDef, shard: int, after: float) -> None:
+    """Have an admit pass of ``q``'s ``shard`` run at the first interval boundary after
+    ``after`` (one job per shard and interval: every caller of the same interval asks for
+    the same one); without an interval, at ``after`` (at once when it is past)."""
+    interval = runtime.store.leases().admit_interval
+    if interval > 0:
+        at: float | None = (math.floor(after / interval) + 1) * interval
+        key = f"{q.name}/{shard}@{at:.3f}"
+    else:  # nothing to batch (a pass that finds nothing to grant is cheap)
+        at = after if after > runtime.clock() else None
+        key = f"{q.name}/{shard}@{after!r}:{random.getrandbits(32):08x}"
+    job = jobs.Job("admit", key, {"queue": q.name, "shard": shard}, shard=shard)
+    await jobs.enqueue(runtime, job, not_before=at)
+
+
+async def run_admit_job(runtime: Runtime, job: jobs.Job) -> dict[str, Any]:
+    """An admit pass (the ``admit`` job): grant a batch, wake each execution granted, and
+    schedule the next pass when executions still wait and one could grant more."""
+    name, shard = str(job.args["queue"]), int(job.args["shard"])
+    q = declared(runtime.app).get(name) or QueueDef(name)
+    leases = runtime.store.leases()
+    now = runtime.clock()
+    done = await leases.admit(name, shard, q.limits(), now, ADMIT_MOST)
+    inline = runtime.dispatcher is not None and runtime.dispatcher.inline
+    for w in done.granted:
+        dispatch_id = f"{w.holder}:granted@{now!r}"
+        # An inline dispatcher would run each woken execution in this pass, one after the
+        # other: a moment later, each runs in a task of its own.
+        later = runtime.clock() + 0.01 if inline else None
+        await runtime._dispatch(w.holder, w.flow or "", "resume", dispatch_id, not_before=later)  # pyright: ignore[reportPrivateUsage]
+    if done.waiting and (done.granted or done.again_at is not None):
+        await schedule_admit(runtime, q, shard, max(now, done.again_at or now))
+    return {"queue": name, "shard": shard, "granted": len(done.granted), "waiting": done.waiting}
 
 
 class QueueAdmission(Admission):
@@ -269,4 +370,9 @@ def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
     s.queue, s.partition_key = e.queue, e.partition_key
 
 
-PRIMITIVE = Primitive("queues", head={"ExecutionStarted": _started}, admission=QueueAdmission())
+PRIMITIVE = Primitive(
+    "queues",
+    head={"ExecutionStarted": _started},
+    admission=QueueAdmission(),
+    jobs={"admit": run_admit_job},
+)

@@ -28,6 +28,15 @@ Which ticks a pass starts (the missed-tick policy):
 
 The input is the declared value; a flow that wants the tick's time reads it from its
 execution id or ``ctx.now()``.
+
+Where the dispatcher carries jobs (Cloud Tasks), the minutely tick only fans out
+(:func:`start_schedules`): the schedules are split over shards (by name), and each shard's
+pass of each minute is a job of its own, keyed by shard and minute (so the minutes of the
+grace window are asked for again by every tick, and each runs once), due at a moment of
+the minute of its own (the shards' starts are spread over the minute, not all at ``:00``).
+A shard's pass (:func:`run_schedules_job`) starts the ticks of its minute straight away:
+the start is create-if-absent, so no tick costs a read, and a tick a repeated pass meets
+again is one refused create.
 """
 
 from __future__ import annotations
@@ -46,8 +55,11 @@ from loom.errors import (
     UnknownExecutionError,
 )
 from loom.ids import check_execution_id
+from loom.kernel import jobs
+from loom.kernel.primitive import Primitive
 from loom.kernel.starts import noting_creates
 from loom.primitives.cron import Cron
+from loom.shards import shard_of
 
 if TYPE_CHECKING:
     from loom.kernel.app import App
@@ -88,13 +100,14 @@ class Schedule:
         tick = self.cron.last_at_or_before(now)
         while _fresh(now, tick, grace):
             chosen.append(tick)
-            tick = self._before(tick)
+            tick = self.previous(tick)
         for _ in range(self.catch_up):  # the most recent missed ones
             chosen.append(tick)
-            tick = self._before(tick)
+            tick = self.previous(tick)
         return chosen[::-1]
 
-    def _before(self, tick: datetime) -> datetime:
+    def previous(self, tick: datetime) -> datetime:
+        """The tick before ``tick``."""
         return self.cron.last_at_or_before(tick - timedelta(minutes=1))
 
     def next_tick(self, now: datetime) -> datetime:
@@ -192,12 +205,14 @@ def _schedules(runtime: Runtime) -> dict[str, Schedule]:
     return found
 
 
-async def _fire(runtime: Runtime, schedule: Schedule, tick: datetime) -> Fired:
+async def _fire(
+    runtime: Runtime, schedule: Schedule, tick: datetime, *, read_first: bool = True
+) -> Fired:
     eid = schedule.execution_id(tick)
     iso = tick.strftime("%Y-%m-%dT%H:%M:%SZ")
     by = f"{PREFIX}{schedule.name}"
     try:
-        known = await _summary(runtime, eid)
+        known = await _summary(runtime, eid) if read_first else None
         if known is not None:  # the common repeat: no flow lookup, no write
             await _check_own(runtime, schedule, eid, by)
             return Fired(schedule.name, iso, eid, False, known.status)
@@ -253,3 +268,66 @@ async def _check_own(runtime: Runtime, schedule: Schedule, eid: str, by: str) ->
 def declared(app: App) -> dict[str, Schedule]:
     """The schedules declared on ``app`` (``Loom.schedule``), by name."""
     return cast("dict[str, Schedule]", app.declared.setdefault("schedules", {}))
+
+
+SHARDS: Final = 16  # at most this many schedule shards
+SPREAD: Final = 50.0  # seconds of each minute over which the shards' passes start
+
+
+def schedule_shards(count: int) -> int:
+    """How many shards ``count`` schedules are split over."""
+    return max(1, min(SHARDS, count))
+
+
+async def start_schedules(runtime: Runtime, *, grace: float = DEFAULT_GRACE) -> dict[str, Any]:
+    """The minutely tick where jobs travel: a pass job per schedule shard and minute of the
+    grace window (see the module docstring); what it asked for."""
+    schedules = _schedules(runtime)
+    if not schedules:
+        return {"shards": 0, "minutes": 0}
+    shards = schedule_shards(len(schedules))
+    now = runtime.clock()
+    last = int(now // 60) * 60
+    minutes = [last - 60 * i for i in range(int(grace // 60) + 1)]
+    for minute in minutes:
+        for shard in range(shards):
+            at = minute + SPREAD * shard / shards  # spread over the minute
+            args = {"shard": shard, "shards": shards, "minute": minute, "grace": grace}
+            job = jobs.Job("schedules", f"{shard}/{shards}@{minute}", args, shard=shard)
+            await jobs.enqueue(runtime, job, not_before=at if at > now else None)
+    return {"shards": shards, "minutes": len(minutes)}
+
+
+async def run_schedules_job(runtime: Runtime, job: jobs.Job) -> dict[str, Any]:
+    """One shard's pass of one minute: start each of its schedules' tick of that minute,
+    create-if-absent (and, for a schedule with ``catch_up``, the missed ticks before it)."""
+    shard, shards = int(job.args["shard"]), int(job.args["shards"])
+    minute = datetime.fromtimestamp(float(job.args["minute"]), UTC)
+    fired: list[Fired] = []
+    for schedule in _schedules(runtime).values():
+        if shard_of(schedule.name, shards) != shard:
+            continue
+        tick = schedule.cron.last_at_or_before(minute)
+        if (minute - tick).total_seconds() < 60:
+            fired.append(await _fire(runtime, schedule, tick, read_first=False))
+        grace = float(job.args.get("grace") or DEFAULT_GRACE)
+        for older in _missed(schedule, tick, minute, grace):
+            fired.append(await _fire(runtime, schedule, older))
+    started = sum(1 for f in fired if f.started)
+    return {"shard": shard, "minute": minute.isoformat(), "fired": len(fired), "started": started}
+
+
+def _missed(schedule: Schedule, tick: datetime, minute: datetime, grace: float) -> list[datetime]:
+    """The ``catch_up`` ticks before the grace window of a pass at ``minute`` (read first:
+    they most likely ran), oldest first."""
+    older: list[datetime] = []
+    while schedule.catch_up and (minute - tick).total_seconds() <= grace:
+        tick = schedule.previous(tick)
+    for _ in range(schedule.catch_up):
+        older.append(tick)
+        tick = schedule.previous(tick)
+    return older[::-1]
+
+
+PRIMITIVE = Primitive("schedules", jobs={"schedules": run_schedules_job})
+"""The schedules' passes, as jobs (their declarations live on the app: ``Loom.schedule``)."""

@@ -49,6 +49,11 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
   id is unknown and ``create`` starts it anew. ``purge`` deletes, oldest first and a bounded
   batch at a time, finished executions last updated before a time; it is idempotent and
   resumable (what was deleted stays deleted, what was not is found by the next call).
+* ``shard_count`` says over how many shards (:mod:`loom.shards`) the store splits its
+  executions (1: it does not), fixed for the store's life; ``list_shard`` and ``purge``
+  with a ``shard`` answer for the executions of one shard alone, so the callers that walk
+  every execution (the sweeper, the purge) can work shard by shard, in parallel. ``list``
+  and ``browse`` answer across every shard.
 * Unknown execution ids raise :class:`~loom.errors.UnknownExecutionError`.
 * Execution ids follow the one rule of :mod:`loom.ids`: every method refuses another id with
   :class:`~loom.errors.InvalidExecutionIdError` before any I/O, and a valid id is stored and
@@ -58,7 +63,8 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
   cause chained, :class:`~loom.errors.StoreUnavailableError` when a retry may succeed; a
   failed write writes nothing.
 * ``leases`` gives the queue leases (:class:`~loom.store.leases.LeaseSet`, its own contract)
-  shared by every process that opens the same store.
+  shared by every process that opens the same store; ``inbox`` the inboxes of fan-in
+  deliveries (:class:`~loom.store.inbox.Inbox`, its own contract), or ``None``.
 * ``ping`` is a cheap check that the store can answer now (for a readiness probe); it
   raises :class:`~loom.errors.StoreError` when it cannot. The caller bounds its time.
 """
@@ -74,6 +80,7 @@ from loom.errors import ConfigurationError
 from loom.events import TERMINAL_TYPES, Event, ExecutionStarted
 from loom.scope import off_scope_methods
 from loom.store.browse import BrowseQuery, browse_by_listing, count_by_scanning
+from loom.store.inbox import Inbox
 from loom.store.leases import LeaseSet
 from loom.telemetry import trace_store_methods
 
@@ -356,6 +363,41 @@ class EventStore(abc.ABC):
         must still accept the id started again afterwards.
         """
 
+    async def shard_count(self) -> int:
+        """Over how many shards the store splits its executions (see the module docstring).
+
+        Default: 1, the whole store is shard 0.
+        """
+        return 1
+
+    async def upkeep(self) -> dict[str, int]:
+        """Maintenance the store needs now and then (the sweep calls it): what it did.
+
+        Default: nothing. (Firestore gives the executions of an upgraded database their
+        shard, once.)
+        """
+        return {}
+
+    async def list_shard(
+        self,
+        shard: int,
+        status: str | None = None,
+        *,
+        due_before: float | None = None,
+        limit: int = 1000,
+        oldest_first: bool = False,
+        after: ListCursor | None = None,
+    ) -> list[ExecutionSummary]:
+        """``list`` of the executions of one shard (same arguments and order).
+
+        Default: shard 0 is the whole store, any other is empty.
+        """
+        if shard != 0:
+            return []
+        return await self.list(
+            status, due_before=due_before, limit=limit, oldest_first=oldest_first, after=after
+        )
+
     async def purge(
         self,
         finished_before: float,
@@ -363,6 +405,7 @@ class EventStore(abc.ABC):
         limit: int = 100,
         after: ListCursor | None = None,
         on_delete: OnDelete | None = None,
+        shard: int | None = None,
     ) -> PurgeReport:
         """Delete finished executions last updated before ``finished_before``.
 
@@ -376,8 +419,12 @@ class EventStore(abc.ABC):
             on_delete: Awaited with each id before it is deleted (e.g. to delete its blobs
                 first: once the execution is gone nothing would find them). If it raises,
                 the execution is kept and the error propagates.
+            shard: Only the executions of this shard (``None``: every execution).
         """
-        page = await self.list(limit=limit, oldest_first=True, after=after)
+        if shard is None:
+            page = await self.list(limit=limit, oldest_first=True, after=after)
+        else:
+            page = await self.list_shard(shard, limit=limit, oldest_first=True, after=after)
         purged: list[str] = []
         for scanned, row in enumerate(page):
             if row.created_at >= finished_before:
@@ -430,6 +477,12 @@ class EventStore(abc.ABC):
         raise ConfigurationError(
             f"{type(self).__name__} keeps no queue leases; queues need a store that does"
         )
+
+    def inbox(self) -> Inbox | None:
+        """The inboxes kept beside this store's logs (:mod:`loom.store.inbox`), shared by
+        every process that opens the same store; ``None`` when it keeps none (deliveries
+        then append to the log directly)."""
+        return None
 
     async def ping(self) -> None:
         """Check that the store answers now (readiness); raise ``StoreError`` if it cannot.

@@ -23,7 +23,8 @@ from loom.store.base import (
     page_after,
     settled_status,
 )
-from loom.store.leases import InMemoryLeaseSet
+from loom.store.inbox import InMemoryInbox
+from loom.store.memory_leases import InMemoryLeaseSet
 
 
 @dataclass(slots=True)
@@ -58,10 +59,15 @@ class InMemoryEventStore(EventStore):
     def __init__(self) -> None:
         self._logs: dict[str, _Log] = {}
         self._leases = InMemoryLeaseSet()
+        self._inbox = InMemoryInbox()
 
     def leases(self) -> InMemoryLeaseSet:
         """Queue leases in memory, like the logs."""
         return self._leases
+
+    def inbox(self) -> InMemoryInbox:
+        """Inboxes in memory, like the logs."""
+        return self._inbox
 
     def _log(self, execution_id: str) -> _Log:
         check_execution_id(execution_id)
@@ -151,6 +157,7 @@ class InMemoryEventStore(EventStore):
         return page_after(rows, after, oldest_first, limit)
 
     async def delete_execution(self, execution_id: str) -> bool:
+        self._inbox.drop(execution_id)
         return self._logs.pop(execution_id, None) is not None
 
     async def scan(

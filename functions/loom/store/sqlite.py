@@ -61,6 +61,7 @@ from loom.store.sqlite_faults import (
     translate,
 )
 from loom.store.sqlite_group import GroupCommitter
+from loom.store.sqlite_inbox import SqliteInbox, drop_inbox
 from loom.store.sqlite_leases import SqliteLeaseSet
 from loom.store.sqlite_schema import SUMMARY_COLUMNS, prepare
 from loom.store.sqlite_wal import configure, release
@@ -128,6 +129,13 @@ class SqliteEventStore(EventStore):
         found: SqliteLeaseSet | None = getattr(self, "_lease_set", None)
         if found is None:
             found = self._lease_set = SqliteLeaseSet(self.path, self.busy_timeout)
+        return found
+
+    def inbox(self) -> SqliteInbox:
+        """Inboxes in this database file, shared by every process that opens it."""
+        found: SqliteInbox | None = getattr(self, "_inbox", None)
+        if found is None:
+            found = self._inbox = SqliteInbox(self.path, self.busy_timeout)
         return found
 
     def serve_off_loop(self) -> None:
@@ -389,6 +397,7 @@ class SqliteEventStore(EventStore):
             gone = con.execute("DELETE FROM executions WHERE id=?", (execution_id,)).rowcount
             con.execute("DELETE FROM events WHERE execution_id=?", (execution_id,))
             con.execute("DELETE FROM snapshots WHERE execution_id=?", (execution_id,))
+            drop_inbox(con, execution_id)
             return gone == 1
 
         return self._write(body)

@@ -7,17 +7,26 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from loom.store.leases import (
+    GRANT,
+    Admitted,
     LeaseRequest,
     LeaseSet,
     QueueDepth,
+    QueueLimits,
+    Waiter,
+    admit_shard,
     admits,
+    choose,
     is_new_grant,
     owned_elsewhere,
     rate_window,
+    shard_limits,
 )
 from loom.store.sqlite_faults import translate
 
@@ -30,7 +39,17 @@ CREATE INDEX IF NOT EXISTS queue_grants_by_queue ON queue_grants (queue, at);
 CREATE TABLE IF NOT EXISTS queue_waiting (
     queue TEXT NOT NULL, holder TEXT NOT NULL, since REAL NOT NULL,
     PRIMARY KEY (queue, holder));
+CREATE TABLE IF NOT EXISTS queue_queued (
+    queue TEXT NOT NULL, holder TEXT NOT NULL, partition_key TEXT, since REAL NOT NULL,
+    shard INTEGER NOT NULL, flow TEXT, PRIMARY KEY (queue, holder));
+CREATE INDEX IF NOT EXISTS queue_queued_by_shard ON queue_queued (queue, shard, since);
 """
+# Columns a table made by an older release lacks: (table, column, declaration).
+_ADDED = (
+    ("queue_leases", "owner", "TEXT NOT NULL DEFAULT ''"),
+    ("queue_leases", "shard", "INTEGER NOT NULL DEFAULT 0"),
+    ("queue_grants", "shard", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 
 class SqliteLeaseSet(LeaseSet):
@@ -40,13 +59,18 @@ class SqliteLeaseSet(LeaseSet):
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         self._ready = False
+        self._migrating = threading.Lock()
 
     def _connect(self) -> sqlite3.Connection:
         con = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
         if not self._ready:
-            con.executescript(_SCHEMA)
-            _add_owners(con)
-            self._ready = True
+            with self._migrating:  # (this process's first calls run on several threads)
+                if not self._ready:
+                    con.executescript(_SCHEMA)
+                    con.execute("BEGIN IMMEDIATE")  # (and other processes: one migrates)
+                    _add_columns(con)
+                    con.execute("COMMIT")
+                    self._ready = True
         return con
 
     async def _run(self, what: str, body: Callable[..., object], *args: object) -> object:
@@ -69,6 +93,10 @@ class SqliteLeaseSet(LeaseSet):
         """See :class:`~loom.store.leases.LeaseSet`."""
         return bool(await self._run("acquiring a queue lease", _acquire, request))
 
+    async def take(self, request: LeaseRequest) -> bool:
+        """See :class:`~loom.store.leases.LeaseSet`."""
+        return bool(await self._run("taking a queue lease", _take, request))
+
     async def release(self, queue: str, holder: str, owner: str) -> None:
         """See :class:`~loom.store.leases.LeaseSet`."""
         await self._run("releasing a queue lease", _release, queue, holder, owner)
@@ -77,6 +105,18 @@ class SqliteLeaseSet(LeaseSet):
         """See :class:`~loom.store.leases.LeaseSet`."""
         await self._run("recording a queue wait", _wait, queue, holder, now)
 
+    async def enqueue(self, request: LeaseRequest) -> None:
+        """See :class:`~loom.store.leases.LeaseSet`."""
+        await self._run("recording a queue wait", _enqueue, request)
+
+    async def admit(
+        self, queue: str, shard: int, limits: QueueLimits, now: float, most: int = 100
+    ) -> Admitted:
+        """See :class:`~loom.store.leases.LeaseSet`."""
+        found = await self._run("admitting from a queue", _admit, queue, shard, limits, now, most)
+        assert isinstance(found, Admitted)
+        return found
+
     async def depth(self, queue: str, now: float) -> QueueDepth:
         """See :class:`~loom.store.leases.LeaseSet`."""
         found = await self._run("reading a queue's depth", _depth, queue, now)
@@ -84,38 +124,80 @@ class SqliteLeaseSet(LeaseSet):
         return found
 
 
-def _add_owners(con: sqlite3.Connection) -> None:
-    """Give a lease table made by an older release its ``owner`` column (leases taken
-    before it have the empty owner, which only an owner-less caller's release drops)."""
-    columns = [row[1] for row in con.execute("PRAGMA table_info(queue_leases)")]
-    if "owner" not in columns:
-        con.execute("ALTER TABLE queue_leases ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+def _add_columns(con: sqlite3.Connection) -> None:
+    """Give tables made by an older release the columns added since (leases taken before
+    owners have the empty owner, which only an owner-less caller's release drops; before
+    admit shards, everything was shard 0)."""
+    for table, column, declaration in _ADDED:
+        columns = [row[1] for row in con.execute(f"PRAGMA table_info({table})")]
+        if column not in columns:
+            con.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+
+
+def _prune(con: sqlite3.Connection, queue: str, now: float) -> None:
+    con.execute("DELETE FROM queue_leases WHERE queue = ? AND expires <= ?", (queue, now))
+
+
+def _live(con: sqlite3.Connection, queue: str, shard: int) -> dict[str, str | None]:
+    rows = con.execute(
+        "SELECT holder, partition_key FROM queue_leases WHERE queue = ? AND shard = ?",
+        (queue, shard),
+    )
+    return {h: p for h, p in rows}
+
+
+def _recent(con: sqlite3.Connection, queue: str, shard: int, now: float, rate: float | None):
+    con.execute(
+        "DELETE FROM queue_grants WHERE queue = ? AND shard = ? AND at <= ?",
+        (queue, shard, now - rate_window(rate)),
+    )
+    rows = con.execute(
+        "SELECT at FROM queue_grants WHERE queue = ? AND shard = ?", (queue, shard)
+    ).fetchall()
+    return [float(t) for (t,) in rows]
+
+
+def _mine(con: sqlite3.Connection, r: LeaseRequest) -> tuple[str, int] | None:
+    row = con.execute(
+        "SELECT owner, shard FROM queue_leases WHERE queue = ? AND holder = ?", (r.queue, r.holder)
+    ).fetchone()
+    return None if row is None else (str(row[0]), int(row[1]))
+
+
+def _hold(con: sqlite3.Connection, r: LeaseRequest, shard: int, owner: str, ttl: float) -> None:
+    con.execute(
+        "INSERT OR REPLACE INTO queue_leases "
+        "(queue, holder, partition_key, expires, owner, shard) VALUES (?, ?, ?, ?, ?, ?)",
+        (r.queue, r.holder, r.partition, r.now + ttl, owner, shard),
+    )
+    con.execute("DELETE FROM queue_waiting WHERE queue = ? AND holder = ?", (r.queue, r.holder))
+    con.execute("DELETE FROM queue_queued WHERE queue = ? AND holder = ?", (r.queue, r.holder))
 
 
 def _acquire(con: sqlite3.Connection, r: LeaseRequest) -> bool:
-    con.execute("DELETE FROM queue_leases WHERE queue = ? AND expires <= ?", (r.queue, r.now))
-    con.execute(
-        "DELETE FROM queue_grants WHERE queue = ? AND at <= ?",
-        (r.queue, r.now - rate_window(r.rate)),
-    )
-    rows = con.execute(
-        "SELECT holder, partition_key, owner FROM queue_leases WHERE queue = ?", (r.queue,)
-    ).fetchall()
-    owners: dict[str, str] = {h: o for h, _, o in rows}
-    if owned_elsewhere(r, owners.get(r.holder)):
+    _prune(con, r.queue, r.now)
+    mine = _mine(con, r)
+    if owned_elsewhere(r, None if mine is None else mine[0]):
         return False
-    live: dict[str, str | None] = {h: p for h, p, _ in rows}
-    recent = [t for (t,) in con.execute("SELECT at FROM queue_grants WHERE queue = ?", (r.queue,))]
-    if not admits(r, live, recent):
+    shard = admit_shard(r) if mine is None else mine[1]
+    rate = shard_limits(QueueLimits.of(r), shard).rate
+    live = _live(con, r.queue, shard)
+    if not admits(r, live, _recent(con, r.queue, shard, r.now, rate)):
         return False
     if is_new_grant(r, live):
-        con.execute("INSERT INTO queue_grants VALUES (?, ?)", (r.queue, r.now))
-    con.execute(
-        "INSERT OR REPLACE INTO queue_leases (queue, holder, partition_key, expires, owner) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (r.queue, r.holder, r.partition, r.now + r.ttl, r.owner),
-    )
-    con.execute("DELETE FROM queue_waiting WHERE queue = ? AND holder = ?", (r.queue, r.holder))
+        con.execute(
+            "INSERT INTO queue_grants (queue, at, shard) VALUES (?, ?, ?)", (r.queue, r.now, shard)
+        )
+    _hold(con, r, shard, r.owner, r.ttl)
+    return True
+
+
+def _take(con: sqlite3.Connection, r: LeaseRequest) -> bool:
+    _prune(con, r.queue, r.now)
+    mine = _mine(con, r)
+    if mine is None or owned_elsewhere(r, mine[0]):
+        return False
+    _hold(con, r, mine[1], r.owner, r.ttl)
     return True
 
 
@@ -130,13 +212,54 @@ def _wait(con: sqlite3.Connection, queue: str, holder: str, now: float) -> None:
     con.execute("INSERT OR IGNORE INTO queue_waiting VALUES (?, ?, ?)", (queue, holder, now))
 
 
+def _enqueue(con: sqlite3.Connection, r: LeaseRequest) -> None:
+    con.execute(
+        "INSERT OR IGNORE INTO queue_queued (queue, holder, partition_key, since, shard, flow) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (r.queue, r.holder, r.partition, r.now, admit_shard(r), r.flow),
+    )
+
+
+def _admit(
+    con: sqlite3.Connection, queue: str, shard: int, limits: QueueLimits, now: float, most: int
+) -> Admitted:
+    _prune(con, queue, now)
+    mine = shard_limits(limits, shard)
+    rows = con.execute(
+        "SELECT holder, partition_key, since, flow FROM queue_queued "
+        "WHERE queue = ? AND shard = ? ORDER BY since, holder",
+        (queue, shard),
+    ).fetchall()
+    waiters = [Waiter(h, p, float(t), f) for h, p, t, f in rows]
+    live = _live(con, queue, shard)
+    recent = _recent(con, queue, shard, now, mine.rate)
+    granted, again = choose(waiters, live, recent, mine, now, most)
+    for w in granted:
+        owner = f"{GRANT}{uuid.uuid4().hex}"
+        request = LeaseRequest(
+            queue, w.holder, now, limits.grant_ttl, partition=w.partition, owner=owner
+        )
+        _hold(con, request, shard, owner, limits.grant_ttl)
+        con.execute(
+            "INSERT INTO queue_grants (queue, at, shard) VALUES (?, ?, ?)", (queue, now, shard)
+        )
+    left = len(waiters) - len(granted)
+    if left and again is None:
+        (soonest,) = con.execute(
+            "SELECT MIN(expires) FROM queue_leases WHERE queue = ? AND shard = ?", (queue, shard)
+        ).fetchone()
+        again = None if soonest is None else float(soonest)
+    return Admitted(granted, left, again if left else None)
+
+
 def _depth(con: sqlite3.Connection, queue: str, now: float) -> QueueDepth:
     (live,) = con.execute(
         "SELECT COUNT(*) FROM queue_leases WHERE queue = ? AND expires > ?", (queue, now)
     ).fetchone()
     (waiting,) = con.execute(
-        "SELECT COUNT(*) FROM queue_waiting w WHERE queue = ? AND NOT EXISTS (SELECT 1 FROM "
-        "queue_leases l WHERE l.queue = w.queue AND l.holder = w.holder)",
-        (queue,),
+        "SELECT COUNT(*) FROM (SELECT holder FROM queue_waiting WHERE queue = ? UNION "
+        "SELECT holder FROM queue_queued WHERE queue = ?) w WHERE NOT EXISTS (SELECT 1 FROM "
+        "queue_leases l WHERE l.queue = ? AND l.holder = w.holder AND l.expires > ?)",
+        (queue, queue, queue, now),
     ).fetchone()
     return QueueDepth(int(live), int(waiting))

@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from loom.errors import LoomError, StoreError
-from loom.primitives.schedules import DEFAULT_GRACE, Schedule, fire_due
+from loom.kernel.jobs import carries_jobs
+from loom.primitives.schedules import DEFAULT_GRACE, Schedule, fire_due, start_schedules
 
 if TYPE_CHECKING:
     from flask import Request
@@ -51,7 +52,10 @@ def _grace() -> float:
 
 
 async def schedule_tick(runtime: Runtime) -> dict[str, Any]:
-    """``POST /tasks/schedules``: one pass; what it started or found started already."""
+    """``POST /tasks/schedules``: one pass, what it started or found started already; or,
+    where jobs travel, a pass job per schedule shard and minute (``loom.schedules``)."""
+    if carries_jobs(runtime):
+        return await start_schedules(runtime, grace=_grace())
     fired = await fire_due(runtime, grace=_grace())
     return {"fired": [f.to_json() for f in fired]}
 

@@ -8,6 +8,13 @@ retries ran out) and timers overdue by more than the grace period (their task wa
 
 The purge deletes finished executions older than the retention period with their events,
 snapshots and blobs (see :mod:`loom.ops.retention`).
+
+Where the dispatcher carries jobs (Cloud Tasks), both routes only fan out: one job per
+shard of the store (:mod:`loom.kernel.jobs`), each a short request of its own on the maintenance
+queues, so a sweep or a purge grows with the deployment instead of overrunning one request.
+A sweep job reads its shard's running executions from their summaries and loads only
+those that look stranded, many at once; a purge job deletes its shard's finished
+executions for up to ``LOOM_PURGE_BUDGET`` seconds and enqueues its own continuation.
 """
 
 from __future__ import annotations
@@ -15,32 +22,24 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from loom.dispatch.base import Dispatcher
 from loom.errors import ConfigurationError, InputError
-from loom.ids import id_problem
-from loom.kernel.claims import claim_is_live
-from loom.ops.retention import DEFAULT_RETENTION, PurgeSummary, parse_age, purge_finished
+from loom.kernel import jobs
+from loom.ops.retention import (
+    DEFAULT_RETENTION,
+    PurgeSummary,
+    parse_age,
+    purge_finished,
+    start_purge,
+)
+from loom.ops.sweep import require_dispatcher, sweep_shard
 from loom.runtime import Runtime
-from loom.store.base import EventStore, ExecutionSummary, ListCursor
-from loom.wire import ExecutionPackage
 
 log = logging.getLogger("loom.tasks")
 
 DEFAULT_SWEEP_GRACE = 60.0
-
-
-def require_dispatcher(runtime: Runtime) -> Dispatcher:
-    """The runtime's dispatcher; the tasks target cannot work without one.
-
-    Raises:
-        ConfigurationError: ``LOOM_DISPATCH`` is not set.
-    """
-    if runtime.dispatcher is None:
-        raise ConfigurationError("the tasks target needs a dispatcher (LOOM_DISPATCH)")
-    return runtime.dispatcher
 
 
 # -- /tasks/sweep ----------------------------------------------------------------------------
@@ -65,32 +64,15 @@ async def sweep(
             to the end (the oldest are the likeliest to be stranded); overdue timers are
             the ``limit`` earliest due.
     """
-    dispatcher = require_dispatcher(runtime)
+    require_dispatcher(runtime)
     now = clock()
-    window = int(now // grace)
     redispatched: list[str] = []
-    async for row in _running_oldest_first(runtime.store, limit):
-        if now - row.updated_at < grace:
-            continue  # the summary's time lags the log's, never leads it: progress is recent
-        if id_problem(row.execution_id) is not None:
-            continue  # stored before the id rule: the store refuses it now
-        state = await runtime.load_state(row.execution_id)
-        stale = now - state.updated_at >= grace
-        if state.status != "running" or not stale:
-            continue
-        if claim_is_live(state.claim, now):
-            continue
-        package = ExecutionPackage(execution_id=state.execution_id, flow=state.flow, reason="sweep")
-        await dispatcher.dispatch(package, f"{state.execution_id}:{state.last_seq}:sweep@{window}")
-        redispatched.append(state.execution_id)
     timers = 0
-    for row in await runtime.store.list("suspended", due_before=now - grace, limit=limit):
-        if row.parked_reason is not None or row.wake_at is None or id_problem(row.execution_id):
-            continue
-        package = ExecutionPackage(execution_id=row.execution_id, flow=row.flow, reason="timer")
-        await dispatcher.dispatch(package, f"{row.execution_id}:{row.last_seq}:sweep@{window}")
-        redispatched.append(row.execution_id)
-        timers += 1
+    for shard in range(await runtime.store.shard_count()):
+        found = await sweep_shard(runtime, shard, grace=grace, now=now, limit=limit)
+        redispatched += found["redispatched"]
+        timers += found["timers"]
+    await runtime.store.upkeep()
     log.info(
         "sweep redispatched %d execution(s), %d overdue timer(s)",
         len(redispatched) - timers,
@@ -99,18 +81,33 @@ async def sweep(
     return {"redispatched": redispatched, "timers": timers}
 
 
-async def _running_oldest_first(store: EventStore, page: int) -> AsyncIterator[ExecutionSummary]:
-    after: ListCursor | None = None
-    while True:
-        rows = await store.list("running", limit=page, oldest_first=True, after=after)
-        for row in rows:
-            yield row
-        if len(rows) < page:
-            return
-        after = rows[-1].cursor
+async def start_sweep(
+    runtime: Runtime, *, grace: float, clock: Callable[[], float] = time.time
+) -> dict[str, Any]:
+    """``POST /tasks/sweep`` where jobs travel: one sweep job per shard (keyed by the
+    window, so a repeated call adds none), and the store's upkeep."""
+    now = clock()
+    window = int(now // grace)
+    shards = await runtime.store.shard_count()
+    for shard in range(shards):
+        args = {"shard": shard, "grace": grace, "now": now}
+        await jobs.enqueue(runtime, jobs.Job("sweep", f"{shard}@{window}", args, shard=shard))
+    done = await runtime.store.upkeep()
+    return {"shards": shards, "window": window, **done}
 
 
 # -- /tasks/purge ----------------------------------------------------------------------------
+
+
+def _purge_settings(env: Mapping[str, str] | None) -> tuple[float, float]:
+    env = os.environ if env is None else env
+    raw_budget = env.get("LOOM_PURGE_BUDGET") or "240"
+    try:
+        older_than = parse_age(env.get("LOOM_RETENTION") or DEFAULT_RETENTION)
+        budget = float(raw_budget)
+    except (InputError, ValueError) as exc:
+        raise ConfigurationError(f"LOOM_RETENTION / LOOM_PURGE_BUDGET: {exc}") from exc
+    return older_than, budget
 
 
 async def purge(runtime: Runtime, env: Mapping[str, str] | None = None) -> PurgeSummary:
@@ -120,13 +117,20 @@ async def purge(runtime: Runtime, env: Mapping[str, str] | None = None) -> Purge
     Raises:
         ConfigurationError: A malformed setting.
     """
-    env = os.environ if env is None else env
-    raw_budget = env.get("LOOM_PURGE_BUDGET") or "240"
-    try:
-        older_than = parse_age(env.get("LOOM_RETENTION") or DEFAULT_RETENTION)
-        budget = float(raw_budget)
-    except (InputError, ValueError) as exc:
-        raise ConfigurationError(f"LOOM_RETENTION / LOOM_PURGE_BUDGET: {exc}") from exc
+    older_than, budget = _purge_settings(env)
     return await purge_finished(
         runtime.store, runtime.payloads.blobs, older_than=older_than, budget=budget
     )
+
+
+async def purge_route(runtime: Runtime, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``POST /tasks/purge``: fanned out into one purge job per shard where jobs travel
+    (:func:`loom.retention.start_purge`), else the purge itself (:func:`purge`).
+
+    Raises:
+        ConfigurationError: A malformed setting.
+    """
+    older_than, budget = _purge_settings(env)
+    if jobs.carries_jobs(runtime):
+        return await start_purge(runtime, older_than=older_than, budget=budget)
+    return (await purge(runtime, env)).to_json()

@@ -30,7 +30,8 @@ runtime dispatch its timer again (deduplicated by name): the attempt that suspen
 have died before its own timer dispatch.
 
 ``/tasks/sweep`` and ``/tasks/purge`` (for Cloud Scheduler) live in
-:mod:`loom.workers.tasks_maintenance`.
+:mod:`loom.workers.tasks_maintenance`; ``/tasks/job`` runs a job the dispatcher carried
+(:mod:`loom.kernel.jobs`: an admit pass, one shard's purge, sweep or schedules).
 """
 
 from __future__ import annotations
@@ -53,10 +54,12 @@ from werkzeug.datastructures import Headers
 
 from loom.errors import (
     ExecutionSupersededError,
+    InputError,
     LoomError,
     StoreError,
     UnknownExecutionError,
 )
+from loom.kernel.jobs import Job, carries_jobs, run_job
 from loom.runtime import Runtime
 from loom.telemetry import incoming
 from loom.wire import ExecutionPackage, ExecutionResult
@@ -72,7 +75,9 @@ from loom.workers.schedule_routes import schedule_tick
 from loom.workers.tasks_maintenance import (
     DEFAULT_SWEEP_GRACE,
     purge,
+    purge_route,
     require_dispatcher,
+    start_sweep,
     sweep,
 )
 
@@ -337,7 +342,7 @@ class TasksHandler:
 
     def route(self, request: Request) -> Reply:
         """Dispatch on the path: ``/tasks/execute``, ``/tasks/sweep``, ``/tasks/purge``,
-        ``/health``."""
+        ``/tasks/schedules``, ``/tasks/job``, ``/health``."""
         segments = [p for p in request.path.split("/") if p]
         if segments not in (["health"], ["live"]):
             self._guard.check(request, segments[-1] if segments[:1] == ["tasks"] else "call")
@@ -346,23 +351,48 @@ class TasksHandler:
             return self.execute(request)
         if segments == ["tasks", "sweep"]:
             _only(request, "POST")
-            return 200, self.loop.run(sweep(self.runtime(), grace=self.sweep_grace)), {}
+            return 200, self.loop.run(self._sweep()), {}
         if segments == ["tasks", "purge"]:
             _only(request, "POST")
-            return 200, self.loop.run(purge(self.runtime())).to_json(), {}
+            return 200, self.loop.run(purge_route(self.runtime())), {}
         if segments == ["tasks", "schedules"]:  # Cloud Scheduler's tick (loom.primitives.schedules)
             _only(request, "POST")
             return 200, self.loop.run(schedule_tick(self.runtime())), {}
+        if segments == ["tasks", "job"]:  # a job the dispatcher carried (loom.kernel.jobs)
+            _only(request, "POST")
+            return self.job(request)
         if segments == ["health"]:
             return self.health()
         if segments == ["live"]:
             return (*liveness(), {})
         raise HttpError(404, "not_found", f"no route {request.method} {request.path}")
 
+    async def _sweep(self) -> dict[str, Any]:
+        """The sweep, fanned out into a job per shard where jobs travel."""
+        runtime = self.runtime()
+        if carries_jobs(runtime):
+            return await start_sweep(runtime, grace=self.sweep_grace)
+        return await sweep(runtime, grace=self.sweep_grace)
+
     def health(self) -> Reply:
         """``GET /health``: 503 when the runtime cannot be built (a bad ``LOOM_*`` setting)
         or the store does not answer a cheap check in time."""
         return (*readiness(self.runtime, self.loop), {})
+
+    def job(self, request: Request) -> Reply:
+        """``POST /tasks/job``: run the job in the body (``{"job": {...}}``) here.
+
+        A body that is no job is a 400 (no retry can fix it); a store failure a 503 with
+        ``Retry-After`` (the job is retried, and every job tolerates a repeat).
+        """
+        body = parse_json(request, read_body(request, self.max_body))
+        try:
+            job = Job.from_json(body.get("job"))
+        except InputError as exc:
+            raise HttpError(400, "invalid_job", exc.message, exc.details) from exc
+        bind(job=job.job_id)
+        done = self.loop.run(run_job(self.runtime(), job))
+        return 200, {"job": job.job_id, **done}, {}
 
     def execute(self, request: Request) -> Reply:
         """``POST /tasks/execute``."""
@@ -405,3 +435,6 @@ def error_reply(exc: Exception) -> Reply:
             "details": {"error_id": error_id},
         }
     return 500, body, {}
+
+
+__all__ = ["TaskBody", "TaskInfo", "TasksHandler", "error_reply", "execute_task", "purge", "sweep"]

@@ -9,13 +9,23 @@ output "worker_url" {
 }
 
 output "queue_name" {
-  description = "Name of the Cloud Tasks queue."
+  description = "Name of the Cloud Tasks queue of earlier releases (nothing new is enqueued on it)."
   value       = module.loom.queue_name
 }
 
 output "queue_id" {
-  description = "Full id of the Cloud Tasks queue."
+  description = "Full id of the Cloud Tasks queue of earlier releases."
   value       = module.loom.queue_id
+}
+
+output "task_queues" {
+  description = "Names of the Cloud Tasks queues by class and shard."
+  value       = module.loom.task_queues
+}
+
+output "task_queue_counts" {
+  description = "Cloud Tasks queues per class."
+  value       = module.loom.task_queue_counts
 }
 
 output "topic_id" {

@@ -29,10 +29,11 @@ resource "google_firestore_field" "executions_expire_at" {
 
 # Fields the store never queries lose their single-field indexes: timestamps
 # that only grow would hot-spot them, and large fields (event pages' bodies, the
-# start event on the execution document, snapshot parts) only cost write time. events.seq and executions.created_at are
-# monotonic too but stay indexed: the store reads the log with
-# `seq > n ORDER BY seq` and lists executions by created_at. An empty
-# index_config removes every single-field index of the field.
+# start event on the execution document, snapshot parts) only cost write time.
+# events.seq is monotonic too but stays indexed: each execution's events are an
+# index range of their own, read with `seq > n ORDER BY seq`. The sharded store's
+# own exemptions (executions.created_at and wake_at among them) are in scale.tf.
+# An empty index_config removes every single-field index of the field.
 resource "google_firestore_field" "unindexed" {
   for_each = local.unindexed_fields
 
@@ -44,15 +45,52 @@ resource "google_firestore_field" "unindexed" {
   index_config {}
 }
 
-# Composite indexes of the store's listings (FirestoreEventStore.list): by
-# status, newest first; by status, oldest first (the sweeper pages through
-# every running execution with a (created_at, id) cursor); and by status, due
-# timers first (the sweeper's overdue timers).
-resource "google_firestore_index" "executions_by_status_created" {
+# Composite indexes of the store's listings, every one led by the execution's
+# shard (loom_gcp._firestore_shards): a listing runs one query per shard and
+# merges them, and the inserts of a busy deployment spread over the shards'
+# index ranges instead of landing at the tail of one. By creation time, either
+# way (the console, the purge); by status and creation time, either way (the
+# sweeper pages oldest first; the purge finds finished executions); by status and
+# wake time (overdue timers); by flow (the console).
+resource "google_firestore_index" "executions_by_shard_created" {
   project    = var.project_id
   database   = google_firestore_database.loom.name
   collection = "executions"
 
+  fields {
+    field_path = "shard"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "DESCENDING"
+  }
+}
+
+resource "google_firestore_index" "executions_by_shard_created_asc" {
+  project    = var.project_id
+  database   = google_firestore_database.loom.name
+  collection = "executions"
+
+  fields {
+    field_path = "shard"
+    order      = "ASCENDING"
+  }
+  fields {
+    field_path = "created_at"
+    order      = "ASCENDING"
+  }
+}
+
+resource "google_firestore_index" "executions_by_shard_status_created" {
+  project    = var.project_id
+  database   = google_firestore_database.loom.name
+  collection = "executions"
+
+  fields {
+    field_path = "shard"
+    order      = "ASCENDING"
+  }
   fields {
     field_path = "status"
     order      = "ASCENDING"
@@ -63,11 +101,15 @@ resource "google_firestore_index" "executions_by_status_created" {
   }
 }
 
-resource "google_firestore_index" "executions_by_status_created_asc" {
+resource "google_firestore_index" "executions_by_shard_status_created_asc" {
   project    = var.project_id
   database   = google_firestore_database.loom.name
   collection = "executions"
 
+  fields {
+    field_path = "shard"
+    order      = "ASCENDING"
+  }
   fields {
     field_path = "status"
     order      = "ASCENDING"
@@ -78,11 +120,15 @@ resource "google_firestore_index" "executions_by_status_created_asc" {
   }
 }
 
-resource "google_firestore_index" "executions_by_status_wake" {
+resource "google_firestore_index" "executions_by_shard_status_wake" {
   project    = var.project_id
   database   = google_firestore_database.loom.name
   collection = "executions"
 
+  fields {
+    field_path = "shard"
+    order      = "ASCENDING"
+  }
   fields {
     field_path = "status"
     order      = "ASCENDING"
@@ -93,13 +139,15 @@ resource "google_firestore_index" "executions_by_status_wake" {
   }
 }
 
-# The web console's listings (FirestoreEventStore.browse): executions of one
-# flow newest first, with or without a status.
-resource "google_firestore_index" "executions_by_flow_created" {
+resource "google_firestore_index" "executions_by_shard_flow_created" {
   project    = var.project_id
   database   = google_firestore_database.loom.name
   collection = "executions"
 
+  fields {
+    field_path = "shard"
+    order      = "ASCENDING"
+  }
   fields {
     field_path = "flow"
     order      = "ASCENDING"
@@ -110,11 +158,15 @@ resource "google_firestore_index" "executions_by_flow_created" {
   }
 }
 
-resource "google_firestore_index" "executions_by_flow_status_created" {
+resource "google_firestore_index" "executions_by_shard_flow_status_created" {
   project    = var.project_id
   database   = google_firestore_database.loom.name
   collection = "executions"
 
+  fields {
+    field_path = "shard"
+    order      = "ASCENDING"
+  }
   fields {
     field_path = "flow"
     order      = "ASCENDING"

@@ -29,8 +29,18 @@ output "tasks_target_url" {
 }
 
 output "queue_name" {
-  description = "Name of the Cloud Tasks queue."
+  description = "Name of the Cloud Tasks queue of earlier releases (nothing new is enqueued on it)."
   value       = google_cloud_tasks_queue.loom.name
+}
+
+output "task_queues" {
+  description = "Names of the Cloud Tasks queues by class and shard, which LOOM_DISPATCH names."
+  value       = [for q in google_cloud_tasks_queue.family : q.name]
+}
+
+output "task_queue_counts" {
+  description = "Cloud Tasks queues per class (LOOM_DISPATCH names the family by its prefix and these counts)."
+  value       = local.task_queue_counts
 }
 
 output "queue_id" {

@@ -77,11 +77,12 @@ resource "google_cloud_run_v2_service" "loom" {
       }
       env {
         name  = "LOOM_STORE"
-        value = "firestore://${var.project_id}/${google_firestore_database.loom.name}"
+        value = "firestore://${var.project_id}/${google_firestore_database.loom.name}?shards=${var.firestore_shards}"
       }
       env {
-        name  = "LOOM_DISPATCH"
-        value = "cloudtasks://projects/${var.project_id}/locations/${var.region}/queues/${google_cloud_tasks_queue.loom.name}"
+        name = "LOOM_DISPATCH"
+        # The queue family of scale.tf: its prefix and how many queues each class has.
+        value = "cloudtasks://projects/${var.project_id}/locations/${var.region}/queues/${var.name_prefix}?executions=${var.task_queues_executions}&timers=${var.task_queues_timers}&admission=${var.task_queues_admission}&maintenance=${var.task_queues_maintenance}"
       }
       env {
         name  = "LOOM_TASKS_TARGET_URL"
@@ -197,6 +198,7 @@ resource "google_cloud_run_v2_service" "loom" {
 
   depends_on = [
     google_project_service.apis,
+    google_cloud_tasks_queue.family,
     google_secret_manager_secret_iam_member.runtime_resume_secret,
     google_secret_manager_secret_version.resume,
   ]

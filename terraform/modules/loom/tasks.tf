@@ -1,7 +1,10 @@
-# One queue for every dispatch. The engine names tasks by a hash of the
-# dispatch id and sets their HTTP target (LOOM_TASKS_TARGET_URL) and OIDC
-# token (LOOM_TASKS_SERVICE_ACCOUNT) itself; the queue owns rate and retries.
-# A deleted queue name cannot be reused for about a week.
+# The queue every dispatch went to before the queues by class and shard
+# (scale.tf). Nothing new is enqueued here; it stays so the tasks already in it
+# (timers up to 30 days ahead) are still delivered, and can be removed once it
+# is empty. The engine names tasks by a hash of the dispatch id and sets their
+# HTTP target (LOOM_TASKS_TARGET_URL) and OIDC token (LOOM_TASKS_SERVICE_ACCOUNT)
+# itself; the queue owns rate and retries. A deleted queue name cannot be reused
+# for about a week.
 resource "google_cloud_tasks_queue" "loom" {
   project  = var.project_id
   location = var.region

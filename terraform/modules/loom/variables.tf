@@ -246,15 +246,15 @@ variable "storage_location" {
 }
 
 variable "task_max_dispatches_per_second" {
-  description = "Cloud Tasks queue rate limit."
+  description = "Rate limit of each Cloud Tasks queue (the service allows at most 500)."
   type        = number
-  default     = 100
+  default     = 500
 }
 
 variable "task_max_concurrent_dispatches" {
-  description = "Cloud Tasks queue concurrency limit."
+  description = "Concurrency limit of each Cloud Tasks queue (the service allows at most 5,000)."
   type        = number
-  default     = 100
+  default     = 1000
 }
 
 variable "task_max_attempts" {
@@ -305,9 +305,9 @@ variable "retention_days" {
 }
 
 variable "purge_schedule" {
-  description = "Cron schedule of the retention purge (POST /tasks/purge)."
+  description = "Cron schedule of the retention purge (POST /tasks/purge), which fans out one purge job per shard."
   type        = string
-  default     = "17 3 * * *"
+  default     = "17 * * * *"
 }
 
 variable "sweep_time_zone" {

@@ -18,12 +18,27 @@ from loom.kernel.app import App
 from loom.kernel.context import EffectContext
 from loom.kernel.defs import EffectDef, FlowDef, Retry, call_effect, to_json_value
 from loom.ops import fork
-from loom.primitives import children, continuation, messages, patches, published, queues
+from loom.primitives import (
+    children,
+    continuation,
+    event_reads,
+    messages,
+    patches,
+    published,
+    queries,
+    queues,
+    streams,
+    updates,
+)
 from loom.primitives.children import ChildrenContext
 from loom.primitives.continuation import ContinuationContext
+from loom.primitives.event_reads import EventReadsContext
 from loom.primitives.messages import MessagesContext
 from loom.primitives.patches import PatchesContext
 from loom.primitives.published import PublishedContext
+from loom.primitives.queries import QueriesContext
+from loom.primitives.streams import StreamsContext
+from loom.primitives.updates import UpdatesContext
 
 if TYPE_CHECKING:
     from loom.primitives.queues import QueueDef
@@ -42,13 +57,22 @@ __all__ = [
 
 
 class FlowContext(
-    ChildrenContext, MessagesContext, PublishedContext, ContinuationContext, PatchesContext
+    ChildrenContext,
+    MessagesContext,
+    PublishedContext,
+    ContinuationContext,
+    PatchesContext,
+    UpdatesContext,
+    QueriesContext,
+    EventReadsContext,
+    StreamsContext,
 ):
     """The flow's only door to the world. Every call is recorded or served from the log.
 
     The kernel's steps (``execute``, ``suspend``, ``sleep``, ``now``, ``uuid``,
     ``random``) and those of the installed primitives (child flows, messages, published
-    values, continue-as-new, patches).
+    values and reading another execution's, continue-as-new, patches, update and query
+    handlers, streams).
     """
 
     __slots__ = ()
@@ -61,6 +85,10 @@ PRIMITIVES: tuple[primitive.Primitive, ...] = (
     continuation.PRIMITIVE,
     patches.PRIMITIVE,
     queues.PRIMITIVE,
+    updates.PRIMITIVE,
+    queries.PRIMITIVE,
+    event_reads.PRIMITIVE,
+    streams.PRIMITIVE,
     fork.PRIMITIVE,
 )
 """What this assembly installs on the kernel, in order."""
@@ -82,10 +110,22 @@ class Loom(App):
         @app.flow("order.fulfil")
         async def fulfil(ctx: FlowContext, order: Order) -> Outcome: ...
 
+    Args:
+        name: The app's name.
+        max_stream_values: The most values the streams of one execution hold in all
+            (:mod:`loom.primitives.streams`).
+        **options: The kernel app's (``grants``, ``durability``).
+
     Attributes:
         flows: The latest version of each flow, by name.
         versions: Every registered version of each flow, by name then version.
     """
+
+    def __init__(
+        self, name: str, *, max_stream_values: int = streams.DEFAULT_MAX_VALUES, **options: Any
+    ) -> None:
+        super().__init__(name, **options)
+        streams.configure(self, max_stream_values)
 
     @property
     def queues(self) -> dict[str, QueueDef]:

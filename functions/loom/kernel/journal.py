@@ -13,7 +13,7 @@ over the store's limits is replaced by the record of what it was about failing
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Generator, Sequence
+from collections.abc import Awaitable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loom import crash
@@ -269,8 +269,15 @@ class Journal:
         self.state = fresh
 
 
-# What others may append beside a live session without overtaking it (see ``_merge_foreign``).
-_INBOX = frozenset({"ExecutionResumed", "MessageReceived", "CancelRequested"})
+# What others may append beside a live session without overtaking it (see ``_merge_foreign``;
+# a primitive adds its own deliveries with ``add_inbox``).
+_INBOX: set[str] = {"ExecutionResumed", "MessageReceived", "CancelRequested"}
+
+
+def add_inbox(types: Iterable[str]) -> None:
+    """Let events of ``types`` be appended beside a live session: it merges them on a
+    conflict and goes on, as it does a resume (``loom.kernel.primitive``'s ``inbox``)."""
+    _INBOX.update(types)
 
 
 class DryJournal(Journal):

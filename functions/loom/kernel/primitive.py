@@ -19,6 +19,9 @@ never imported by it: it hands the kernel a :class:`Primitive`, and the app's as
 * **hooks**: ``follow_up`` after an execute call (what an end tells others),
   ``admission`` before a claim (a queue's lease), ``reserves`` (the ids it derives,
   refused to outside starts).
+* **inbox events** (``inbox``): the event types it appends from outside a running session
+  (a delivery, as a resume is): a live session merges them on a conflict and goes on, and
+  the fold does not count them as progress.
 
 Every write a primitive makes goes through ``loom.kernel.decide.write`` (control calls) or
 its session's appends; a primitive never appends around them.
@@ -56,7 +59,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loom.errors import ConfigurationError
-from loom.kernel import fold
+from loom.kernel import fold, journal
 from loom.kernel.context import FlowContext
 
 if TYPE_CHECKING:
@@ -109,6 +112,7 @@ class Primitive:
         follows_up: Whether ``follow_up`` has anything to do for a state (cheap).
         admission: The grant an execute call needs before it claims, if any.
         reserves: Raises ``ReservedExecutionIdError`` for an id of a form it derives.
+        inbox: Event types it appends beside a live session (deliveries from outside).
     """
 
     name: str
@@ -121,6 +125,7 @@ class Primitive:
     follows_up: Callable[[ExecutionState], bool] | None = None
     admission: Admission | None = None
     reserves: Callable[[str], object] | None = None
+    inbox: Sequence[str] = ()
 
 
 @dataclass
@@ -173,6 +178,9 @@ def _install_one(p: Primitive) -> None:
     INSTALLED.own_gates.extend(p.own_gates)
     if p.reserves is not None:
         INSTALLED.reserves.append(p.reserves)
+    if p.inbox:
+        journal.add_inbox(p.inbox)
+        fold.keep_park(p.inbox)
 
 
 def _always(_: ExecutionState) -> bool:

@@ -1,0 +1,197 @@
+"""The update and query handlers a flow registers, kept per session.
+
+``ctx.set_update_handler(name, fn, validator=...)`` and ``ctx.set_query_handler(name, fn)``
+are no steps: they take no step id and write nothing. The flow's own code registers its
+handlers as it runs, so a replay registers the same handlers at the same points, and the
+registry of a session is what that session's flow has registered so far. A handler is a
+closure over the flow's local state (Temporal's handlers are methods of the workflow
+object; a Loom flow is a function, so its state lives in its locals):
+
+    @app.flow("cart")
+    async def cart(ctx: FlowContext, _: None) -> list[str]:
+        items: list[str] = []
+
+        async def add(item: str) -> int:
+            items.append(item)
+            return len(items)
+
+        ctx.set_update_handler("add", add, validator=lambda item: None)
+        ctx.set_query_handler("items", lambda: list(items))
+        ...
+
+A handler takes no argument or one (the update's or query's ``args``), typed by its
+annotation like a flow's input: a pydantic model, a dataclass or a JSON value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, get_type_hints
+
+from pydantic import TypeAdapter, ValidationError
+
+from loom.errors import ConfigurationError, InvalidPayloadError
+from loom.kernel.defs import one_line
+
+if TYPE_CHECKING:
+    from loom.kernel.session import Session
+
+__all__ = ["Handler", "Handlers", "check_name", "handler", "of"]
+
+MAX_NAME: Final = 256
+
+
+def check_name(name: object, what: str) -> str:
+    """``name`` if it is a usable handler name, else :class:`ConfigurationError`."""
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME:
+        raise ConfigurationError(
+            f"a {what} handler's name is a non-empty string of at most {MAX_NAME} "
+            f"characters, got {name!r}"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A registered handler: the function, whether it takes the argument, how that is typed.
+
+    Attributes:
+        fn: The handler.
+        takes_arg: Whether it takes the argument (else it is called with none).
+        validator: An update's validator (same parameters, called before acceptance).
+    """
+
+    fn: Callable[..., Any]
+    takes_arg: bool
+    adapter: TypeAdapter[Any] | None = None
+    validator: Callable[..., Any] | None = None
+
+    def parse(self, value: Any) -> Any:
+        """``value`` (JSON) as the handler's declared argument type.
+
+        Raises:
+            InvalidPayloadError: It does not fit.
+        """
+        if self.adapter is None:
+            return value
+        try:
+            return self.adapter.validate_python(value)
+        except ValidationError as exc:
+            raise InvalidPayloadError(
+                f"arguments of handler {getattr(self.fn, '__name__', '?')!r} are invalid: "
+                f"{one_line(exc)}",
+                details={"errors": exc.errors(include_url=False, include_context=False)},
+            ) from None
+
+    def call(self, fn: Callable[..., Any], value: Any) -> Any:
+        """Call ``fn`` (the handler or its validator) with the parsed argument, if it takes
+        one."""
+        return fn(value) if self.takes_arg else fn()
+
+
+# Adapters by the handler's code: a closure registered again on every replay, typed once.
+_ADAPTERS: dict[object, tuple[bool, TypeAdapter[Any] | None]] = {}
+
+
+def handler(
+    fn: Callable[..., Any], what: str, validator: Callable[..., Any] | None = None
+) -> Handler:
+    """A :class:`Handler` for ``fn``, checked.
+
+    Raises:
+        ConfigurationError: ``fn`` takes more than one parameter, a query handler or a
+            validator is ``async`` (they compute from the flow's state and wait for
+            nothing).
+    """
+    if not callable(fn):
+        raise ConfigurationError(f"a {what} handler must be callable, got {fn!r}")
+    if what == "query" and inspect.iscoroutinefunction(fn):
+        raise ConfigurationError("a query handler is a plain def: it reads the flow's state")
+    if validator is not None and (
+        not callable(validator) or inspect.iscoroutinefunction(validator)
+    ):
+        raise ConfigurationError("an update validator is a plain def that raises to refuse")
+    code = getattr(fn, "__code__", None) or fn
+    typed = _ADAPTERS.get(code)
+    if typed is None:
+        typed = _ADAPTERS[code] = _typed(fn, what)
+    return Handler(fn, typed[0], typed[1], validator)
+
+
+def _typed(fn: Callable[..., Any], what: str) -> tuple[bool, TypeAdapter[Any] | None]:
+    params = [
+        p
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    if len(params) > 1:
+        raise ConfigurationError(
+            f"a {what} handler takes at most one argument (the update's or query's args), "
+            f"{getattr(fn, '__name__', fn)!r} takes {len(params)}"
+        )
+    if not params:
+        return False, None
+    try:
+        hint = get_type_hints(fn).get(params[0].name, Any)
+    except (NameError, TypeError):  # a type local to the flow: taken as the JSON it is
+        hint = Any
+    return True, None if hint is Any else TypeAdapter(hint)
+
+
+@dataclass
+class Handlers:
+    """What one session's flow registered, and the update handlers running in it.
+
+    Attributes:
+        updates: Update handlers by name.
+        queries: Query handlers by name.
+        listening: Whether the session's update listener runs (started by the first
+            update handler registered).
+        running: Update handlers running now.
+    """
+
+    updates: dict[str, Handler] = field(default_factory=dict[str, Handler])
+    queries: dict[str, Handler] = field(default_factory=dict[str, Handler])
+    listening: bool = False
+    running: int = 0
+    _idle: asyncio.Event | None = None
+
+    def started(self) -> None:
+        """An update handler began."""
+        self.running += 1
+        if self._idle is not None:
+            self._idle.clear()
+
+    def finished(self) -> None:
+        """An update handler ended (returned, raised or was cancelled)."""
+        self.running -= 1
+        if self.running == 0 and self._idle is not None:
+            self._idle.set()
+
+    async def idle(self) -> None:
+        """Return once no update handler runs."""
+        if self.running == 0:
+            return
+        if self._idle is None:
+            self._idle = asyncio.Event()
+        await self._idle.wait()
+
+
+_OF: weakref.WeakKeyDictionary[Session, Handlers] = weakref.WeakKeyDictionary()
+
+
+def of(session: Session) -> Handlers:
+    """The handlers ``session``'s flow registered so far."""
+    found = _OF.get(session)
+    if found is None:
+        found = _OF[session] = Handlers()
+    return found
+
+
+def known(session: Session) -> Handlers | None:
+    """The handlers of ``session``, if its flow registered any."""
+    return _OF.get(session)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
 import uuid
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -37,7 +38,7 @@ from loom.errors import (
     UpdateTimeoutError,
 )
 from loom.ids import check_execution_id
-from loom.kernel.decide import MAX_DECISIONS, NOTHING, Decision, write
+from loom.kernel.decide import NOTHING, Decision, write
 from loom.kernel.defs import to_json_value
 from loom.kernel.effects import message_of
 from loom.kernel.fold import ExecutionState
@@ -55,6 +56,9 @@ if TYPE_CHECKING:
 __all__ = ["UpdateOutcome", "outcome", "start_update", "update", "update_result"]
 
 MAX_UPDATE_ID: Final = 512
+MAX_VALIDATIONS: Final = 60
+"""Validations one acceptance makes before it gives up on a log that keeps moving (each
+after a random pause that grows: the writers ahead of it pass)."""
 ENDED: Final = "execution_ended"
 
 
@@ -158,7 +162,9 @@ async def _accept(
     """Validate on ``state`` and append the acceptance conditioned on its seq; again on a
     newer state if the log moved. Whether this call accepted it (else: a repeat)."""
     stored: Any = None
-    for _ in range(MAX_DECISIONS):
+    for attempt in range(MAX_VALIDATIONS):
+        if attempt:  # the log moved under the last validation: let the writers ahead pass
+            await asyncio.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
         if uid in state.updates:
             _check_same(state, uid, name, digest)
             return state, False

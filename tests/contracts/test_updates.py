@@ -1,0 +1,281 @@
+"""Updates (``ctx.set_update_handler`` / ``Runtime.update``) on every store.
+
+The runtime runs with no dispatcher, so an update runs its execution inline until it blocks:
+the handler has answered when the call returns, unless a live session holds the execution.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from loom import EffectContext, FlowContext, Loom
+from loom.errors import (
+    ExecutionFinishedError,
+    InvalidPayloadError,
+    UnknownUpdateError,
+    UpdateConflictError,
+    UpdateFailedError,
+    UpdateRejectedError,
+    UpdateTimeoutError,
+)
+from loom.kernel.fold import fold
+from loom.runtime import Runtime
+from loom.store.base import EventStore
+from loom.testing import replay
+from loom.wire import ExecutionPackage
+
+GATES: dict[str, asyncio.Event] = {}
+
+
+def make_app() -> Loom:
+    app = Loom("updates")
+
+    @app.effect("price")
+    async def price(ctx: EffectContext, item: str) -> int:
+        return len(item)
+
+    @app.effect("slow")
+    async def slow(ctx: EffectContext, key: str) -> str:
+        await GATES[key].wait()
+        return "slow done"
+
+    @app.flow("cart")
+    async def cart(ctx: FlowContext, _: None) -> list[str]:
+        items: list[str] = []
+        done = asyncio.Event()
+
+        async def add(item: str) -> int:
+            items.append(item)
+            place = len(items)  # (before the step: handlers of one call run side by side)
+            return await ctx.execute(price, item) + place * 100
+
+        def nonempty(item: str) -> None:
+            if not item:
+                raise ValueError("an item has a name")
+
+        def checkout() -> int:
+            done.set()
+            return len(items)
+
+        def boom(why: str) -> None:
+            raise RuntimeError(why)
+
+        ctx.set_update_handler("add", add, validator=nonempty)
+        ctx.set_update_handler("checkout", checkout)
+        ctx.set_update_handler("boom", boom)
+        await done.wait()
+        await ctx.all_handlers_finished()
+        return items
+
+    @app.flow("busy")
+    async def busy(ctx: FlowContext, key: str) -> list[str]:
+        seen: list[str] = []
+        ctx.set_update_handler("note", lambda text: seen.append(text) or len(seen))
+        seen.append(await ctx.execute(slow, key))
+        await ctx.suspend("go", key)
+        return seen
+
+    @app.flow("quick")
+    async def quick(ctx: FlowContext, _: None) -> str:
+        ctx.set_update_handler("never", lambda: "answered")
+        return await ctx.suspend("go", "quick")
+
+    return app
+
+
+@pytest.fixture
+def rt(store: EventStore) -> Runtime:
+    return Runtime(make_app(), store)
+
+
+async def types(rt: Runtime, eid: str) -> list[str]:
+    return [e.type for e in await rt.history(eid)]
+
+
+async def test_an_update_returns_its_handlers_value_and_a_repeat_the_same(rt: Runtime) -> None:
+    waiting = await rt.start("cart", execution_id="c")
+    assert waiting.status == "suspended"
+    assert await rt.update("c", "add", "apple") == 105  # 5 + one item * 100
+    assert await rt.update("c", "add", "fig", update_id="u-2") == 203
+    before = await types(rt, "c")
+    assert await rt.update("c", "add", "fig", update_id="u-2") == 203  # the same answer
+    assert await types(rt, "c") == before  # and nothing written
+    assert before.count("UpdateAccepted") == 2 and before.count("UpdateCompleted") == 2
+    with pytest.raises(UpdateConflictError):
+        await rt.update("c", "add", "kiwi", update_id="u-2")
+    with pytest.raises(UpdateConflictError):
+        await rt.update("c", "checkout", "fig", update_id="u-2")
+    assert await types(rt, "c") == before
+    assert await rt.update("c", "checkout") == 2
+    done = await rt.result("c")
+    assert (done.status, done.output) == ("completed", ["apple", "fig"])
+    # A finished execution still answers an update it accepted, and refuses a new one.
+    assert await rt.update("c", "add", "fig", update_id="u-2") == 203
+    with pytest.raises(ExecutionFinishedError):
+        await rt.update("c", "add", "pear")
+    assert (await replay(rt.app, await rt.history("c"))).output == ["apple", "fig"]
+
+
+async def test_a_refused_update_writes_nothing(rt: Runtime) -> None:
+    await rt.start("cart", execution_id="r")
+    before = await rt.history("r")
+    with pytest.raises(UpdateRejectedError, match="an item has a name") as refused:
+        await rt.update("r", "add", "")
+    assert refused.value.code == "update_rejected"
+    with pytest.raises(UpdateRejectedError, match="registered: add, boom, checkout") as unknown:
+        await rt.update("r", "remove", "apple")
+    assert unknown.value.code == "unknown_update_handler"
+    with pytest.raises(InvalidPayloadError):
+        await rt.update("r", "add", 42)  # the handler takes a str
+    assert await rt.history("r") == before
+    assert fold(before).updates == {}
+
+
+async def test_a_handler_that_raises_fails_the_update_not_the_flow(rt: Runtime) -> None:
+    await rt.start("cart", execution_id="b")
+    with pytest.raises(UpdateFailedError, match="kaput") as failed:
+        await rt.update("b", "boom", "kaput", update_id="b-1")
+    assert failed.value.error["type"] == "RuntimeError"
+    with pytest.raises(UpdateFailedError, match="kaput"):  # a repeat: the same error
+        await rt.update("b", "boom", "kaput", update_id="b-1")
+    got = await rt.update_outcome("b", "b-1")
+    assert (got.status, got.error and got.error["message"]) == ("failed", "kaput")
+    assert (await rt.result("b")).status == "suspended"
+    assert await rt.update("b", "add", "ok") == 102
+
+
+async def test_an_update_reaches_a_live_session_and_runs_after_its_step(rt: Runtime) -> None:
+    GATES["live"] = asyncio.Event()
+    await rt.start("busy", "live", execution_id="live", run=False)
+    running = asyncio.ensure_future(rt.execute(ExecutionPackage(execution_id="live")))
+    await asyncio.sleep(0.2)  # the session holds the claim, its effect is in flight
+    accepted = await rt.start_update("live", "note", "while busy", update_id="n-1")
+    assert accepted.status == "accepted"  # the live session has not merged it yet
+    with pytest.raises(UpdateTimeoutError):
+        await rt.update_result("live", "n-1", timeout=0.2)
+    GATES["live"].set()
+    assert (await asyncio.wait_for(running, 10)).status == "suspended"
+    assert await rt.update_result("live", "n-1", timeout=5) == 1
+    assert (await rt.resume("live", "go", "live")).output == ["while busy", "slow done"]
+    history = await types(rt, "live")
+    accepted_at = history.index("UpdateAccepted")
+    assert accepted_at < history.index("UpdateCompleted") < history.index("ExecutionCompleted")
+
+
+async def test_updates_sent_at_once_are_each_accepted_once_in_their_own_slot(
+    rt: Runtime,
+) -> None:
+    await rt.start("cart", execution_id="many")
+    names = [f"item-{i}" for i in range(6)]
+    answers = await asyncio.gather(*(rt.update("many", "add", n) for n in names))
+    state = await rt.load_state("many")
+    assert sorted(rec["slot"] for rec in state.updates.values()) == [1, 2, 3, 4, 5, 6]
+    assert sorted(a // 100 for a in answers) == [1, 2, 3, 4, 5, 6]  # each saw its own place
+    assert await rt.update("many", "checkout") == 6
+    output = (await rt.result("many")).output
+    assert sorted(output) == sorted(names)
+    assert (await replay(rt.app, await rt.history("many"))).output == output
+
+
+async def test_an_update_the_flow_ends_before_has_no_answer(rt: Runtime) -> None:
+    await rt.start("quick", execution_id="q")
+    await rt.resume("q", "go", "quick")
+    with pytest.raises(ExecutionFinishedError):
+        await rt.start_update("q", "never")
+    with pytest.raises(UnknownUpdateError):
+        await rt.update_result("q", "nobody")
+
+
+async def test_an_update_id_of_the_ended_run_still_answers_after_continue_as_new(
+    store: EventStore,
+) -> None:
+    app = Loom("entity")
+
+    @app.flow("counter")
+    async def counter(ctx: FlowContext, total: int) -> None:
+        state = {"total": total, "more": False}
+
+        async def add(n: int) -> int:
+            state["total"] += n
+            return state["total"]
+
+        def again() -> None:
+            state["more"] = True
+
+        ctx.set_update_handler("add", add)
+        ctx.set_update_handler("again", again)
+        await ctx.suspend("tick", str(total))
+        await ctx.continue_as_new(state["total"])
+
+    rt = Runtime(app, store)
+    await rt.start("counter", 1, execution_id="e")
+    assert await rt.update("e", "add", 2, update_id="a-1") == 3
+    await rt.resume("e", "tick", "1")  # continues as new with 3
+    state = await rt.load_state("e")
+    assert state.run == 2 and state.updates["a-1"]["status"] == "completed"
+    assert await rt.update("e", "add", 2, update_id="a-1") == 3  # answered, not run again
+    assert await rt.update("e", "add", 4) == 7  # the new run's handler, its own slot 1
+    assert (await rt.load_state("e")).update_slots == 1
+
+
+async def test_a_pending_update_fails_when_the_run_continues_as_new(store: EventStore) -> None:
+    app = Loom("entity")
+    GATES["cont"] = asyncio.Event()
+
+    @app.effect("wait")
+    async def wait(ctx: EffectContext, _: None) -> None:
+        await GATES["cont"].wait()
+
+    @app.flow("looper")
+    async def looper(ctx: FlowContext, n: int) -> None:
+        async def slow_add(_: None) -> int:
+            await ctx.execute(wait)
+            return n
+
+        ctx.set_update_handler("slow", slow_add)
+        await ctx.suspend("tick", str(n))
+        await ctx.continue_as_new(n + 1)  # does not wait for the handler
+
+    rt = Runtime(app, store)
+    await rt.start("looper", 1, execution_id="L")
+    pending = asyncio.ensure_future(rt.update("L", "slow", None, update_id="s-1"))
+    await asyncio.sleep(0.3)
+    assert not pending.done()  # the handler waits in its effect, the session holds it
+    resumed = asyncio.ensure_future(rt.resume("L", "tick", "1"))
+    await asyncio.sleep(0.2)
+    GATES["cont"].set()
+    await asyncio.wait_for(resumed, 10)
+    with pytest.raises(UpdateFailedError, match="continued as new"):
+        await asyncio.wait_for(pending, 10)
+
+
+async def test_validation_sees_the_updates_accepted_before_it(rt: Runtime) -> None:
+    app = Loom("seats")
+
+    @app.flow("seats")
+    async def seats(ctx: FlowContext, free: int) -> Any:
+        left = {"n": free}
+
+        def book(_: None) -> int:
+            left["n"] -= 1
+            return left["n"]
+
+        def has_room(_: None) -> None:
+            if left["n"] <= 0:
+                raise ValueError("sold out")
+
+        ctx.set_update_handler("book", book, validator=has_room)
+        return await ctx.suspend("close", "seats")
+
+    rt2 = Runtime(app, rt.store)
+    await rt2.start("seats", 2, execution_id="s")
+    results = await asyncio.gather(
+        *(rt2.update("s", "book") for _ in range(4)), return_exceptions=True
+    )
+    booked = [r for r in results if isinstance(r, int)]
+    refused = [r for r in results if isinstance(r, UpdateRejectedError)]
+    assert sorted(booked) == [0, 1] and len(refused) == 2, results
+    assert len((await rt2.load_state("s")).updates) == 2

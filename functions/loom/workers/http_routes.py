@@ -407,3 +407,12 @@ from loom.workers.http_messages import send_message as _send_message  # noqa: E4
 ROUTES.append(("POST", ("executions", "*", "messages"), _send_message))
 ROUTES.append(("GET", ("executions", "*", "events", "*"), _get_event))
 _ACTIONS.update(send_message="resume", get_event="read")
+
+from loom.workers import stream_routes as _streams  # noqa: E402
+from loom.workers import update_routes as _updates  # noqa: E402
+
+ROUTES.append(("POST", ("executions", "*", "updates"), _updates.send_update))
+ROUTES.append(("GET", ("executions", "*", "updates", "*"), _updates.get_update))
+ROUTES.append(("POST", ("executions", "*", "query"), _updates.query))
+ROUTES.append(("GET", ("executions", "*", "streams", "*"), _streams.read_stream))
+_ACTIONS.update(send_update="resume", get_update="read", query="read", read_stream="read")

@@ -30,6 +30,8 @@ from loom.workers.http_models import (
     StartRequest,
     VerdictRequest,
 )
+from loom.workers.openapi_interact import MODELS as _INTERACT_MODELS
+from loom.workers.openapi_interact import interaction_paths
 from loom.workers.openapi_ops import operator_paths
 from loom.workers.retry_route import RetryRequest
 
@@ -51,6 +53,7 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (Health, "serialization"),
     (Liveness, "serialization"),
     (ErrorBody, "serialization"),
+    *_INTERACT_MODELS,
 ]
 
 _ERRORS = {
@@ -65,6 +68,9 @@ _ERRORS = {
     413: "Request body over the limit (default 1 MiB), or a payload over a store limit "
     "(code store_limit, the limit in details; not worth a retry)",
     415: "Content-Type is not application/json",
+    422: "An update its validator refused, or that names no handler where the flow stands "
+    "(codes update_rejected, unknown_update_handler, execution_parked), or a query whose "
+    "handler raised (query_failed): nothing was written",
     500: "Internal error; details.error_id is also in the log line",
     503: "The store failed or cannot answer now (busy, disk full, read-only, unreachable); "
     "retry after Retry-After seconds: the log keeps only what was durably recorded",
@@ -300,6 +306,7 @@ def _paths() -> dict[str, Any]:
             )
         },
         **operator_paths(_operation, _plain, _ID),
+        **interaction_paths(_operation, _ID),
     }
 
 

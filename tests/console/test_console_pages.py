@@ -8,6 +8,7 @@ import re
 import time
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from flask.testing import FlaskClient
 
 from loom.runtime import Runtime
@@ -219,10 +220,8 @@ def test_the_execution_page_shows_its_updates_and_streams(
     async def seed() -> None:
         await shop.start("basket", execution_id="b-1")
         await shop.update("b-1", "put", "<plum>", update_id="u-plum", by="ada")
-        try:
+        with pytest.raises(UpdateFailedError):
             await shop.update("b-1", "fail", "no room", update_id="u-fail")
-        except UpdateFailedError:
-            pass
 
     asyncio.run(seed())
     html = page(console, "/console/executions/b-1")

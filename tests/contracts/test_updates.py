@@ -30,10 +30,10 @@ from loom.wire import ExecutionPackage
 GATES: dict[str, asyncio.Event] = {}
 
 
-def make_app() -> Loom:
+def make_app(price_effect: str = "price") -> Loom:
     app = Loom("updates")
 
-    @app.effect("price")
+    @app.effect(price_effect)
     async def price(ctx: EffectContext, item: str) -> int:
         return len(item)
 
@@ -279,3 +279,30 @@ async def test_validation_sees_the_updates_accepted_before_it(rt: Runtime) -> No
     refused = [r for r in results if isinstance(r, UpdateRejectedError)]
     assert sorted(booked) == [0, 1] and len(refused) == 2, results
     assert len((await rt2.load_state("s")).updates) == 2
+
+
+async def test_a_budget_stop_in_a_handler_fails_the_flow_and_the_update(rt: Runtime) -> None:
+    await rt.start("cart", execution_id="broke", budgets={"max_effect_calls": 0})
+    with pytest.raises(UpdateFailedError, match="failed before the update"):
+        await asyncio.wait_for(rt.update("broke", "add", "apple"), 10)
+    done = await rt.result("broke")
+    assert done.status == "failed" and done.error is not None
+    assert done.error["code"] == "budget_exceeded"
+
+
+async def test_a_handler_that_diverges_parks_a_flow_waiting_on_no_step(rt: Runtime) -> None:
+    """The cart's root waits on an ``asyncio.Event`` only a handler sets. Code deployed
+    since makes the recorded handler take another step: replaying it parks the execution
+    (its handler task stops on the session's signal and ends the flow with it) instead of
+    leaving the execute call waiting for ever."""
+    await rt.start("cart", execution_id="div")
+    assert await rt.update("div", "add", "apple") == 105
+    changed = Runtime(make_app(price_effect="price.v2"), rt.store)  # "add" steps elsewhere
+    got = await asyncio.wait_for(changed.start_update("div", "add", "fig", update_id="f"), 20)
+    assert got.status == "accepted"  # it stays so while the execution is parked
+    state = await rt.load_state("div")
+    assert state.parked_reason is not None and "'price'" in state.parked_reason
+    # Back on the code that recorded it, a retry runs the update's handler.
+    await rt.retry("div")
+    assert await rt.update_result("div", "f", timeout=10) == 203
+    assert await rt.update("div", "checkout") == 2

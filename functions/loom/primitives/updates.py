@@ -44,9 +44,10 @@ ctx.all_handlers_finished()`` waits for the running handlers first (Temporal's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 from loom import crash
@@ -152,6 +153,24 @@ def _task(session: Session, coro: Any, prefix: str) -> None:
 
 async def _listen(session: Session, known: Handlers) -> None:
     """Receive the run's updates in slot order and start each one's handler."""
+    with _ending_the_flow(session):
+        await _receive(session, known)
+
+
+@contextlib.contextmanager
+def _ending_the_flow(session: Session) -> Iterator[None]:
+    """End the flow when this task of it stops on the session's signal (a divergence, a
+    supersession, a failed store): the flow's root may be waiting on something no step
+    will ever settle (an ``asyncio.Event`` only a handler sets), and it awaits no handler."""
+    try:
+        yield
+    except BaseException:
+        if session.signal is not None:
+            session._halt(session.signal)  # pyright: ignore[reportPrivateUsage]
+        raise
+
+
+async def _receive(session: Session, known: Handlers) -> None:
     scope = SCOPE.get()
     assert scope is not None
     slot = 0
@@ -169,8 +188,9 @@ async def _listen(session: Session, known: Handlers) -> None:
 async def _handle(session: Session, known: Handlers, uid: str, name: str, args: Any) -> None:
     known.started()
     try:
-        output, error = await _call(known, name, args)
-        await _record(session, uid, output, error)
+        with _ending_the_flow(session):
+            output, error = await _call(known, name, args)
+            await _record(session, uid, output, error)
     finally:
         known.finished()
 

@@ -47,7 +47,7 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Final
 
 from loom import crash
@@ -158,7 +158,7 @@ async def _listen(session: Session, known: Handlers) -> None:
 
 
 @contextlib.contextmanager
-def _ending_the_flow(session: Session) -> Iterator[None]:
+def _ending_the_flow(session: Session) -> Generator[None]:
     """End the flow when this task of it stops on the session's signal (a divergence, a
     supersession, a failed store): the flow's root may be waiting on something no step
     will ever settle (an ``asyncio.Event`` only a handler sets), and it awaits no handler."""

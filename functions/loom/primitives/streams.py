@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import BaseModel
 
+from loom import crash
 from loom import events as ev
 from loom.errors import ConfigurationError, InputError, StreamClosedError, StreamFullError
 from loom.ids import check_execution_id
@@ -137,6 +138,8 @@ async def _step(session: Session, step_id: str, record: str, what: str, event: A
             if session.signal is not None:
                 raise session.signal
             await session.append([built])
+            if record == WRITE:
+                crash.point("after_stream_written", step_id)
         rec = session.state.steps[step_id]
     elif rec.get("effect") != record:
         session._park(  # pyright: ignore[reportPrivateUsage]

@@ -145,6 +145,9 @@ async def start_update(
     state, accepted = await _accept(rt, await rt.load_state(eid), uid, name, value, raw, digest, by)
     if accepted:
         crash.point("after_update_accepted", uid)
+    if accepted or state.updates[uid]["status"] == "accepted":
+        # A repeat of an update not answered yet runs the execution too: the caller that
+        # accepted it may have died before it did (a live holder makes this a no-op).
         await _wake(rt, state)
     return await outcome(rt, eid, uid)
 

@@ -8,6 +8,7 @@ recorded, and a stream holds each value once.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -91,7 +92,7 @@ async def test_a_reader_killed_while_waiting_keeps_its_recorded_deadline(
     state = await runtime.load_state("rd")
     deadline = state.steps["1"]["deadline"]
     assert state.steps["1"]["status"] == "waiting"
-    time.sleep(max(0.0, deadline - time.time()) + 0.2)  # the wait's time is spent
+    await asyncio.sleep(max(0.0, deadline - time.time()) + 0.2)  # the wait's time is spent
     began = time.monotonic()
     done = await runtime.execute(ExecutionPackage(execution_id="rd"))  # the redelivery
     assert (done.status, done.output) == ("completed", None)

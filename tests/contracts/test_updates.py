@@ -147,22 +147,27 @@ async def test_a_handler_that_raises_fails_the_update_not_the_flow(rt: Runtime) 
     assert await rt.update("b", "add", "ok") == 102
 
 
-async def test_an_update_reaches_a_live_session_and_runs_after_its_step(rt: Runtime) -> None:
+async def test_an_update_reaches_a_live_session_while_its_step_is_in_flight(
+    rt: Runtime,
+) -> None:
     GATES["live"] = asyncio.Event()
     await rt.start("busy", "live", execution_id="live", run=False)
     running = asyncio.ensure_future(rt.execute(ExecutionPackage(execution_id="live")))
     await asyncio.sleep(0.2)  # the session holds the claim, its effect is in flight
     accepted = await rt.start_update("live", "note", "while busy", update_id="n-1")
-    assert accepted.status == "accepted"  # the live session has not merged it yet
-    with pytest.raises(UpdateTimeoutError):
-        await rt.update_result("live", "n-1", timeout=0.2)
+    assert accepted.status == "accepted"  # this process could not run it: the claim is live
+    assert await rt.update_result("live", "n-1", timeout=10) == 1  # the session ran it
+    assert not running.done()  # and its effect is still in flight
     GATES["live"].set()
     assert (await asyncio.wait_for(running, 10)).status == "suspended"
-    assert await rt.update_result("live", "n-1", timeout=5) == 1
     assert (await rt.resume("live", "go", "live")).output == ["while busy", "slow done"]
     history = await types(rt, "live")
-    accepted_at = history.index("UpdateAccepted")
-    assert accepted_at < history.index("UpdateCompleted") < history.index("ExecutionCompleted")
+    assert history.index("UpdateAccepted") < history.index("UpdateCompleted")
+    assert history.index("UpdateCompleted") < history.index("EffectCompleted")
+    assert (await replay(rt.app, await rt.history("live"))).output == [
+        "while busy",
+        "slow done",
+    ]
 
 
 async def test_updates_sent_at_once_are_each_accepted_once_in_their_own_slot(
@@ -244,6 +249,8 @@ async def test_a_pending_update_fails_when_the_run_continues_as_new(store: Event
     pending = asyncio.ensure_future(rt.update("L", "slow", None, update_id="s-1"))
     await asyncio.sleep(0.3)
     assert not pending.done()  # the handler waits in its effect, the session holds it
+    with pytest.raises(UpdateTimeoutError, match="s-1"):
+        await rt.update_result("L", "s-1", timeout=0.2)
     resumed = asyncio.ensure_future(rt.resume("L", "tick", "1"))
     await asyncio.sleep(0.2)
     GATES["cont"].set()
@@ -306,3 +313,34 @@ async def test_a_handler_that_diverges_parks_a_flow_waiting_on_no_step(rt: Runti
     await rt.retry("div")
     assert await rt.update_result("div", "f", timeout=10) == 203
     assert await rt.update("div", "checkout") == 2
+
+
+async def test_a_step_in_flight_can_update_its_own_flow(store: EventStore) -> None:
+    """Temporal's ``update/self``: an effect of the flow sends the flow an update and waits
+    for its answer while the session holds the execution (the session looks for updates
+    while a step is in flight, and runs the handler meanwhile)."""
+    app = Loom("self")
+    runtimes: list[Runtime] = []
+
+    @app.effect("update_me")
+    async def update_me(ctx: EffectContext, _: None) -> Any:
+        return await runtimes[0].update(ctx.execution_id, "done", "from the effect", timeout=20)
+
+    @app.flow("selfish")
+    async def selfish(ctx: FlowContext, _: None) -> list[Any]:
+        seen: list[Any] = []
+        ctx.set_update_handler("done", lambda why: seen.append(why) or "handled")
+        seen.append(await ctx.execute(update_me))
+        return seen
+
+    rt = Runtime(app, store)
+    runtimes.append(rt)
+    done = await asyncio.wait_for(rt.start("selfish", execution_id="me"), 30)
+    assert (done.status, done.output) == ("completed", ["from the effect", "handled"])
+    kinds = await types(rt, "me")
+    assert (
+        kinds.index("UpdateAccepted")
+        < kinds.index("UpdateCompleted")
+        < kinds.index("EffectCompleted")
+    )
+    assert (await replay(app, await rt.history("me"))).output == done.output

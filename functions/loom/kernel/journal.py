@@ -250,6 +250,29 @@ class Journal:
             return None
         return StatusChange(s.status, wake, s.parked_reason)
 
+    async def catch_up(self) -> bool:
+        """Fold in what others appended since this journal last wrote, as a conflicting
+        append would (deliveries to the inbox), without appending anything: a delivery
+        then reaches a session whose flow writes nothing for a while (an effect in flight).
+        True when the log had grown. Hold :attr:`lock` around it.
+
+        Raises:
+            SupersededSignal: Another writer decided for the execution meanwhile.
+        """
+        expected = self._expected()
+        if (await self.rt.store.summary(self.execution_id)).last_seq <= expected:
+            return False
+        await self._merge_foreign(expected)
+        self._merged()
+        return True
+
+    def _expected(self) -> int:
+        """The seq the log ends at as far as this journal wrote it."""
+        return self.state.last_seq
+
+    def _merged(self) -> None:
+        """After foreign events were folded in (a batched journal renumbers what it holds)."""
+
     async def _merge_foreign(self, expected: int) -> None:
         """Fold in what others appended since ``expected``, or end the session.
 

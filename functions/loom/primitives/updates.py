@@ -24,8 +24,9 @@ and a caller sends an update: ``Runtime.update(id, "add", "apple")`` (``loom upd
    starts its *listener*, a task of the flow that waits on the gate ``loom.update`` /
    ``#1``, then ``#2``…: the ``n``-th accepted update is the resume of the ``n``-th gate,
    so a suspended flow is woken as by a resume, a live session merges it as it merges a
-   resume, and the handler starts at the acceptance's place in the log order, live and on
-   every replay (``loom.kernel.ordering``). Each handler runs as a task of its own, its
+   resume (and, while a step of it is in flight, looks for it: ``Journal.catch_up``), and
+   the handler starts at the acceptance's place in the log order, live and on every replay
+   (``loom.kernel.ordering``). Each handler runs as a task of its own, its
    steps numbered ``u{n}.1``, ``u{n}.2``… (the gate itself is step ``u{n}``), so they
    never shift the flow's own step ids.
 4. **Completion, one event.** When the handler returns (or raises), its value (or error)
@@ -52,8 +53,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 from loom import crash
 from loom import events as ev
-from loom.errors import InputError
-from loom.kernel.context import SCOPE, STEP_NUMBERING, FlowContext, Scope, off_scope, owned
+from loom.errors import InputError, StoreError
+from loom.kernel.context import (
+    SCOPE,
+    STEP_NUMBERING,
+    FlowContext,
+    Scope,
+    SupersededSignal,
+    off_scope,
+    owned,
+)
 from loom.kernel.defs import to_json_value
 from loom.kernel.effects import error_info
 from loom.kernel.fold import ExecutionState, resume_key
@@ -68,6 +77,9 @@ __all__ = ["UPDATE_GATE", "slot_key"]
 
 UPDATE_GATE: Final = "loom.update"
 """The gate a flow's update listener waits on, keyed ``#{slot}``."""
+LOOK_FIRST: Final = 0.1
+LOOK_EVERY: Final = 1.0
+"""How soon, and then at least how often, a session with a step in flight looks for updates."""
 CONTINUED: Final = {
     "code": "continued_as_new",
     "type": None,
@@ -185,6 +197,30 @@ async def _receive(session: Session, known: Handlers) -> None:
         _task(session, _handle(session, known, uid, rec["name"], args), f"{step_id}.")
 
 
+async def _look_in(session: Session) -> None:
+    """While a step of the flow is in flight (an effect, a wait), look for updates accepted
+    meanwhile and fold them in: the session would otherwise see them only when it next
+    writes, and an update sent by that very step (an effect updating its own flow) would
+    wait for ever. A summary read per look, only while something is in flight."""
+    pause = LOOK_FIRST
+    while session.signal is None:
+        await asyncio.sleep(pause)
+        if not session._inflight:  # pyright: ignore[reportPrivateUsage]
+            pause = LOOK_FIRST  # nothing in flight: the session's own writes merge them
+            continue
+        journal = session.journal
+        try:
+            async with journal.lock:
+                grew = await journal.catch_up()
+        except SupersededSignal:
+            return  # the next append finds it out and ends the session
+        except StoreError:
+            grew = False  # only a look: the next append meets the store as it is
+        if grew:
+            session._deliver_resumes()  # pyright: ignore[reportPrivateUsage]
+        pause = min(pause * 2, LOOK_EVERY)
+
+
 async def _handle(session: Session, known: Handlers, uid: str, name: str, args: Any) -> None:
     known.started()
     try:
@@ -269,6 +305,8 @@ class UpdatesContext(FlowContext):
         if not known.listening:
             known.listening = True
             _task(session, _listen(session, known), "u")
+            if not session.journal.dry:
+                session.track(asyncio.Task(_look_in(session), context=contextvars.Context()))
 
     async def all_handlers_finished(self) -> None:
         """Return once no update handler of this flow is running (await it before the flow

@@ -33,16 +33,28 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, get_type_hints
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from loom.errors import ConfigurationError, InvalidPayloadError
-from loom.kernel.defs import one_line
+from loom.kernel.defs import one_line, to_json_value
 
 if TYPE_CHECKING:
     from loom.kernel.session import Session
 
-__all__ = ["Handler", "Handlers", "check_name", "handler", "of"]
+__all__ = ["Handler", "Handlers", "as_json", "check_name", "dynamic", "handler", "of"]
 
 MAX_NAME: Final = 256
+
+
+def as_json(value: Any, what: str) -> Any:
+    """``value`` as JSON (a model, a dataclass, a tuple...), or :class:`InvalidPayloadError`
+    naming ``what`` it is when it has no JSON form."""
+    try:
+        return to_json_value(value)
+    except PydanticSerializationError as exc:
+        raise InvalidPayloadError(
+            f"{what} is no JSON value ({type(value).__name__}): {exc}", code="not_json"
+        ) from None
 
 
 def check_name(name: object, what: str) -> str:
@@ -69,6 +81,7 @@ class Handler:
     takes_arg: bool
     adapter: TypeAdapter[Any] | None = None
     validator: Callable[..., Any] | None = None
+    dynamic: bool = False  # called with the name asked for and the argument
 
     def parse(self, value: Any) -> Any:
         """``value`` (JSON) as the handler's declared argument type.
@@ -87,9 +100,11 @@ class Handler:
                 details={"errors": exc.errors(include_url=False, include_context=False)},
             ) from None
 
-    def call(self, fn: Callable[..., Any], value: Any) -> Any:
+    def call(self, fn: Callable[..., Any], value: Any, name: str) -> Any:
         """Call ``fn`` (the handler or its validator) with the parsed argument, if it takes
-        one."""
+        one; a dynamic handler's with ``name`` first."""
+        if self.dynamic:
+            return fn(name, value)
         return fn(value) if self.takes_arg else fn()
 
 
@@ -111,15 +126,35 @@ def handler(
         raise ConfigurationError(f"a {what} handler must be callable, got {fn!r}")
     if what == "query" and inspect.iscoroutinefunction(fn):
         raise ConfigurationError("a query handler is a plain def: it reads the flow's state")
+    _check_validator(validator)
+    code = getattr(fn, "__code__", None)
+    typed = _ADAPTERS.get(code) if code is not None else None
+    if typed is None:
+        typed = _typed(fn, what)
+        if code is not None:
+            _ADAPTERS[code] = typed
+    return Handler(fn, typed[0], typed[1], validator)
+
+
+def dynamic(
+    fn: Callable[..., Any], what: str, validator: Callable[..., Any] | None = None
+) -> Handler:
+    """A handler of every name no other handler has: ``fn(name, args)``, ``args`` as JSON.
+
+    Raises:
+        ConfigurationError: As :func:`handler`.
+    """
+    if not callable(fn) or (what == "query" and inspect.iscoroutinefunction(fn)):
+        raise ConfigurationError(f"a dynamic {what} handler is a callable (name, args)")
+    _check_validator(validator)
+    return Handler(fn, True, None, validator, dynamic=True)
+
+
+def _check_validator(validator: Callable[..., Any] | None) -> None:
     if validator is not None and (
         not callable(validator) or inspect.iscoroutinefunction(validator)
     ):
         raise ConfigurationError("an update validator is a plain def that raises to refuse")
-    code = getattr(fn, "__code__", None) or fn
-    typed = _ADAPTERS.get(code)
-    if typed is None:
-        typed = _ADAPTERS[code] = _typed(fn, what)
-    return Handler(fn, typed[0], typed[1], validator)
 
 
 def _typed(fn: Callable[..., Any], what: str) -> tuple[bool, TypeAdapter[Any] | None]:
@@ -149,6 +184,8 @@ class Handlers:
     Attributes:
         updates: Update handlers by name.
         queries: Query handlers by name.
+        dynamic_update: The update handler of every other name, if any.
+        dynamic_query: The query handler of every other name, if any.
         listening: Whether the session's update listener runs (started by the first
             update handler registered).
         running: Update handlers running now.
@@ -156,9 +193,19 @@ class Handlers:
 
     updates: dict[str, Handler] = field(default_factory=dict[str, Handler])
     queries: dict[str, Handler] = field(default_factory=dict[str, Handler])
+    dynamic_update: Handler | None = None
+    dynamic_query: Handler | None = None
     listening: bool = False
     running: int = 0
     _idle: asyncio.Event | None = None
+
+    def update(self, name: str) -> Handler | None:
+        """The update handler of ``name``: its own, else the dynamic one."""
+        return self.updates.get(name) or self.dynamic_update
+
+    def query(self, name: str) -> Handler | None:
+        """The query handler of ``name``: its own, else the dynamic one."""
+        return self.queries.get(name) or self.dynamic_query
 
     def started(self) -> None:
         """An update handler began."""

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from loom.errors import InputError, QueryFailedError, UnknownQueryError
 from loom.ids import check_execution_id
 from loom.kernel.context import FlowContext, owned
-from loom.kernel.defs import to_json_value
 from loom.kernel.effects import message_of
 from loom.kernel.primitive import Primitive
 from loom.primitives import handlers
@@ -63,11 +62,11 @@ async def query(
     """
     eid = check_execution_id(execution_id)
     check_query_name(name)
-    value = to_json_value(args)
+    value = handlers.as_json(args, "a query's arguments")
     await rt.require(eid)
     state = await rt.load_state(eid)
     async with viewing(rt, state, timeout) as view:
-        found = view.handlers.queries.get(name)
+        found = view.handlers.query(name)
         if found is None:
             names = sorted(view.handlers.queries)
             raise UnknownQueryError(
@@ -77,7 +76,7 @@ async def query(
             )
         parsed = found.parse(value)
         try:
-            result = found.call(found.fn, parsed)
+            result = found.call(found.fn, parsed, name)
         except Exception as exc:
             raise QueryFailedError(
                 f"query {name!r} of {eid!r} raised {type(exc).__name__}: {message_of(exc)}",
@@ -87,7 +86,7 @@ async def query(
             if inspect.iscoroutine(result):
                 result.close()
             raise QueryFailedError(f"query handler {name!r} returned an awaitable, not a value")
-        return to_json_value(result)
+        return handlers.as_json(result, f"what query {name!r} returned")
 
 
 class QueriesContext(FlowContext):
@@ -111,6 +110,13 @@ class QueriesContext(FlowContext):
             known.pop(name, None)
         else:
             known[name] = handlers.handler(handler, "query")
+
+    def set_dynamic_query_handler(self, handler: Callable[..., Any] | None) -> None:
+        """Answer queries of every name no other handler has with ``handler(name, args)``
+        (``args`` as JSON); ``None`` removes it (Temporal's dynamic query handler)."""
+        owned(self)
+        registry = handlers.of(self._session)
+        registry.dynamic_query = None if handler is None else handlers.dynamic(handler, "query")
 
 
 PRIMITIVE = Primitive("queries", context=QueriesContext)

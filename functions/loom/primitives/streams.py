@@ -48,10 +48,10 @@ from loom.errors import ConfigurationError, InputError, StreamClosedError, Strea
 from loom.ids import check_execution_id
 from loom.kernel import cancellation
 from loom.kernel.context import FlowContext, next_step_id, off_scope
-from loom.kernel.defs import to_json_value
 from loom.kernel.divergence import visit
 from loom.kernel.fold import ExecutionState
 from loom.kernel.primitive import Primitive
+from loom.primitives import handlers
 from loom.primitives.published import MAX_WAIT, check_key
 from loom.primitives.waits import log_grew
 
@@ -152,7 +152,7 @@ async def _step(session: Session, step_id: str, record: str, what: str, event: A
 async def write_stream(session: Session, step_id: str, key: str, value: Any) -> None:
     """The session side of ``ctx.write_stream`` (see the module docstring)."""
     check_key(key)
-    json_value = to_json_value(value)
+    json_value = handlers.as_json(value, f"a value of stream {key!r}")
 
     async def written() -> ev.StreamWritten:
         state = session.state

@@ -39,7 +39,6 @@ from loom.errors import (
 )
 from loom.ids import check_execution_id
 from loom.kernel.decide import NOTHING, Decision, write
-from loom.kernel.defs import to_json_value
 from loom.kernel.effects import message_of
 from loom.kernel.fold import ExecutionState
 from loom.kernel.payloads import canonical_json, dump_exact
@@ -138,7 +137,7 @@ async def start_update(
     eid = check_execution_id(execution_id)
     check_update_name(name)
     uid = f"upd:{uuid.uuid4()}" if update_id is None else check_update_id(update_id)
-    value = to_json_value(args)
+    value = handlers.as_json(args, "an update's arguments")
     raw = dump_exact(value, "update arguments")
     digest = hashlib.sha256(canonical_json(value).encode()).hexdigest()[:32]
     await rt.require(eid)
@@ -239,7 +238,7 @@ def _check_same(state: ExecutionState, uid: str, name: str, digest: str) -> None
 
 def _validate(view: View, eid: str, name: str, value: Any) -> None:
     """Refuse the update unless the flow has its handler and the validator lets it pass."""
-    found = view.handlers.updates.get(name)
+    found = view.handlers.update(name)
     if found is None:
         names = sorted(view.handlers.updates)
         raise UpdateRejectedError(
@@ -252,7 +251,7 @@ def _validate(view: View, eid: str, name: str, value: Any) -> None:
     if found.validator is None:
         return
     try:
-        found.call(found.validator, parsed)
+        found.call(found.validator, parsed, name)
     except Exception as exc:
         raise UpdateRejectedError(
             f"update {name!r} refused by its validator: {message_of(exc)}",

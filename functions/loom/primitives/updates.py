@@ -63,7 +63,6 @@ from loom.kernel.context import (
     off_scope,
     owned,
 )
-from loom.kernel.defs import to_json_value
 from loom.kernel.effects import error_info
 from loom.kernel.fold import ExecutionState, resume_key
 from loom.kernel.primitive import Primitive
@@ -197,6 +196,16 @@ async def _receive(session: Session, known: Handlers) -> None:
         _task(session, _handle(session, known, uid, rec["name"], args), f"{step_id}.")
 
 
+def _listening(session: Session, known: Handlers) -> None:
+    """Start the session's update listener (and, live, its look-in) once."""
+    if known.listening:
+        return
+    known.listening = True
+    _task(session, _listen(session, known), "u")
+    if not session.journal.dry:
+        session.track(asyncio.Task(_look_in(session), context=contextvars.Context()))
+
+
 async def _look_in(session: Session) -> None:
     """While a step of the flow is in flight (an effect, a wait), look for updates accepted
     meanwhile and fold them in: the session would otherwise see them only when it next
@@ -233,15 +242,15 @@ async def _handle(session: Session, known: Handlers, uid: str, name: str, args: 
 
 async def _call(known: Handlers, name: str, args: Any) -> tuple[Any, ev.ErrorInfo | None]:
     """Run the handler ``name``: its JSON value, or the error it ended with."""
-    found = known.updates.get(name)
+    found = known.update(name)
     if found is None:  # the code changed since the update was accepted
         message = f"the flow has no update handler {name!r} where the update's turn came"
         return None, ev.ErrorInfo(code="unknown_update_handler", message=message)
     try:
-        result = found.call(found.fn, found.parse(args))
+        result = found.call(found.fn, found.parse(args), name)
         if inspect.isawaitable(result):
             result = await result
-        return to_json_value(result), None
+        return handlers.as_json(result, f"what update handler {name!r} returned"), None
     except Exception as exc:  # the update fails, the flow goes on (signals pass through)
         return None, error_info(exc)
 
@@ -302,11 +311,22 @@ class UpdatesContext(FlowContext):
             known.updates.pop(name, None)
             return
         known.updates[name] = handlers.handler(handler, "update", validator)
-        if not known.listening:
-            known.listening = True
-            _task(session, _listen(session, known), "u")
-            if not session.journal.dry:
-                session.track(asyncio.Task(_look_in(session), context=contextvars.Context()))
+        _listening(session, known)
+
+    def set_dynamic_update_handler(
+        self, handler: Callable[..., Any] | None, *, validator: Callable[..., Any] | None = None
+    ) -> None:
+        """Answer updates of every name no other handler has with ``handler(name, args)``
+        (``args`` as JSON; ``validator(name, args)`` refuses by raising); ``None`` removes
+        it (Temporal's dynamic update handler)."""
+        owned(self)
+        session = self._session
+        known = handlers.of(session)
+        if handler is None:
+            known.dynamic_update = None
+            return
+        known.dynamic_update = handlers.dynamic(handler, "update", validator)
+        _listening(session, known)
 
     async def all_handlers_finished(self) -> None:
         """Return once no update handler of this flow is running (await it before the flow

@@ -18,6 +18,7 @@ from werkzeug.exceptions import HTTPException
 
 from loom.errors import StoreError
 from loom.runtime import Runtime
+from loom.workers.admission import slots_from_env
 from loom.workers.body_limit import body_limit, guard_declared_length
 from loom.workers.events_target import CloudEventLike, EventsHandler
 from loom.workers.http_errors import http_exception_reply, store_error_response
@@ -43,8 +44,9 @@ def _runtime() -> Runtime:
     return build_runtime()
 
 
-_worker = WorkerHandler(_runtime)
-_tasks = TasksHandler(_runtime)
+# gunicorn's THREADS, minus the threads kept for /health and /live (loom.workers.admission).
+_worker = WorkerHandler(_runtime, slots=slots_from_env())
+_tasks = TasksHandler(_runtime, slots=slots_from_env())
 _events = EventsHandler(_runtime)
 
 

@@ -2,7 +2,7 @@
 
 The public names::
 
-    from loom import Loom, FlowContext, EffectContext, Retry
+    from loom import Loom, FlowContext, EffectContext, Retry, Limits
 """
 
 from loom.app import EffectContext, FlowContext, Loom, Retry
@@ -12,9 +12,11 @@ from loom.errors import (
     EffectFailedError,
     ExecutionSupersededError,
     GateTimeoutError,
+    LimitExceededError,
     LoomError,
     NondeterminismError,
 )
+from loom.kernel.execution_limits import Limits
 
 __version__ = "0.1.0"
 
@@ -26,6 +28,8 @@ __all__ = [
     "ExecutionSupersededError",
     "FlowContext",
     "GateTimeoutError",
+    "LimitExceededError",
+    "Limits",
     "Loom",
     "LoomError",
     "NondeterminismError",

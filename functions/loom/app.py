@@ -110,22 +110,10 @@ class Loom(App):
         @app.flow("order.fulfil")
         async def fulfil(ctx: FlowContext, order: Order) -> Outcome: ...
 
-    Args:
-        name: The app's name.
-        max_stream_values: The most values the streams of one execution hold in all
-            (:mod:`loom.primitives.streams`).
-        **options: The kernel app's (``grants``, ``durability``).
-
     Attributes:
         flows: The latest version of each flow, by name.
         versions: Every registered version of each flow, by name then version.
     """
-
-    def __init__(
-        self, name: str, *, max_stream_values: int = streams.DEFAULT_MAX_VALUES, **options: Any
-    ) -> None:
-        super().__init__(name, **options)
-        streams.configure(self, max_stream_values)
 
     @property
     def queues(self) -> dict[str, QueueDef]:

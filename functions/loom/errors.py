@@ -9,7 +9,8 @@ The tree::
     │   ├── UnknownEffectError         no effect registered under that name
     │   ├── UnknownExecutionError      no execution with that id
     │   ├── InvalidExecutionIdError    an id that breaks the one id rule (loom.ids)
-    │   │   └── ReservedExecutionIdError  an outside start of an id of a child flow's form
+    │   │   └── ReservedExecutionIdError  an outside start of an id of a form the engine
+    │   │                                     derives (loom.reserved_ids)
     │   ├── ExecutionConflictError     same execution id, other flow or input
     │   ├── MessageConflictError       same message id, other topic or payload
     │   ├── PayloadTooLargeError       a body or payload over the configured limit
@@ -26,6 +27,8 @@ The tree::
     │   ├── UnknownQueryError          no query handler under that name
     │   ├── QueryFailedError           the query handler raised, or the replay could not
     │   │                              reach the flow's current point
+    │   ├── LimitExceededError         an execution reached one of its limits (HTTP 409)
+    │   │   └── MailboxFullError       a run holds as many messages as it may (HTTP 429)
     │   ├── NoOpenGateError            a strict resume that no open gate waits for
     │   ├── GateTimedOutError          a resume of a gate whose timeout already passed
     │   └── ExecutionFinishedError     the execution already ended
@@ -52,7 +55,6 @@ The tree::
     ├── UpdateFailedError              an update's handler raised, or the run ended first
     ├── UpdateTimeoutError             an update was not answered within the wait
     ├── StreamClosedError              a write to a stream the flow closed (into the flow)
-    ├── StreamFullError                a write past the execution's stream bound (into it)
     ├── FlowFailedError                the flow itself raised (recorded, terminal)
     ├── ExitRequestedError             flow or effect code raised SystemExit/KeyboardInterrupt
     └── WorkerError                    a worker answered with an error
@@ -133,9 +135,10 @@ class InvalidExecutionIdError(InputError):
 
 
 class ReservedExecutionIdError(InvalidExecutionIdError):
-    """An outside start (HTTP, CLI, Python API, fork) asked for an id of the form the engine
-    gives child flows (``{parent}.child.{step}``, see :func:`loom.primitives.children.child_id`). Nothing
-    was written."""
+    """An outside start (HTTP, Pub/Sub, CLI, Python API, fork) asked for an id of a form the
+    engine derives (a child's, a run's, a schedule tick's, a re-drive's, a Pub/Sub start's,
+    a signed request's: :mod:`loom.reserved_ids`), or the engine found such an id held by an
+    execution it did not make. Nothing was written."""
 
     code = "reserved_execution_id"
 
@@ -199,6 +202,21 @@ class NotForkableError(InputError):
     """A fork was asked from a step that does not exist or whose prefix cannot be reused."""
 
     code = "not_forkable"
+
+
+class LimitExceededError(InputError):
+    """An execution reached one of its limits (events, runs, children: see
+    :mod:`loom.kernel.execution_limits`), or a start asked for a limit that is not one. Nothing of
+    the refused request was written; a flow that reaches a limit fails with this code."""
+
+    code = "limit_exceeded"
+
+
+class MailboxFullError(LimitExceededError):
+    """The execution's run holds as many messages as it may: retry once it has read some
+    (or continued as new). Nothing was written."""
+
+    code = "mailbox_full"
 
 
 class NoOpenGateError(InputError):
@@ -490,13 +508,6 @@ class StreamClosedError(LoomError):
     """The flow wrote to a stream it had closed."""
 
     code = "stream_closed"
-
-
-class StreamFullError(LoomError):
-    """The flow wrote past the bound of values its streams may hold (``max_stream_values``
-    of the app or the start)."""
-
-    code = "stream_full"
 
 
 class BudgetExceededError(LoomError):

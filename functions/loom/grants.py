@@ -12,11 +12,16 @@ to ``flow``. ``principal`` and ``flow`` are exact names or prefixes ending in ``
 exactly speaks for an unauthenticated caller. With no rules nobody may grant anything: a start without
 capabilities is always allowed, a start with some is refused.
 
+A rule may also let its principals raise an execution's limits (:mod:`loom.kernel.execution_limits`)
+for its flows, up to the values it names: a start asking for more than the flow's own limit
+needs a rule allowing at least that much (asking for less is always allowed).
+
 Deployments configure it as JSON, in ``LOOM_GRANTS`` or in the file ``LOOM_GRANTS_FILE``
 names::
 
     {"grants": [
-      {"principal": "ops@example.com", "flow": "order.*", "capabilities": ["payments"]},
+      {"principal": "ops@example.com", "flow": "order.*", "capabilities": ["payments"],
+       "limits": {"max_events": 200000}},
       {"principal": "shared-secret", "flow": "*", "capabilities": ["email"]}
     ]}
 
@@ -52,11 +57,18 @@ class GrantRule:
     principal: str
     flow: str = "*"
     capabilities: frozenset[str] = field(default_factory=frozenset[str])
+    limits: Mapping[str, int] = field(default_factory=dict[str, int], hash=False)
 
     def __post_init__(self) -> None:
         if not self.principal or not self.flow:
             raise ConfigurationError("a grant rule needs a non-empty principal and flow")
         object.__setattr__(self, "capabilities", frozenset(self.capabilities))
+        for name, value in self.limits.items():
+            if type(value) is not int or value < 1:
+                raise ConfigurationError(
+                    f"a grant rule's limit {name} must be a positive integer, not {value!r}"
+                )
+        object.__setattr__(self, "limits", dict(self.limits))
 
     def applies(self, principal: str, flow: str) -> bool:
         """Whether this rule speaks for ``principal`` starting ``flow``."""
@@ -72,7 +84,7 @@ def _matches(pattern: str, name: str) -> bool:
     return name == pattern
 
 
-_RULE_KEYS = frozenset({"principal", "flow", "capabilities"})
+_RULE_KEYS = frozenset({"principal", "flow", "capabilities", "limits"})
 
 
 def _rule_from(raw: Any, index: int) -> GrantRule:
@@ -92,7 +104,17 @@ def _rule_from(raw: Any, index: int) -> GrantRule:
         raise ConfigurationError(f"grant policy: {where}.flow: a non-empty string")
     if not isinstance(caps, list) or not all(isinstance(c, str) for c in cast(list[Any], caps)):
         raise ConfigurationError(f"grant policy: {where}.capabilities: a list of strings")
-    return GrantRule(principal, flow, frozenset(cast(list[str], caps)))
+    limits: Any = rule.get("limits", {})
+    if not isinstance(limits, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v > 0
+        for v in cast(dict[str, Any], limits).values()
+    ):
+        raise ConfigurationError(
+            f"grant policy: {where}.limits: an object of limit names to positive integers"
+        )
+    return GrantRule(
+        principal, flow, frozenset(cast(list[str], caps)), cast(dict[str, int], limits)
+    )
 
 
 class GrantPolicy:
@@ -126,6 +148,39 @@ class GrantPolicy:
                 f"{principal!r} may not grant {', '.join(denied)} to flow {flow!r}; "
                 "capabilities come from the deployment's grant policy, not the request",
                 details={"principal": principal, "flow": flow, "denied": denied},
+            )
+
+    def raisable(self, principal: str, flow: str, name: str) -> int | None:
+        """The highest value of limit ``name`` ``principal`` may ask for ``flow`` (``None``:
+        no rule lets it raise that limit at all)."""
+        values = [
+            rule.limits[name]
+            for rule in self.rules
+            if name in rule.limits and rule.applies(principal, flow)
+        ]
+        return max(values) if values else None
+
+    def check_limits(
+        self, principal: str, flow: str, asked: Mapping[str, float], own: Mapping[str, int]
+    ) -> None:
+        """Pass if every limit in ``asked`` is at most the flow's ``own``, or at most what
+        ``principal`` may raise it to for ``flow``.
+
+        Raises:
+            NotPermittedError: A limit asked above both; it names them.
+        """
+        denied = sorted(
+            name
+            for name, value in asked.items()
+            if name in own
+            and value > own[name]
+            and value > (self.raisable(principal, flow, name) or own[name])
+        )
+        if denied:
+            raise NotPermittedError(
+                f"{principal!r} may not raise {', '.join(denied)} for flow {flow!r} above the "
+                "flow's own limits; the grant policy decides who may",
+                details={"principal": principal, "flow": flow, "denied_limits": denied},
             )
 
     @classmethod
@@ -163,6 +218,19 @@ class GrantPolicy:
             except OSError as exc:
                 raise ConfigurationError(f"cannot read LOOM_GRANTS_FILE {path!r}: {exc}") from exc
         return cls.from_json(inline) if inline else None
+
+
+def recorded_by(principal: str | None, note: str | None = None) -> str | None:
+    """What the log records as ``by`` for an act of ``principal`` annotated with ``note``.
+
+    ``note`` is free text from the request (an operator's name typed in a form or a body's
+    ``by``): it is kept beside the principal, ``"{note} (via {principal})"``, and never
+    authorizes anything. Authority (the grant policy, the caller check) is always decided on
+    ``principal`` alone, before this string is made.
+    """
+    if not note:
+        return principal
+    return note if principal is None else f"{note} (via {principal})"
 
 
 def rules(grants: Mapping[str, Mapping[str, Iterable[str]]]) -> list[GrantRule]:

@@ -74,6 +74,29 @@ def _problem(value: str, max_bytes: int) -> str | None:
     return None
 
 
+def name_problem(value: object, *, max_bytes: int) -> str | None:
+    """What is wrong with ``value`` as a message topic or message id, or ``None``.
+
+    The id rule's alphabet (no control, format, surrogate or line-separator character, no
+    leading or trailing whitespace: they break log lines and disguise names), without its
+    path rules: a topic or message id never names a document, URL segment or file, so
+    ``/``, a leading ``.`` and ``__x__`` are allowed in them.
+    """
+    if not isinstance(value, str):
+        return f"must be a string, not {type(value).__name__}"
+    if not value:
+        return "must not be empty"
+    if len(value) > max_bytes:
+        return f"must be at most {max_bytes} UTF-8 bytes"
+    if any(unicodedata.category(ch) in _BANNED_CATEGORIES for ch in value):
+        return "must not contain control, format or line-separator characters"
+    if len(value.encode("utf-8")) > max_bytes:
+        return f"must be at most {max_bytes} UTF-8 bytes"
+    if value != value.strip():
+        return "must not start or end with whitespace"
+    return None
+
+
 def check_execution_id(value: str, *, what: str = "execution id") -> str:
     """Return ``value`` if it is a valid execution id.
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from loom.primitives.queues import QueueRef
     from loom.primitives.streams import StreamChunk
     from loom.primitives.update_calls import UpdateOutcome
+    from loom.reserved_ids import IdForm
     from loom.wire import ExecutionResult
 
 __all__ = ["Runtime"]
@@ -44,6 +45,7 @@ class Runtime(kernel.Runtime):
         version: str | int | None = None,
         queue: QueueRef | None = None,
         timeout: float | timedelta | None = None,
+        derived: IdForm | None = None,
     ) -> ExecutionResult:
         """Start ``flow``: :meth:`loom.kernel.runtime.Runtime.start`, on ``queue`` if given
         (a declared queue and partition key, :mod:`loom.primitives.queues`).
@@ -62,6 +64,7 @@ class Runtime(kernel.Runtime):
             version=version,
             timeout=timeout,
             fields=queues.started_fields(self.app, queue) if queue is not None else None,
+            derived=derived,
         )
 
     async def send(

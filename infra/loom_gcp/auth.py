@@ -14,7 +14,20 @@ defense in depth behind it, in the worker itself: every route but ``/health`` an
 
 The principal returned (and recorded as ``by`` in the log) is that email. Send the token in
 ``Authorization``: Cloud Run passes it through, while it strips the signature from an
-``X-Serverless-Authorization`` header before the request reaches the container.
+``X-Serverless-Authorization`` header before the request reaches the container (replacing
+it with ``SIGNATURE_REMOVED_BY_GOOGLE``).
+
+**Behind Cloud Run's IAM** (``LOOM_AUTH_TRUST_CLOUD_RUN=true``, which Terraform sets on
+services that admit no public invoker): a request reaches the container only after Cloud
+Run verified the ID token it carried for IAM, in ``X-Serverless-Authorization`` when there
+is one, else in ``Authorization``. That token is then the credential, and one whose
+signature Cloud Run removed is accepted on Cloud Run's word: its claims are checked (issuer,
+expiry, audience, a verified email among the principals), not its signature. This is how an
+operator's own identity reaches the console: ``gcloud run services proxy`` sends the
+operator's gcloud ID token in ``X-Serverless-Authorization`` (its audience is gcloud's own
+OAuth client id, :data:`GCLOUD_CLIENT_ID`, which Terraform adds to the audiences when
+operators are configured). A token in any other header is ignored; outside that mode a
+token without its signature is refused.
 
 Configure it with ``LOOM_CALLER_AUTH=loom_gcp.auth:google_id_token`` (built from the
 environment on first use). ``LOOM_AUTH_CERTS_URL`` replaces Google's certificate endpoint
@@ -29,7 +42,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from google.auth import exceptions as google_exceptions
 from google.auth import jwt
@@ -39,6 +52,11 @@ from loom.workers.auth import AuthRequest, Forbidden, Unauthenticated
 
 GOOGLE_CERTS_URL = "https://www.googleapis.com/oauth2/v1/certs"
 GOOGLE_ISSUERS = frozenset({"https://accounts.google.com", "accounts.google.com"})
+GCLOUD_CLIENT_ID = "32555940559.apps.googleusercontent.com"
+"""The audience of a user's ID token minted by gcloud (``gcloud auth print-identity-token``,
+``gcloud run services proxy``): Cloud Run IAM accepts it for its users."""
+REMOVED_SIGNATURE = "SIGNATURE_REMOVED_BY_GOOGLE"
+SERVERLESS_HEADER = "X-Serverless-Authorization"
 
 CertsFetcher = Callable[[], Mapping[str, str]]
 
@@ -82,8 +100,11 @@ class GoogleIdTokenAuth:
         certs: Fetches the signing certificates (default: Google's endpoint).
         issuers: Accepted ``iss`` values.
         clock_skew: Seconds of tolerance on ``iat``/``exp``.
-        clock: Epoch seconds, for the certificate cache.
+        clock: Epoch seconds, for the certificate cache and the expiry of a token Cloud
+            Run verified.
         certs_ttl: Seconds certificates are cached.
+        trust_cloud_run: Behind Cloud Run's IAM: the token Cloud Run verified is the
+            credential, its removed signature accepted (see the module docstring).
 
     Raises:
         ConfigurationError: No audience or no principals.
@@ -99,7 +120,10 @@ class GoogleIdTokenAuth:
         clock_skew: int = 10,
         clock: Callable[[], float] = time.time,
         certs_ttl: float = 3600.0,
+        trust_cloud_run: bool = False,
     ) -> None:
+        self.trust_cloud_run = trust_cloud_run
+        self._clock = clock
         given = [audience] if isinstance(audience, str) else list(audience)
         self.audiences = [a.strip() for a in given if a.strip()]
         self.principals = frozenset(p.strip() for p in principals if p.strip())
@@ -125,7 +149,8 @@ class GoogleIdTokenAuth:
                 "(the service URL) and LOOM_AUTH_PRINCIPALS (comma-separated emails)"
             )
         certs_url = env.get("LOOM_AUTH_CERTS_URL") or GOOGLE_CERTS_URL
-        return cls(audiences, principals, certs=http_certs(certs_url))
+        trust = env.get("LOOM_AUTH_TRUST_CLOUD_RUN", "").strip().lower() in ("1", "true", "yes")
+        return cls(audiences, principals, certs=http_certs(certs_url), trust_cloud_run=trust)
 
     def __call__(self, request: AuthRequest) -> str:
         """The verified email of the caller.
@@ -134,16 +159,54 @@ class GoogleIdTokenAuth:
             Unauthenticated: No bearer token.
             Forbidden: A token that does not verify, or names someone not allowed.
         """
-        token = _bearer(request.headers)
+        token = self._credential(request.headers)
         if token is None:
             raise Unauthenticated(f"{request.action} needs 'Authorization: Bearer <ID token>'")
-        claims = self._verify(token)
+        if token.endswith(f".{REMOVED_SIGNATURE}"):
+            claims = self._verified_by_cloud_run(token)
+        else:
+            claims = self._verify(token)
         email = claims.get("email")
         if not isinstance(email, str) or claims.get("email_verified") is not True:
             raise Forbidden("the ID token names no verified email")
         if email not in self.principals:
             raise Forbidden(f"{email} may not call this service")
         return email
+
+    def _credential(self, headers: Mapping[str, str] | Any) -> str | None:
+        """The token to check: behind Cloud Run's IAM, the one Cloud Run verified (in
+        ``X-Serverless-Authorization`` when the request has one); else ``Authorization``."""
+        if self.trust_cloud_run and headers.get(SERVERLESS_HEADER) is not None:
+            return _bearer(headers, SERVERLESS_HEADER)
+        return _bearer(headers)
+
+    def _verified_by_cloud_run(self, token: str) -> Mapping[str, Any]:
+        """The claims of a token Cloud Run verified and stripped of its signature.
+
+        Raises:
+            Forbidden: Not behind Cloud Run's IAM, or claims that do not hold.
+        """
+        if not self.trust_cloud_run:
+            raise Forbidden(
+                "ID token refused: its signature was removed, and this check does not run "
+                "behind Cloud Run's IAM (LOOM_AUTH_TRUST_CLOUD_RUN)"
+            )
+        try:
+            claims: Mapping[str, Any] = jwt.decode(token, verify=False)
+        except (ValueError, google_exceptions.GoogleAuthError) as exc:
+            raise Forbidden(f"ID token refused: {exc}") from None
+        if claims.get("iss") not in self.issuers:
+            raise Forbidden(f"ID token refused: issuer {claims.get('iss')!r} is not Google's")
+        audiences: Any = claims.get("aud")
+        given: list[Any] = (
+            cast(list[Any], audiences) if isinstance(audiences, list) else [audiences]
+        )
+        if not any(isinstance(a, str) and a in self.audiences for a in given):
+            raise Forbidden("ID token refused: it is for another audience")
+        expiry = claims.get("exp")
+        if not isinstance(expiry, int | float) or expiry + self.clock_skew < self._clock():
+            raise Forbidden("ID token refused: it expired")
+        return claims
 
     def _verify(self, token: str) -> Mapping[str, Any]:
         try:
@@ -162,8 +225,8 @@ class GoogleIdTokenAuth:
         return claims
 
 
-def _bearer(headers: Mapping[str, str] | Any) -> str | None:
-    scheme, _, token = str(headers.get("Authorization", "")).partition(" ")
+def _bearer(headers: Mapping[str, str] | Any, name: str = "Authorization") -> str | None:
+    scheme, _, token = str(headers.get(name, "")).partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from loom import EffectContext, FlowContext, Loom, Retry
+from loom import events as ev
+from loom.kernel.decide import Decision, write
 from loom.runtime import Runtime
 from loom.store.base import EventStore
 from loom.wire import ExecutionPackage, ExecutionResult
@@ -80,3 +82,35 @@ async def test_a_budget_of_attempts_holds_whatever_the_backoff(store: EventStore
     result, _, metered, invoked = await _run(store, durable, [2, 2, 2], budgets={"max_attempts": 4})
     assert (result.status, result.error["code"]) == ("failed", "budget_exceeded")  # type: ignore[index]
     assert metered == invoked == 6  # two steps of three attempts; the third never starts
+
+
+async def test_a_not_performed_verdict_runs_the_effect_again_whatever_its_retry_policy(
+    store: EventStore,
+):
+    """``Retry(max_attempts=1)``, the usual policy of a charge: an attempt that went in
+    doubt and was declared ``not_performed`` never ran, so the step runs again (attempt 2),
+    rather than failing as if its only attempt had been spent."""
+    app = Loom("verdicts")
+    calls: list[int] = []
+
+    @app.effect("charge", idempotent=False, retry=Retry(max_attempts=1))
+    async def charge(ctx: EffectContext, _: None) -> str:
+        calls.append(ctx.attempt)
+        return f"charged on attempt {ctx.attempt}"
+
+    @app.flow("pay")
+    async def pay(ctx: FlowContext, _: None) -> str:
+        return await ctx.execute(charge, None)
+
+    rt = Runtime(app, store)
+    await rt.start("pay", None, execution_id="v", run=False)
+    state = await rt.load_state("v")
+    started = ev.EffectStarted(step_id="1", effect="charge", idempotency_key="v:1")
+    await write(rt, state, lambda _: Decision([started]))  # a worker wrote it, then died
+    parked = await rt.execute(ExecutionPackage(execution_id="v"))
+    assert parked.status == "in_doubt" and calls == []
+    done = await rt.verdict("v", "1", "not_performed")
+    assert (done.status, done.output) == ("completed", "charged on attempt 2")
+    assert calls == [2]
+    outcome = [e for e in await rt.history("v") if e.type == "EffectCompleted"]
+    assert [e.attempts for e in outcome] == [2]  # type: ignore[attr-defined]

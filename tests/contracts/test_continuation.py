@@ -220,3 +220,19 @@ async def test_step_keys_differ_from_run_to_run(rt: Runtime) -> None:
     received = [e.message_id for e in await rt.history("rx") if e.type == "MessageReceived"]
     assert received == ["tk:2", "tk#run2:2", "tk#run3:2"]
     assert (await rt.result("rx")).output == [1, 2, 3]
+
+
+async def test_a_message_redelivered_runs_later_is_still_a_repeat(rt: Runtime) -> None:
+    """A sender whose step re-ran after the receiver continued as new twice (its worker died
+    between the delivery and its record) delivers the same message id again: it is refused
+    as a repeat, not taken a second time (ids stay known for days, not for one run)."""
+    await rt.start("counter", START, execution_id="r")
+    await rt.send("r", "add", 100, message_id="once")
+    for n in range(6):  # two more runs: the first took "once" and 2 of these
+        await rt.send("r", "add", n, message_id=f"m{n}")
+    assert (await rt.load_state("r")).run == 3
+    again = await rt.send("r", "add", 100, message_id="once")
+    assert again.status == "suspended"
+    await rt.send("r", "add", "stop")
+    result = await rt.result("r")
+    assert result.output == {"total": 115, "runs": 3}  # 100 once, then 0..5

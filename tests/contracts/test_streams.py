@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from loom import FlowContext, Loom
-from loom.errors import InputError, StreamClosedError, StreamFullError, UnknownExecutionError
+from loom.errors import (
+    InputError,
+    LimitExceededError,
+    StreamClosedError,
+    UnknownExecutionError,
+)
+from loom.kernel.execution_limits import Limits
 from loom.runtime import Runtime
 from loom.store.base import EventStore
 from loom.testing import replay
@@ -16,7 +22,7 @@ from loom.wire import ExecutionPackage
 
 
 def make_app() -> Loom:
-    app = Loom("streams", max_stream_values=200)
+    app = Loom("streams", limits=Limits(max_stream_values=200))
 
     @app.flow("tokens")
     async def tokens(ctx: FlowContext, n: int) -> int:
@@ -45,7 +51,7 @@ def make_app() -> Loom:
         for i in range(250):
             try:
                 await ctx.write_stream("s", i)
-            except StreamFullError as exc:
+            except LimitExceededError as exc:
                 return [i, exc.code]
         return "never full"
 
@@ -99,10 +105,10 @@ async def test_closed_and_full_streams_refuse_in_the_flow_and_bad_reads_are_inpu
 ) -> None:
     assert (await rt.start("misuse", "closed", execution_id="c")).output == "stream_closed"
     full = await rt.start("misuse", "full", execution_id="f")
-    assert full.output == [200, "stream_full"]
+    assert full.output == [200, "limit_exceeded"]
     assert (await rt.read_stream("f", "s", 199)).values == [199]
     low = await rt.start("misuse", "full", execution_id="low", budgets={"max_stream_values": 4})
-    assert low.output == [4, "stream_full"]
+    assert low.output == [4, "limit_exceeded"]
     for bad in ({"offset": -1}, {"limit": 0}, {"limit": 5000}, {"timeout": 120.0}):
         with pytest.raises(InputError):
             await rt.read_stream("c", "s", **bad)

@@ -289,9 +289,10 @@ async def test_validation_sees_the_updates_accepted_before_it(rt: Runtime) -> No
 
 
 async def test_a_budget_stop_in_a_handler_fails_the_flow_and_the_update(rt: Runtime) -> None:
-    await rt.start("cart", execution_id="broke", budgets={"max_effect_calls": 0})
+    await rt.start("cart", execution_id="broke", budgets={"max_effect_calls": 1})
+    assert await rt.update("broke", "add", "apple") == 105  # the one effect call allowed
     with pytest.raises(UpdateFailedError, match="failed before the update"):
-        await asyncio.wait_for(rt.update("broke", "add", "apple"), 10)
+        await asyncio.wait_for(rt.update("broke", "add", "fig"), 10)
     done = await rt.result("broke")
     assert done.status == "failed" and done.error is not None
     assert done.error["code"] == "budget_exceeded"

@@ -192,13 +192,14 @@ def _defn(**options: Any) -> Any:
 
 
 class _Journal:
-    def __init__(self, budgets: dict[str, float]) -> None:
-        self.state = type("S", (), {"budgets": budgets})()
+    def __init__(self, budgets: dict[str, float], last_seq: int) -> None:
+        self.state = type("S", (), {"budgets": budgets, "last_seq": last_seq})()
 
 
 class _Session:
-    def __init__(self, budgets: dict[str, float] | None = None) -> None:
-        self.journal = _Journal(budgets or {})
+    def __init__(self, budgets: dict[str, float] | None = None, last_seq: int = 5) -> None:
+        self.journal = _Journal(budgets or {}, last_seq)
+        self.max_events = 100
 
 
 def test_only_the_first_attempt_of_a_plain_idempotent_async_effect_applies(
@@ -214,6 +215,8 @@ def test_only_the_first_attempt_of_a_plain_idempotent_async_effect_applies(
     assert not fast_step.applies(session, sync, 1)
     budgeted: Any = _Session({"max_effect_calls": 3})
     assert not fast_step.applies(budgeted, plain, 1)  # a budget
+    full: Any = _Session(last_seq=100)
+    assert not fast_step.applies(full, plain, 1)  # a full log: the slow path stops the flow
     monkeypatch.setattr(telemetry, "_tracing_on", True)  # (as ``refresh`` sets it)
     assert not fast_step.applies(session, plain, 1)  # a step span
 

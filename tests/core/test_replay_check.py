@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from loom import EffectContext, FlowContext, Loom
+from loom.app import Retry
 from loom.ops.replay_check import Checked, ReplayChecker
 from loom.runtime import Runtime
 from loom.store.memory import InMemoryEventStore
 from loom.testing import FakeClock
+from loom.wire import ExecutionPackage
 
 
 def make_app(body: str, versions: tuple[int, ...] = (1,)) -> Loom:
@@ -112,3 +114,44 @@ async def test_a_parked_execution_that_now_replays_is_reported_as_continuing():
     assert (await store.summary("p")).parked_reason is not None
     seen = await run_check(make_app("aGc"), store)
     assert [(c.summary.execution_id, c.parked, c.divergence) for c in seen] == [("p", True, None)]
+
+
+async def test_a_step_that_waited_on_durable_backoffs_replays_cleanly():
+    """A retry backoff too long to wait inline is a timer gate ``{step}/retry{n}`` in the
+    history; once the step succeeded, a replay is served its outcome and never waits on
+    those timers again, which is no divergence."""
+    app = Loom("shop")
+
+    @app.effect("flaky", retry=Retry(max_attempts=3, initial_interval=20.0, jitter=0.0))
+    async def flaky(ctx: EffectContext, _: None) -> int:
+        if ctx.attempt < 3:
+            raise RuntimeError(f"attempt {ctx.attempt} failed")
+        return ctx.attempt
+
+    @app.flow("order")
+    async def order(ctx: FlowContext, _: None) -> int:
+        return await ctx.execute("flaky")
+
+    store, clock = InMemoryEventStore(), FakeClock()
+    rt = Runtime(app, store, clock=clock, max_inline_backoff=5.0)
+    await rt.start("order", execution_id="o1")
+    for _ in range(2):  # each backoff is a durable timer: due, then run
+        clock.now += 60
+        await rt.execute(ExecutionPackage(execution_id="o1", reason="timer"))
+    assert (await rt.result("o1")).output == 3
+    gates = [e.step_id for e in await rt.history("o1") if e.type == "ExecutionSuspended"]
+    assert gates == ["1/retry2", "1/retry3"]
+    seen = await run_check(app, store)
+    assert diverging(seen) == {}
+
+
+async def test_an_execution_stopped_by_its_budget_replays_cleanly():
+    """A budget stops an execution before the step that would exceed it; the replay stops
+    there too, as the live run did, rather than going on to that step."""
+    store = InMemoryEventStore()
+    rt = Runtime(make_app("ab"), store, clock=FakeClock())
+    ended = await rt.start("order", execution_id="o1", budgets={"max_effect_calls": 1})
+    assert ended.status == "failed" and ended.error is not None
+    assert ended.error["code"] == "budget_exceeded"
+    seen = await run_check(make_app("ab"), store)
+    assert diverging(seen) == {}

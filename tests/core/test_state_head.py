@@ -25,7 +25,7 @@ async def test_a_snapshots_first_line_holds_every_public_field_in_order():
     """``head_json`` writes the state through orjson's dataclass support: exactly the public
     fields, in declaration order, the meter as a dict."""
     rt = Runtime(app, InMemoryEventStore())
-    await rt.start("wait", 3, execution_id="w1", capabilities={"c"}, budgets={"b": 2.0})
+    await rt.start("wait", 3, execution_id="w1", capabilities={"c"}, budgets={"max_attempts": 2.0})
     state = await rt.load_state("w1")
     state.mailbox["t"] = 1  # every container holds something
     state.patches.append("p")

@@ -16,6 +16,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from loom.cli import main
+from loom.cli.authority import local_principal
 from loom.config import open_store
 from loom.runtime import Runtime
 from loom.wire import ExecutionPackage
@@ -73,7 +74,9 @@ def test_a_poison_execution_parks_and_loom_retry_runs_it_again(tmp_path: Path):
     retried = runner.invoke(main, ["--app", APP, "--store", db, "retry", eid, "--by", "ops"])
     assert retried.exit_code == 0, retried.output
     status, output, by = asyncio.run(_outcome(db, eid))
-    assert (status, output, by) == ("completed", f"done:{eid}:1".upper(), ["ops"])
+    # The CLI acts as the local user; --by is a note beside it, never the authority.
+    who = local_principal()
+    assert (status, output, by) == ("completed", f"done:{eid}:1".upper(), [f"ops (via {who})"])
 
 
 async def test_progress_between_claims_is_not_poison(tmp_path: Path):

@@ -135,6 +135,7 @@ EXPECTED_GRANTS: dict[str, frozenset[tuple[str, str]]] = {
         }
     ),
     "var.worker_invokers": frozenset({("roles/run.invoker", "run:worker")}),
+    "var.console_operators": frozenset({("roles/run.invoker", "run:worker")}),
     "var.event_publishers": frozenset({("roles/pubsub.publisher", "topic:events")}),
     PUBSUB_AGENT: frozenset(
         {
@@ -596,7 +597,9 @@ def _oidc_problems(where: str, token: dict[str, Any] | None, service: str) -> li
     problems: list[str] = []
     if "google_service_account.invoker.email" not in str(token.get("service_account_email", "")):
         problems.append(f"{where}: oidc_token must use the invoker service account")
-    if f'google_cloud_run_v2_service.loom["{service}"].uri' not in str(token.get("audience", "")):
+    audience = str(token.get("audience", ""))
+    own = (f'google_cloud_run_v2_service.loom["{service}"].uri', f"local.{service}_url")
+    if not any(url in audience for url in own):
         problems.append(f"{where}: oidc_token audience must be the {service} service URL")
     return problems
 
@@ -850,4 +853,58 @@ def check_retention(model: TerraformDir) -> list[str]:
     match = re.fullmatch(r"\$\{var\.retention_days \+ (\d+)\}", ttl)
     if match is None or int(match.group(1)) < 1:
         problems.append("LOOM_TTL_DAYS must be ${var.retention_days + N} with N >= 1")
+    return problems
+
+
+def check_caller_check(model: TerraformDir) -> list[str]:
+    """The deployed services check their callers and hold a grant policy, by default.
+
+    The worker and tasks services get ``LOOM_CALLER_AUTH=loom_gcp.auth:google_id_token``
+    (on unless ``caller_check = false``, default true) with their audiences and principals
+    (the worker: its own deterministic URL, its invokers' and operators' emails; tasks: its
+    URL and the invoker account), Cloud Run's IAM trusted, and ``LOOM_GRANTS`` from
+    ``var.grant_policy`` (default: nobody may grant anything).
+    """
+    problems: list[str] = []
+    env = service_env(model)
+    wanted = {
+        "LOOM_CALLER_AUTH": ("loom_gcp.auth:google_id_token", "local.caller_checked"),
+        "LOOM_AUTH_AUDIENCE": ("local.caller_audiences[each.key]",),
+        "LOOM_AUTH_PRINCIPALS": ("local.caller_principals[each.key]",),
+        "LOOM_AUTH_TRUST_CLOUD_RUN": ("true",),
+        "LOOM_GRANTS": ("jsonencode(var.grant_policy)",),
+    }
+    for name, parts in wanted.items():
+        value = str(env.get(name, {}).get("value", ""))
+        if name not in env:
+            problems.append(f"{name} is not set on the services")
+        elif not all(part in value for part in parts):
+            problems.append(f"{name} must be built from {' and '.join(parts)}, not {value!r}")
+    if model.var_default("caller_check") is not True:
+        problems.append("var.caller_check must default to true (the secure choice)")
+    if model.var_default("grant_policy") != {"grants": []}:
+        problems.append("var.grant_policy must default to no grants at all")
+    checked = str(model.locals.get("caller_checked", ""))
+    if not re.search(r'var\.caller_check \? \["worker", "tasks"\]', checked):
+        problems.append("local.caller_checked must hold worker and tasks when var.caller_check")
+    principals = model.locals.get("caller_principals", {})
+    audiences = model.locals.get("caller_audiences", {})
+    worker = str(principals.get("worker", "")) if isinstance(principals, dict) else ""
+    for source in ("local.invoker_emails", "var.console_operators", "var.caller_principals"):
+        if source not in worker:
+            problems.append(f"the worker's principals must include {source}")
+    if "var.worker_invokers" not in str(model.locals.get("invoker_emails", "")):
+        problems.append("local.invoker_emails must come from var.worker_invokers")
+    tasks = str(principals.get("tasks", "")) if isinstance(principals, dict) else ""
+    if "google_service_account.invoker.email" not in tasks:
+        problems.append("the tasks service's principal must be the invoker account")
+    worker_aud = str(audiences.get("worker", "")) if isinstance(audiences, dict) else ""
+    tasks_aud = str(audiences.get("tasks", "")) if isinstance(audiences, dict) else ""
+    if "local.worker_url" not in worker_aud or "local.tasks_url" not in tasks_aud:
+        problems.append("each service's audience must be its own deterministic URL")
+    if not re.fullmatch(
+        r"https://\$\{var\.name_prefix\}-worker-\$\{data\.google_project\.this\.number\}\.\$\{var\.region\}\.run\.app",
+        str(model.locals.get("worker_url", "")),
+    ):
+        problems.append("local.worker_url must be the worker's deterministic run.app URL")
     return problems

@@ -20,6 +20,7 @@ import pytest
 
 from loom.config import open_store
 from loom.runtime import Runtime
+from loom.workers.admission import PROBE_RESERVE
 from loom.workers.loop import effect_threads
 from tests import procs
 from tests.deploy import barrier_app
@@ -30,22 +31,32 @@ from tests.deploy.test_dockerfile import DOCKERFILE
 
 
 def concurrency_problems(model: TerraformDir, dockerfile: str) -> list[str]:
-    """Where THREADS and the Cloud Run concurrency disagree; empty when they agree."""
+    """Where THREADS and the Cloud Run concurrency disagree; empty when they agree.
+
+    THREADS is the concurrency plus the threads kept for the probes
+    (``loom.workers.admission.PROBE_RESERVE``): Cloud Run's own routing never meets the
+    bound on the other requests, and a probe never waits for a thread.
+    """
     problems: list[str] = []
     template = tm.block(model.resource("google_cloud_run_v2_service", "loom"), "template") or {}
     concurrency = str(template.get("max_instance_request_concurrency"))
     threads = tm.service_env(model).get("THREADS", {}).get("value")
+    match = re.search(r"\$\{var\.(\w+)\}", concurrency)
+    wanted = f"${{var.{match.group(1)} + {PROBE_RESERVE}}}" if match else None
+    if str(threads) == "${local.request_threads}":
+        threads = model.locals.get("request_threads")
     if threads is None:
         problems.append("the Cloud Run service sets no THREADS env")
-    elif str(threads) != concurrency:
-        problems.append(f"THREADS is {threads}, max_instance_request_concurrency {concurrency}")
-    match = re.search(r"\$\{var\.(\w+)\}", concurrency)
+    elif str(threads) != wanted:
+        problems.append(f"THREADS is {threads}, not {wanted} (the concurrency plus the probes')")
     default = model.var_default(match.group(1)) if match else None
     image = re.search(r"\bTHREADS=(\d+)", dockerfile)
     if image is None:
         problems.append("the image sets no THREADS default")
-    elif default is None or int(image.group(1)) != int(default):
-        problems.append(f"the image's THREADS={image.group(1)} is not the default {default}")
+    elif default is None or int(image.group(1)) != int(default) + PROBE_RESERVE:
+        problems.append(
+            f"the image's THREADS={image.group(1)} is not the default {default} + {PROBE_RESERVE}"
+        )
     return problems
 
 
@@ -60,6 +71,7 @@ def test_threads_follow_the_cloud_run_concurrency(module_dir: TerraformDir) -> N
 
 def _other_threads(m: TerraformDir) -> None:
     tm.service_env(m)["THREADS"]["value"] = "4"
+    m.locals.pop("request_threads", None)
 
 
 def _no_threads(m: TerraformDir) -> None:
@@ -86,8 +98,8 @@ def test_concurrency_checker_catches(module_dir: TerraformDir, mutate: Any, expe
 
 def test_image_without_threads_is_caught(module_dir: TerraformDir) -> None:
     text = DOCKERFILE.read_text(encoding="utf-8")
-    assert "THREADS=80" in text
-    problems = concurrency_problems(module_dir, text.replace("THREADS=80", "NOTHREADS=80"))
+    assert "THREADS=82" in text
+    problems = concurrency_problems(module_dir, text.replace("THREADS=82", "NOTHREADS=82"))
     assert any("no THREADS default" in p for p in problems), problems
 
 

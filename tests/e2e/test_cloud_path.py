@@ -197,7 +197,8 @@ def reference_history(eid: str) -> list[dict[str, Any]]:
 
     async def run() -> list[dict[str, Any]]:
         env = LoomTestEnv(cloud_app.app)
-        await env.start("e2e.order", ORDER, execution_id=eid)
+        # (The id is a Pub/Sub start's, an engine form: this stands in for that start.)
+        await env.start("e2e.order", ORDER, execution_id=eid, derived="pubsub")
         await env.runtime.resume(eid, "approval", f"{eid}:approval", APPROVAL)
         await env.skip(ORDER["cool_off_s"] + 1)
         return [e.model_dump(mode="json") for e in await env.history(eid)]

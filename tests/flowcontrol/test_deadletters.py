@@ -15,7 +15,7 @@ import pytest
 
 from loom import events as ev
 from loom.blobs import InMemoryBlobStore
-from loom.errors import InputError
+from loom.errors import InputError, ReservedExecutionIdError
 from loom.ops.deadletters import find, parse_since, redrive, redrive_by_id, redrive_id
 from loom.runtime import Runtime
 from loom.store import EventStore
@@ -133,13 +133,37 @@ async def test_a_second_bulk_retry_starts_nothing_even_when_the_redrives_failed(
 async def test_an_execution_of_the_redrive_form_is_selected_unless_it_is_a_redrive(
     store: EventStore,
 ):
-    """Only the id form with a fork origin makes a re-drive: a user's own id that merely
-    ends alike is a dead letter like any other."""
+    """Only the id form with a fork origin makes a re-drive: an execution that merely holds
+    an id of that form (one started before such ids were reserved; an outside start of it
+    is refused now) is a dead letter like any other."""
     calls = Calls()
     runtime = _runtime(store, calls)
     calls.bug = True
-    assert (await runtime.start("boom", 1, execution_id="mine.redrive-3")).status == "failed"
+    with pytest.raises(ReservedExecutionIdError):
+        await runtime.start("boom", 1, execution_id="mine.redrive-3")
+    held = await runtime.start("boom", 1, execution_id="mine.redrive-3", derived="redrive")
+    assert held.status == "failed"
     assert [r.execution_id for r in await find(runtime, "failed", bulk=True)] == ["mine.redrive-3"]
+
+
+async def test_a_redrive_id_held_by_another_execution_is_not_reported_as_the_redrive(
+    store: EventStore,
+):
+    """An execution that took a letter's re-drive id (before such ids were reserved) is not
+    its re-drive: the re-drive reports the id as held, starts nothing and writes nothing to
+    the squatter."""
+    calls = Calls()
+    runtime = _runtime(store, calls)
+    calls.bug = True
+    assert (await runtime.start("pipeline", 1, execution_id="p-1")).status == "failed"
+    squat = redrive_id("p-1", 5)
+    await runtime.start("boom", 9, execution_id=squat, derived="redrive", run=False)
+    before = await runtime.history(squat)
+    letters = [r for r in await find(runtime, "failed") if r.execution_id == "p-1"]
+    done = await redrive(runtime, letters, by="ops")
+    assert [(d.action, d.new_execution_id, d.status) for d in done] == [("none", squat, None)]
+    assert done[0].error is not None and "reserved_execution_id" in done[0].error
+    assert await runtime.history(squat) == before
 
 
 async def test_since_narrows_and_a_bad_since_is_refused(store: EventStore):

@@ -5,5 +5,6 @@ was (not) appended. The worker fixtures are the HTTP worker tests' own."""
 from __future__ import annotations
 
 from tests.functions.conftest import client, runtime, side_dir, worker_env, workers
+from tests.security.id_tokens import issuer
 
-__all__ = ["client", "runtime", "side_dir", "worker_env", "workers"]
+__all__ = ["client", "issuer", "runtime", "side_dir", "worker_env", "workers"]

@@ -36,3 +36,31 @@ def positional(request: AuthRequest) -> str:
     if headers.get("X-Caller") != "ops":
         raise Forbidden("only ops")
     return "ops"
+
+
+def per_flow(request: AuthRequest) -> str:
+    """``X-Caller: NAME@FLOW`` may act on executions of ``FLOW`` only; ``ops`` on every one.
+
+    Its refusal names the execution and the flow it was asked about, as a careless check's
+    might: the worker must not pass that on where the server, not the caller, chose them.
+    """
+    SEEN.append(request)
+    who = request.headers.get("X-Caller", "")
+    if not who:
+        raise Unauthenticated(f"{request.action} needs an X-Caller header")
+    if who == "ops":
+        return who
+    name, _, flow = who.partition("@")
+    if request.flow is not None and request.flow == flow:
+        return name
+    raise Forbidden(
+        f"{name} may not {request.action} {request.execution_id!r} of flow {request.flow!r}"
+    )
+
+
+def per_action(request: AuthRequest) -> str:
+    """``X-Caller: lister`` may ``list``, and nothing else."""
+    SEEN.append(request)
+    if request.headers.get("X-Caller") == "lister" and request.action == "list":
+        return "lister"
+    raise Forbidden(f"only listing, not {request.action}")

@@ -11,26 +11,16 @@ worker is a real functions-framework process on loopback.
 
 from __future__ import annotations
 
-import datetime
-import http.server
 import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
-from google.auth import crypt, jwt
 
 from loom.errors import UnknownExecutionError
 from loom.events import ExecutionResumed, ExecutionStarted
@@ -39,87 +29,9 @@ from loom.workers.auth import sign
 from tests import procs
 from tests.functions.conftest import APP_REF, REPO, SECRET, WorkerFactory
 from tests.functions.helpers import history
+from tests.security.id_tokens import AUDIENCE, OPS, Issuer
 
 pytestmark = pytest.mark.slow
-
-AUDIENCE = "https://loom-worker-abc123-ew.a.run.app"
-OPS = "ops@project.iam.gserviceaccount.com"
-
-
-@dataclass
-class Issuer:
-    """A stand-in for Google's token issuer (see the module docstring)."""
-
-    signer: crypt.RSASigner
-    rogue: crypt.RSASigner
-    certs_url: str
-
-    def token(self, signer: crypt.RSASigner | None = None, **claims: Any) -> str:
-        now = int(time.time())
-        payload = {
-            "iss": "https://accounts.google.com",
-            "aud": AUDIENCE,
-            "sub": "1234567890",
-            "email": OPS,
-            "email_verified": True,
-            "iat": now,
-            "exp": now + 600,
-            **claims,
-        }
-        payload = {k: v for k, v in payload.items() if v is not None}
-        return jwt.encode(signer or self.signer, payload).decode()
-
-    def bearer(self, **claims: Any) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token(**claims)}"}
-
-
-def _key_and_cert(key_id: str) -> tuple[crypt.RSASigner, str]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test issuer")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    signer = crypt.RSASigner.from_string(pem, key_id=key_id)
-    return signer, cert.public_bytes(serialization.Encoding.PEM).decode()
-
-
-@pytest.fixture(scope="module")
-def issuer() -> Iterator[Issuer]:
-    signer, cert = _key_and_cert("key-1")
-    rogue, _ = _key_and_cert("key-1")  # same key id, a key the certs endpoint never shows
-    body = json.dumps({"key-1": cert}).encode()
-
-    class Certs(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            return None
-
-    server = http.server.ThreadingHTTPServer((procs.LOOPBACK, 0), Certs)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield Issuer(signer, rogue, f"http://{procs.LOOPBACK}:{server.server_port}/certs")
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture

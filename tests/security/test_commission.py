@@ -142,3 +142,24 @@ async def test_a_write_to_a_symlink_itself_is_refused(tmp_path: Path) -> None:
     report = await make_runtime(cases, [LocalEffects(work)]).run_until_blocked("case-1", executor)
     assert [r.reason for r in report.refusals] == ["path_is_symlink"]
     assert (work / "app.py").read_text() == "print('hello')\n"
+
+
+def test_no_code_outside_a_runtime_is_issued_a_mint_key() -> None:
+    """Key issuance is no public name, and refuses every owner but a Commission runtime
+    that holds no key yet: code outside one cannot mint an ``AdmittedRequest`` that
+    ``require_admitted`` accepts."""
+    import loom.commission.admission as admission
+
+    assert not hasattr(admission, "issue_key")
+    issue = admission._issue_key  # pyright: ignore[reportPrivateUsage]
+
+    class Impostor:
+        pass
+
+    Impostor.__qualname__ = "CommissionRuntime"  # same name, another module
+    for owner in (object(), Impostor()):
+        with pytest.raises(AdmissionError):
+            issue(owner)
+    runtime = make_runtime(CaseStore(InMemoryEventStore()), [])
+    with pytest.raises(AdmissionError, match="already"):
+        issue(runtime)  # its key was issued as it was built, to it alone

@@ -20,6 +20,7 @@ from loom.cli.base import (
 )
 from loom.cli.hints import resume_checked
 from loom.cli.types import EXECUTION_ID
+from loom.grants import recorded_by
 from loom.primitives.queues import queue_ref
 
 
@@ -40,6 +41,13 @@ from loom.primitives.queues import queue_ref
 @click.option("--queue", default=None, help="A declared queue to run on.")
 @click.option("--partition-key", default=None, help="With --queue: run one per key at a time.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds (override).")
+@click.option(
+    "--limit",
+    "limits",
+    multiple=True,
+    metavar="NAME=N",
+    help="A limit or budget of the execution (max_events=…); repeat it for several.",
+)
 @click.pass_obj
 def start(
     settings: Settings,
@@ -52,9 +60,11 @@ def start(
     queue: str | None,
     partition_key: str | None,
     timeout: float | None,
+    limits: tuple[str, ...],
 ) -> None:
     """Start FLOW (idempotent by --id) and run it until it blocks; exit 1 if it failed."""
     value = json_arg(input_json, "--input")
+    budgets = _limits_arg(limits)
     execution_id = execution_id or str(uuid.uuid4())  # known before it runs, for a Ctrl-C
 
     async def body(env: Embedded) -> Any:
@@ -67,10 +77,25 @@ def start(
             version=version,
             queue=queue_ref(queue, partition_key),
             timeout=timeout,
+            budgets=budgets,
         )
         return await settle(env, result.execution_id, wait)
 
     print_result(with_env(settings, body, running=execution_id), check=True)
+
+
+def _limits_arg(pairs: tuple[str, ...]) -> dict[str, float] | None:
+    """``--limit NAME=N`` options as a dict (checked by the start: loom.kernel.execution_limits)."""
+    parsed: dict[str, float] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        try:
+            parsed[name.strip()] = int(raw) if raw.strip().isdigit() else float(raw)
+        except ValueError:
+            raise click.BadParameter(f"--limit {pair!r}: expected NAME=NUMBER") from None
+        if not sep:
+            raise click.BadParameter(f"--limit {pair!r}: expected NAME=NUMBER")
+    return parsed or None
 
 
 @click.command()
@@ -120,7 +145,9 @@ def resume(
 @click.argument("verdict", type=click.Choice(["performed", "not_performed", "failed"]))
 @click.option("--output", default=None, help="performed: the effect's output, as JSON.")
 @click.option("--error", default=None, help="failed: the error message.")
-@click.option("--by", default=None, help="Who gives the verdict (default: local:<user>).")
+@click.option(
+    "--by", default=None, help="A note recorded beside you (local:<user>); grants nothing."
+)
 @click.option("--episode", type=int, default=None, help="The in-doubt episode (default: open).")
 @click.pass_obj
 def verdict(
@@ -138,7 +165,7 @@ def verdict(
 
     async def body(env: Embedded) -> Any:
         ep = episode or await open_episode(env.runtime, execution_id, step_id)
-        who = by or local_principal()
+        who = recorded_by(local_principal(), by) or local_principal()
         return await env.runtime.verdict(
             execution_id, step_id, verdict, output=value, error=error, by=who, episode=ep
         )

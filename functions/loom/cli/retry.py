@@ -16,6 +16,7 @@ import click
 
 from loom.cli.authority import local_principal
 from loom.cli.base import Embedded, Settings, print_result, with_env
+from loom.grants import recorded_by
 from loom.ids import check_execution_id
 from loom.ops.deadletters import (
     KINDS,
@@ -31,7 +32,9 @@ from loom.wire import ExecutionResult
 
 @click.command()
 @click.argument("execution_id", required=False)
-@click.option("--by", default="cli", help="Who lets it run again (recorded).")
+@click.option(
+    "--by", default=None, help="A note recorded beside you (local:<user>); grants nothing."
+)
 @click.option("--status", type=click.Choice(KINDS), default=None, help="Re-drive in bulk.")
 @click.option("--flow", default=None, help="Bulk: only executions of this flow.")
 @click.option("--since", default=None, help="Bulk: changed since an age (2h, 7d) or ISO time.")
@@ -48,7 +51,7 @@ from loom.wire import ExecutionResult
 def retry(
     settings: Settings,
     execution_id: str | None,
-    by: str,
+    by: str | None,
     status: str | None,
     flow: str | None,
     since: str | None,
@@ -80,27 +83,23 @@ def retry(
     async def body(env: Embedded) -> list[Redrive]:
         after = parse_since(since, env.runtime.clock()) if since else None
         letters = await find(env.runtime, kind, flow=flow, since=after, limit=limit, bulk=True)
-        return await redrive(
-            env.runtime, letters, by=by, dry_run=dry_run, principal=local_principal()
-        )
+        return await redrive(env.runtime, letters, by=local_principal(), note=by, dry_run=dry_run)
 
     _render(with_env(settings, body), dry_run, as_json)
 
 
 async def _one(
-    env: Embedded, execution_id: str, by: str, capabilities: tuple[str, ...]
+    env: Embedded, execution_id: str, note: str | None, capabilities: tuple[str, ...]
 ) -> Redrive | ExecutionResult:
-    """A failed execution is re-driven as a fork (a failed re-drive too); else retried."""
+    """A failed execution is re-driven as a fork (a failed re-drive too); else retried.
+    Authority is the local user's (``local:<user>``); ``note`` is recorded beside it."""
     row = await env.runtime.store.summary(check_execution_id(execution_id))
+    who = local_principal()
     if row.status == "failed" or capabilities:  # (refused for a parked one, saying why)
         return await redrive_by_id(
-            env.runtime,
-            execution_id,
-            by=by,
-            capabilities=capabilities,
-            principal=local_principal(),  # the grant policy checks the local operator
+            env.runtime, execution_id, by=who, note=note, capabilities=capabilities
         )
-    return await env.runtime.retry(execution_id, by=by)
+    return await env.runtime.retry(execution_id, by=recorded_by(who, note) or who)
 
 
 def _render(done: list[Redrive], dry_run: bool, as_json: bool) -> None:

@@ -8,10 +8,13 @@ into a second identity, and :func:`require_admitted` lets a port refuse an objec
 around the constructor (``object.__new__``).
 
 Minting needs a :class:`MintKey`, a capability object only a Commission runtime is issued
-(one per runtime, held privately). :func:`require_admitted` accepts a request only if it was
-minted under a key that was issued and whose runtime is still alive, so an
-``Admission(...).check(...)`` made outside a runtime (with no key, or a key built around the
-constructor) mints nothing a port accepts.
+(one per runtime, as it is built, held privately). :func:`require_admitted` accepts a
+request only if it was minted under a key that was issued and whose runtime is still alive,
+so an ``Admission(...).check(...)`` made outside a runtime (with no key, or a key built
+around the constructor) mints nothing a port accepts. Keys are issued by
+:func:`_issue_key`, which is no public name and refuses any owner but a
+:class:`~loom.commission.runtime.CommissionRuntime` that holds none yet: code outside a
+runtime cannot ask for one, nor a second one for a runtime already built.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ class MintKey:
     """The capability to mint :class:`AdmittedRequest`: issued to one runtime, kept private.
 
     Raises:
-        AdmissionError: When constructed anywhere but in :func:`issue_key`.
+        AdmissionError: When constructed anywhere but in :func:`_issue_key`.
     """
 
     __slots__ = ("__weakref__",)
@@ -58,8 +61,21 @@ class MintKey:
         raise AdmissionError("a MintKey cannot be pickled")
 
 
-def issue_key(owner: object) -> MintKey:
-    """A new key, valid while ``owner`` (the Commission runtime holding it) is alive."""
+_OWNER = ("loom.commission.runtime", "CommissionRuntime")
+
+
+def _issue_key(owner: object) -> MintKey:  # pyright: ignore[reportUnusedFunction]  # (its caller: the runtime)
+    """A new key, valid while ``owner`` (the Commission runtime holding it) is alive.
+
+    Raises:
+        AdmissionError: ``owner`` is no Commission runtime (exactly that class), or it was
+            issued a key already.
+    """
+    kind = type(owner)
+    if (kind.__module__, kind.__qualname__) != _OWNER:
+        raise AdmissionError("a MintKey is issued only to a Commission runtime")
+    if any(ref() is owner for ref in _issued.values()):
+        raise AdmissionError("this Commission runtime was issued its key already")
     key = MintKey(_mint=_MINT)
     _issued[key] = weakref.ref(owner)
     return key
@@ -204,7 +220,7 @@ class Admission:
     Args:
         authority: Asked last, only when every local check passed.
         performs: Whether some effect port performs an action.
-        key: The runtime's :class:`MintKey` (see :func:`issue_key`); without a live one,
+        key: The runtime's :class:`MintKey` (see :func:`_issue_key`); without a live one,
             nothing can be admitted.
 
     Raises:

@@ -33,7 +33,7 @@ from loom.commission.admission import (
     AdmittedRequest,
     Proposal,
     Refusal,
-    issue_key,
+    _issue_key,  # pyright: ignore[reportPrivateUsage]  # (the one caller: this runtime)
 )
 from loom.commission.authority import AuthorityProvider
 from loom.commission.errors import CaseConflictError, CommissionError, EffectError
@@ -109,7 +109,7 @@ class CommissionRuntime:
         self._ports = tuple(ports)
         # The mint key lives only inside this runtime's Admission: nobody else can admit.
         self._admission = Admission(
-            authority, lambda action: self._port_for(action) is not None, issue_key(self)
+            authority, lambda action: self._port_for(action) is not None, _issue_key(self)
         )
         self._advance = advance
         self._sleep = sleep

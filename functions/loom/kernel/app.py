@@ -26,6 +26,7 @@ from loom.kernel.defs import (
     seconds,
     version_key,
 )
+from loom.kernel.execution_limits import Limits
 from loom.kernel.primitive import INSTALLED
 
 if TYPE_CHECKING:
@@ -77,12 +78,17 @@ class App:
     """
 
     def __init__(
-        self, name: str, *, grants: GrantPolicy | None = None, durability: str = "strict"
+        self,
+        name: str,
+        *,
+        grants: GrantPolicy | None = None,
+        durability: str = "strict",
+        limits: Limits | None = None,
     ) -> None:
         self.name = name
-        self.durability = check_durability(
-            durability
-        )  # the default of every flow (loom.kernel.durability)
+        self.limits = limits or Limits()  # every execution's (loom.kernel.execution_limits)
+        # The default of every flow (loom.kernel.durability).
+        self.durability = check_durability(durability)
         self.flows: dict[str, FlowDef] = {}
         self.versions: dict[str, dict[str, FlowDef]] = {}
         self.effects: dict[str, EffectDef] = {}
@@ -119,6 +125,7 @@ class App:
         timeout: float | timedelta | None = None,
         cleanup_timeout: float | timedelta = 300.0,
         durability: str | None = None,
+        limits: Limits | None = None,
     ) -> Callable[[F], F]:
         """Register an ``async def f(ctx, input)`` as version ``version`` of the flow ``name``.
 
@@ -130,16 +137,17 @@ class App:
         the execution is cancelled. A cancelled execution's ``except``/``finally`` blocks
         may run effects for ``cleanup_timeout`` (see :mod:`loom.kernel.cancellation`).
         ``durability`` (default: the app's) is ``"strict"`` or ``"batched"``: see
-        :mod:`loom.kernel.durability`.
+        :mod:`loom.kernel.durability`. ``limits`` (default: the app's) bound each execution's
+        events, runs, children and messages: see :mod:`loom.kernel.execution_limits`.
         """
         tag = check_version(version)
-        limits = flow_limits(name, timeout, cleanup_timeout)
+        bounds = flow_limits(name, timeout, cleanup_timeout)
 
         def register(fn: F) -> F:
             known = self.versions.setdefault(name, {})
             if tag in known:
                 raise ConfigurationError(f"flow {name!r} version {tag} is registered twice")
-            known[tag] = FlowDef(name, fn, tag, *limits, durability or self.durability)
+            known[tag] = FlowDef(name, fn, tag, *bounds, durability or self.durability, limits)
             self.flows[name] = known[max(known, key=version_key)]
             return fn
 

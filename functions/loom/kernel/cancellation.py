@@ -75,6 +75,13 @@ class _Delivery:
 _SESSIONS: weakref.WeakKeyDictionary[Session, _Delivery] = weakref.WeakKeyDictionary()
 
 
+def forget(session: Session) -> None:
+    """Drop what this module knows of ``session`` once its call is over: the entry holds
+    the session's tasks (the doomed branches, the replayed hand-over), which hold the
+    session, so the weak key alone would never let it go."""
+    _SESSIONS.pop(session, None)
+
+
 def _of(session: Session) -> _Delivery:
     known = _SESSIONS.get(session)
     if known is None:

@@ -15,6 +15,7 @@ from loom import events as ev
 from loom.errors import ExecutionFinishedError
 from loom.kernel.decide import NOTHING, Decision, write
 from loom.kernel.defs import to_json_value
+from loom.kernel.execution_limits import check_room
 from loom.kernel.fold import ExecutionState, resume_key
 from loom.kernel.late_replies import timed_out_gate
 from loom.kernel.verdicts import current_episode, verdict_event
@@ -39,6 +40,8 @@ async def resume(
     key, at = resume_key(on, correlation_key), rt.clock()
     if _settled(state, key, on, correlation_key, at):
         return await rt.report(state, include_state=False)  # a redelivery, even after the end
+    if not _opens(state, on, correlation_key) and not on.startswith("loom."):
+        check_room(rt, state)  # (the engine's own resumes, a child's end among them, land)
     check = rt.app.resume_checks.get(on)
     if check is not None:
         payload = await check(rt, state, correlation_key, payload)
@@ -89,12 +92,17 @@ def _settled(state: ExecutionState, key: str, on: str, correlation_key: str, now
     return False
 
 
-def _resume_change(state: ExecutionState, on: str, correlation_key: str) -> StatusChange | None:
-    """``running`` when the resume opens a gate of a suspended execution."""
-    opens = any(
+def _opens(state: ExecutionState, on: str, correlation_key: str) -> bool:
+    """Whether the resume meets a gate the flow has open (else it is buffered)."""
+    return any(
         g["on"] == on and g["correlation_key"] == correlation_key
         for g in state.open_gates().values()
     )
+
+
+def _resume_change(state: ExecutionState, on: str, correlation_key: str) -> StatusChange | None:
+    """``running`` when the resume opens a gate of a suspended execution."""
+    opens = _opens(state, on, correlation_key)
     return StatusChange("running") if opens and state.status == "suspended" else None
 
 

@@ -20,6 +20,7 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 from loom.errors import ConfigurationError, InvalidPayloadError
 
 if TYPE_CHECKING:
+    from loom.kernel.execution_limits import Limits
     from loom.kernel.runtime import Runtime
     from loom.kernel.state import ExecutionState
 
@@ -178,6 +179,7 @@ class FlowDef:
     timeout: float | None = None  # seconds from the start; then cancelled, with cleanup
     cleanup_timeout: float = 300.0  # seconds a cancelled execution's cleanup may run
     durability: str = "strict"  # or "batched": see loom.kernel.durability
+    limits: Limits | None = None  # its own limits (loom.kernel.execution_limits); None: the app's
 
     def __post_init__(self) -> None:
         if not inspect.iscoroutinefunction(self.fn):

@@ -126,9 +126,11 @@ async def invoke_with_retry(
     clock: Callable[[], float],
     before_retry: BeforeRetry | None = None,
     max_inline_backoff: float = float("inf"),
+    voided: int = 0,
 ) -> Outcome:
     """Invoke ``defn`` from attempt ``ectx.attempt`` up to its policy's last; never raises
-    for effect errors.
+    for effect errors. ``voided`` attempts (a ``not_performed`` verdict said they never ran)
+    do not count against the policy.
 
     ``before_retry(ctx, error)`` runs before every attempt ``ctx.attempt >= 2`` (the session
     makes it durable), so a worker that dies mid-retry does not hand its successor a fresh
@@ -137,7 +139,7 @@ async def invoke_with_retry(
     ``retry_at`` and the caller schedules the next attempt durably.
     """
     first = ectx.attempt
-    if first > defn.retry.max_attempts:
+    if first > defn.retry.max_attempts + voided:
         return _exhausted(defn.retry, first)
     started = time.perf_counter()
     if first >= 2 and before_retry is not None:  # a step resumed after its worker died
@@ -149,7 +151,7 @@ async def invoke_with_retry(
     except BaseException as exc:  # (what must unwind is raised again: ``attempt_failure``)
         failure = attempt_failure(exc, ectx)  # (retried outside: a later error has no context)
     return await retry_after(
-        failure, started, defn, ectx, value, clock, before_retry, max_inline_backoff
+        failure, started, defn, ectx, value, clock, before_retry, max_inline_backoff, voided
     )
 
 
@@ -162,6 +164,7 @@ async def retry_after(
     clock: Callable[[], float],
     before_retry: BeforeRetry | None = None,
     max_inline_backoff: float = float("inf"),
+    voided: int = 0,
 ) -> Outcome:
     """The rest of :func:`invoke_with_retry` once attempt ``ectx.attempt`` (begun at
     ``started``, a ``time.perf_counter()``) raised ``failure``: the attempts left, up to the
@@ -175,7 +178,7 @@ async def retry_after(
         final = isinstance(exc, policy.non_retryable) or (
             isinstance(exc, EffectOutcomeUnknownError) and not defn.idempotent
         )
-        if final or n == policy.max_attempts:
+        if final or n >= policy.max_attempts + voided:
             return Outcome(None, error, n - first + 1, time.perf_counter() - started)
         delay = backoff_delay(policy, n)
         if delay > max_inline_backoff:

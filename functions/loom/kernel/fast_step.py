@@ -38,6 +38,7 @@ def applies(session: EffectSteps, defn: EffectDef, attempt: int) -> bool:
         and defn.is_async  # (a sync effect runs in a thread)
         and defn.timeout is None
         and not session.journal.state.budgets
+        and session.journal.state.last_seq < session.max_events  # (full: the slow path stops)
         and not telemetry._tracing_on  # (no step span; ``tracing_on()`` without its call)  # pyright: ignore[reportPrivateUsage]
     )
 

@@ -58,6 +58,7 @@ def _claimed(s: ExecutionState, e: ev.ExecutionClaimed) -> None:
 
 
 def _effect_started(s: ExecutionState, e: ev.EffectStarted) -> None:
+    prior = s.steps.get(e.step_id)
     s.steps[e.step_id] = {
         "effect": e.effect,
         "status": "started",
@@ -65,6 +66,8 @@ def _effect_started(s: ExecutionState, e: ev.EffectStarted) -> None:
         "started_at": e.at,
         "idempotency_key": e.idempotency_key,
     }
+    if prior is not None and "voided" in prior:  # a later attempt after a not_performed
+        s.steps[e.step_id]["voided"] = prior["voided"]
 
 
 def _effect_completed(s: ExecutionState, e: ev.EffectCompleted) -> None:
@@ -117,8 +120,9 @@ def _verdict_step(s: ExecutionState, e: ev.EffectVerdict) -> None:
         rec.update(status="completed", output=e.output)
     elif e.verdict == "failed":
         rec.update(status="failed", error=(e.error or ev.ErrorInfo(code="verdict")).model_dump())
-    else:
+    else:  # the attempt never ran: another may run, outside the retry policy's count
         rec["status"] = "not_performed"
+        rec["voided"] = rec.get("voided", 0) + 1
 
 
 # Head handlers: everything else, always applied at once.

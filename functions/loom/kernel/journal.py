@@ -84,6 +84,9 @@ class Journal:
     # Set at a continue point (``loom.primitives.continuation``): the run ended, nothing more may be
     # appended to it; each append raises this instead.
     closed: BaseException | None = None
+    # The seq an append that failed or was cut off after folding its events was conditioned
+    # on: the state is ahead of what is known to be in the log until it is reloaded.
+    unsure: int | None = None
 
     def __init__(self, runtime: Runtime, state: ExecutionState, holder: str) -> None:
         self.rt = runtime
@@ -149,6 +152,9 @@ class Journal:
     ) -> bool:
         """Number and fold ``batch``, then append ``written`` (already folded) and it after
         ``expected``; False after a conflict (state reloaded)."""
+        if self.unsure is not None:  # the last append failed after the state was folded
+            await self._resync()
+            return False
         state = self.state
         if batch:  # (a strict journal forcing what it holds has nothing new)
             ev.number(batch, state.last_seq, self.rt.clock())
@@ -170,6 +176,11 @@ class Journal:
             return False
         except StoreLimitError as exc:
             return await self._over_limit(events, exc)
+        except BaseException:
+            # Failed or cut off (a store error, a cancelled task) after the state was folded:
+            # whether it landed is unknown, so the next append reloads first.
+            self.unsure = expected
+            raise
         finally:
             SCOPE.reset(token)
         self.pending = []
@@ -272,6 +283,14 @@ class Journal:
 
     def _merged(self) -> None:
         """After foreign events were folded in (a batched journal renumbers what it holds)."""
+
+    async def _resync(self) -> None:
+        """Reload after an append whose outcome is unknown: what it wrote, if it landed, is
+        read back like another writer's (only a claim extension merges; anything else of
+        this session's means the log moved on without it: the session stops)."""
+        expected, self.unsure = self.unsure, None
+        assert expected is not None
+        await self._merge_foreign(expected)
 
     async def _merge_foreign(self, expected: int) -> None:
         """Fold in what others appended since ``expected``, or end the session.

@@ -58,6 +58,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from loom import reserved_ids
 from loom.errors import ConfigurationError
 from loom.kernel import fold, journal
 from loom.kernel.context import FlowContext
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from loom.kernel.defs import ResumeCheck
     from loom.kernel.runtime import Runtime
     from loom.kernel.state import ExecutionState
+    from loom.reserved_ids import IdForm
     from loom.wire import ExecutionResult
 
 FollowUp = Callable[["Runtime", "ExecutionState"], Awaitable[None]]
@@ -111,7 +113,8 @@ class Primitive:
         follow_up: Awaited after an execute call when ``follows_up(state)`` is true.
         follows_up: Whether ``follow_up`` has anything to do for a state (cheap).
         admission: The grant an execute call needs before it claims, if any.
-        reserves: Raises ``ReservedExecutionIdError`` for an id of a form it derives.
+        reserves: Raises ``ReservedExecutionIdError`` for an id of a form it derives
+            (beyond the engine's own forms, :mod:`loom.reserved_ids`).
         inbox: Event types it appends beside a live session (deliveries from outside).
     """
 
@@ -199,9 +202,12 @@ async def follow_up(rt: Runtime, state: ExecutionState) -> None:
             await hook(rt, state)
 
 
-def check_outside_id(execution_id: str) -> str:
-    """``execution_id`` if no installed primitive derives ids of its form; else raise
-    ``ReservedExecutionIdError`` (an outside start, a fork's target)."""
+def check_outside_id(execution_id: str, *, derived: IdForm | None = None) -> str:
+    """``execution_id`` if it has no form the engine derives (:mod:`loom.reserved_ids`,
+    ``derived`` excepted: the engine names the form it derived) and no installed primitive
+    reserves it; else raise ``ReservedExecutionIdError`` (an outside start, a fork's
+    target)."""
+    reserved_ids.check_outside_id(execution_id, derived=derived)
     for reserves in INSTALLED.reserves:
         reserves(execution_id)
     return execution_id

@@ -30,6 +30,7 @@ from loom.kernel.backoff import DEFAULT_MAX_INLINE_BACKOFF
 from loom.kernel.cancellation import request_cancel
 from loom.kernel.context import STEP_NUMBERING
 from loom.kernel.defs import to_json_value
+from loom.kernel.execution_limits import check_requested, effective
 from loom.kernel.fold import ExecutionState, fold
 from loom.kernel.payloads import DEFAULT_THRESHOLD, PayloadCodec, dump_exact
 from loom.kernel.poison import DEFAULT_MAX_IDLE_CLAIMS
@@ -50,6 +51,7 @@ from loom.wire import ExecutionPackage, ExecutionResult, Reason
 if TYPE_CHECKING:
     from loom.blobs import BlobStore
     from loom.dispatch.base import Dispatcher
+    from loom.reserved_ids import IdForm
 
 log = logging.getLogger("loom")
 
@@ -161,6 +163,7 @@ class Runtime:
         version: str | int | None = None,
         timeout: float | timedelta | None = None,
         fields: Mapping[str, Any] | None = None,
+        derived: IdForm | None = None,
     ) -> ExecutionResult:
         """Start ``flow`` (idempotent by ``execution_id``) and, with ``run``, dispatch it.
 
@@ -174,24 +177,35 @@ class Runtime:
         its whole life; the version is recorded in ``ExecutionStarted.flow_version``.
         ``timeout`` overrides the flow's own (``loom.kernel.timeouts``). ``fields`` are
         ``ExecutionStarted`` fields a primitive's start option sets (a queue's).
+        ``budgets`` are the execution's effect budgets and limits (names in
+        :mod:`loom.kernel.execution_limits`); ``by`` may raise a limit above the flow's own
+        only as far as the grant policy allows.
+        ``derived`` is for the engine alone: the reserved form (:mod:`loom.reserved_ids`) it
+        derived ``execution_id`` in; a repeat then must also be by the same ``by``.
 
         Raises:
-            NotPermittedError: ``by`` may not grant some of ``capabilities``.
+            NotPermittedError: ``by`` may not grant some of ``capabilities``, or raise a
+                limit that far.
+            InputError: ``budgets`` names no limit or budget, or a value that is not one.
             UnknownFlowError: No such flow (``UnknownFlowVersionError``: no such version).
             InvalidPayloadError: The input fails the flow's input model.
             ExecutionConflictError: The id exists with another flow or input.
             InvalidExecutionIdError: ``execution_id`` breaks the id rule (:mod:`loom.ids`).
-            ReservedExecutionIdError: ``execution_id`` has a form the engine derives (a
-                child flow's, :mod:`loom.kernel.primitive`).
+            ReservedExecutionIdError: ``execution_id`` has a form the engine derives
+                (:mod:`loom.reserved_ids`), or holds an execution the engine did not make.
         """
         eid = (
-            check_outside_id(check_execution_id(execution_id))  # (derived ids are the engine's)
+            check_outside_id(check_execution_id(execution_id), derived=derived)
             if execution_id is not None
             else str(uuid.uuid4())
         )
         defn = self.app.get_flow(flow, version)
+        asked = check_requested(budgets) if budgets else {}
         if by is not None:
             self.grants.check(by, flow, capabilities)
+            if asked:  # limits above the flow's own need the policy's leave
+                own = effective(self.app, flow, defn.version, {})
+                self.grants.check_limits(by, flow, asked, own.as_dict())
         value = to_json_value(defn.typed.parse_input(input))
         raw = dump_exact(value)  # (an input stored inline, the usual: no coroutine to build)
         inline = self.payloads.inline(value, raw)
@@ -208,7 +222,7 @@ class Runtime:
                 "input": stored,
                 "flow_version": defn.version,
                 "capabilities": sorted(capabilities),
-                "budgets": budgets or {},
+                "budgets": asked,
                 "at": now,
                 "by": by,
                 **(fields or {}),
@@ -224,7 +238,7 @@ class Runtime:
         if created:
             note_created(eid)
         else:  # a repeat: run it if it never ran (see ``loom.kernel.starts``)
-            check_same_start(first, started)
+            check_same_start(first, started, own=derived is not None)
             state = await self.load_state(eid)
             if not (run and never_ran(state, self.clock())):
                 return await self.report(state)

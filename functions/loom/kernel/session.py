@@ -25,6 +25,7 @@ from loom.kernel import cancellation, decisions
 from loom.kernel.context import (
     AbortSignal,
     ParkSignal,
+    StopSignal,
     SupersededSignal,
     SuspendSignal,
     reap,
@@ -36,6 +37,7 @@ from loom.kernel.defs import FlowDef
 from loom.kernel.divergence import StepTally
 from loom.kernel.durability import new_journal
 from loom.kernel.endings import record_end
+from loom.kernel.execution_limits import OPENING, event_limit, exceeded
 from loom.kernel.exits import guarded
 from loom.kernel.fold import ExecutionState, GateRecord, ResumeRecord, resume_key
 from loom.kernel.journal import READY, Journal
@@ -89,6 +91,7 @@ class Session(EffectSteps):
         self.tally = StepTally(
             state
         )  # recorded steps the replay asked for (loom.kernel.divergence)
+        self.max_events = event_limit(runtime.app, flow, state.budgets)  # (execution_limits)
 
     # -- bookkeeping ------------------------------------------------------------------
 
@@ -145,6 +148,10 @@ class Session(EffectSteps):
         """Append ``events`` (after any pending decisions); merge foreign writes on conflict.
         ``defer=False``: the caller knows the journal would not hold them (``defer_now``)."""
         journal = self.journal
+        if journal.state.last_seq >= self.max_events and not OPENING.isdisjoint(
+            e.type for e in events
+        ):
+            self.room()  # the log is full: nothing new begins (loom.kernel.execution_limits)
         if defer and not journal.lock.locked() and journal.defer_now(events):
             return  # kept unforced until the next durable point (loom.kernel.durability)
         async with journal.lock:
@@ -161,6 +168,14 @@ class Session(EffectSteps):
                 # Not the flow's to catch: the log may not hold what the flow would go on
                 # believing. The execute call fails and its delivery is retried.
                 self._raise(AbortSignal(exc))
+
+    def room(self) -> None:
+        """Stop the flow (it fails with ``limit_exceeded``) if its log holds ``max_events``
+        already: called before anything new begins (an effect, a child, a message)."""
+        used = self.journal.state.last_seq
+        if used >= self.max_events:
+            error = exceeded("max_events", self.max_events, used, "nothing new may begin")
+            self._raise(StopSignal(error))
 
     async def _unless_store_fails(self, step: Awaitable[T]) -> T:
         """Await a payload encode or decode; a store or configuration failure unwinds like a
@@ -357,3 +372,6 @@ class Session(EffectSteps):
             await record_end(self, flow_task)
         except AbortSignal as signal:
             raise signal.args[0] from None
+        finally:
+            if self.state.cancel is not None:  # (only a cancel's sessions are known there)
+                cancellation.forget(self)

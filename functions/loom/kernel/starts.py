@@ -26,7 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from loom import crash
 from loom import events as ev
-from loom.errors import ExecutionConflictError, ExecutionSupersededError
+from loom.errors import (
+    ExecutionConflictError,
+    ExecutionSupersededError,
+    ReservedExecutionIdError,
+)
 from loom.kernel.claims import ACTIVE_HOLDERS, claim_is_live, new_holder
 from loom.kernel.context import SupersededSignal
 from loom.kernel.fold import ExecutionState, fold
@@ -64,20 +68,35 @@ def note_created(execution_id: str) -> None:
         seen.add(execution_id)
 
 
-def check_same_start(first: ev.ExecutionStarted, started: ev.ExecutionStarted) -> None:
+def check_same_start(
+    first: ev.ExecutionStarted, started: ev.ExecutionStarted, *, own: bool = False
+) -> None:
     """Refuse a repeated start that differs from the stored one.
+
+    With ``own`` (the id is one the engine derived, :mod:`loom.reserved_ids`), the stored
+    start must also be by the same principal and no child or fork: else it is not the
+    engine's execution but one that took its id.
 
     Raises:
         ExecutionConflictError: Another flow, input, capabilities or budgets.
+        ReservedExecutionIdError: ``own``, and another principal's execution holds the id.
     """
+    if own and (first.by, first.parent, first.forked_from) != (started.by, None, None):
+        raise ReservedExecutionIdError(
+            f"execution {started.execution_id!r} holds an id the engine derives, and the "
+            "engine did not start it; nothing was started",
+            details={"execution_id": started.execution_id},
+        )
     mine = (started.flow, started.capabilities, started.budgets)
     theirs = (first.flow, first.capabilities, first.budgets)
     # Inputs as exact JSON: Python's ``1 == 1.0 == True`` took another input for this one.
     if mine != theirs or canonical_json(started.input) != canonical_json(first.input):
+        # The stored flow is not named: the caller may not be allowed to read that
+        # execution, and the id alone says what conflicts.
         raise ExecutionConflictError(
-            f"execution {started.execution_id!r} exists with flow {first.flow!r} and "
-            "another input; use a new execution id",
-            details={"execution_id": started.execution_id, "flow": first.flow},
+            f"execution {started.execution_id!r} exists with another flow or input; use a "
+            "new execution id",
+            details={"execution_id": started.execution_id},
         )
 
 

@@ -31,6 +31,7 @@ class StepRecord(TypedDict, total=False):
     seq: int  # where the outcome (completion, failure, verdict) sits in the log
     deadline: float  # a wait's recorded end (loom.primitives.event_reads)
     found: bool  # whether a read found its value (loom.primitives.event_reads)
+    voided: int  # attempts a ``not_performed`` verdict declared never ran
 
 
 class GateRecord(TypedDict):
@@ -106,6 +107,9 @@ class ExecutionState:
     partition_key: str | None = None
     mailbox: dict[str, int] = field(default_factory=_dict)  # loom.primitives.messages
     message_ids: dict[str, str] = field(default_factory=_dict)  # loom.primitives.messages
+    # Message ids of runs before the current one, by when their run ended: still refused as
+    # repeats for a while (loom.primitives.continuation).
+    message_ids_kept: dict[str, float] = field(default_factory=_dict)
     published: dict[str, dict[str, Any]] = field(default_factory=_dict)
     # loom.primitives.updates: each update by id (its name, slot, run, status, outcome), and
     # how many the current run accepted; loom.primitives.streams: each stream by key.

@@ -62,6 +62,10 @@ class EffectSteps:
         def _raise(self, signal: BaseException) -> NoReturn: ...
         def _park(self, step_id: str, message: str) -> NoReturn: ...
         def _check_unused(self, step_id: str, what: str) -> None: ...
+        def room(self) -> None: ...
+
+        max_events: int
+
         async def append(self, events: Sequence[ev.Event], defer: bool = True) -> None: ...
         async def _unless_store_fails(self, step: Awaitable[T]) -> T: ...
 
@@ -179,6 +183,8 @@ class EffectSteps:
         # every one of them, ``loom.kernel.fold``).
         if state.budgets and attempt == 1:
             self._check_budget(state, defn.name)
+        if state.last_seq >= self.max_events:  # a full log begins nothing new
+            self.room()
         crash.point("before_intent", step_id)
         if not defn.idempotent:
             await self.append(
@@ -190,6 +196,7 @@ class EffectSteps:
             )
             crash.point("after_intent", step_id)
         ectx = EffectContext(self.execution_id, step_id, key, attempt, defn.name)
+        voided = (state.steps.get(step_id) or {}).get("voided", 0)  # (never ran)
         outcome = await invoke_with_retry(
             defn,
             ectx,
@@ -197,6 +204,7 @@ class EffectSteps:
             self.rt.clock,
             self._retrying,
             self.rt.max_inline_backoff,
+            voided,
         )
         crash.point("after_effect", step_id)
         return await self._record(step_id, defn, attempt, outcome)

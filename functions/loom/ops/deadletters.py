@@ -35,7 +35,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from loom import events as ev
-from loom.errors import InputError, LoomError, UnknownExecutionError
+from loom.errors import InputError, LoomError, ReservedExecutionIdError, UnknownExecutionError
+from loom.grants import recorded_by
 from loom.ids import check_execution_id, id_problem
 from loom.kernel.poison import POISON
 from loom.ops.fork import fork
@@ -204,14 +205,16 @@ async def redrive(
     letters: Sequence[ExecutionSummary],
     *,
     by: str,
+    note: str | None = None,
     dry_run: bool = False,
-    principal: str | None = None,
 ) -> list[Redrive]:
     """Re-drive each letter (see the module docstring); on ``dry_run`` only say how.
 
-    ``principal`` (default ``by``) is who the grant policy checks for the capabilities a
-    failed letter's fork keeps."""
-    return [await _one(runtime, row, by, dry_run, (), principal) for row in letters]
+    ``by`` is the principal who re-drives: a fork keeps the original's capabilities only if
+    the grant policy lets ``by`` grant them. ``note`` (free text, e.g. a name typed by an
+    operator) is recorded beside it and authorizes nothing.
+    """
+    return [await _one(runtime, row, (by, note), dry_run) for row in letters]
 
 
 async def redrive_by_id(
@@ -219,15 +222,16 @@ async def redrive_by_id(
     execution_id: str,
     *,
     by: str,
+    note: str | None = None,
     capabilities: Sequence[str] = (),
-    principal: str | None = None,
 ) -> Redrive:
     """Re-drive one execution, whatever selected it: a failed one (a failed re-drive too) is
-    forked as a bulk re-drive would, a parked one retried.
+    forked as a bulk re-drive would, a parked one retried (``by``, ``note``: see
+    :func:`redrive`).
 
     ``capabilities`` are added to a failed execution's fork (see :func:`loom.ops.fork.fork`:
-    ``principal``, default ``by``, must be allowed to grant them); a parked execution runs
-    on in place with what it was started with, so it takes none.
+    ``by`` must be allowed to grant them); a parked execution runs on in place with what it
+    was started with, so it takes none.
 
     Raises:
         UnknownExecutionError: No such execution.
@@ -244,37 +248,55 @@ async def redrive_by_id(
                 code="invalid_request",
                 details={"status": row.status},
             )
-        result = await runtime.retry(execution_id, by=by)
+        result = await runtime.retry(execution_id, by=recorded_by(by, note) or by)
         return Redrive(
             execution_id, row.flow, row.parked_reason or "", "retry", None, result.status
         )
-    return await _one(runtime, row, by, False, tuple(capabilities), principal)
+    return await _one(runtime, row, (by, note), False, tuple(capabilities))
 
 
 async def _one(
     runtime: Runtime,
     row: ExecutionSummary,
-    by: str,
+    who: tuple[str, str | None],
     dry_run: bool,
     capabilities: tuple[str, ...] = (),
-    principal: str | None = None,
 ) -> Redrive:
+    by, note = who
     if row.status != "failed":
         plan = Redrive(row.execution_id, row.flow, row.parked_reason or "", "retry")
-        return plan if dry_run else await _attempt(plan, runtime.retry(row.execution_id, by=by))
+        retried = runtime.retry(row.execution_id, by=recorded_by(by, note) or by)
+        return plan if dry_run else await _attempt(plan, retried)
     events = await runtime.history(row.execution_id)
     cut, step = failure_point(events)
     new_id = redrive_id(row.execution_id, cut)
     reason = _failure(events)
     if await _exists(runtime, new_id):
-        status = (await runtime.store.summary(new_id)).status
-        return Redrive(row.execution_id, row.flow, reason, "none", new_id, status)
+        return await _existing(runtime, row, reason, new_id)
     plan = Redrive(row.execution_id, row.flow, reason, "fork", new_id)
     if dry_run:
         return plan
     options: dict[str, Any] = {"from_seq": cut} if step is None else {"from_step": step}
-    options |= {"capabilities": capabilities, "principal": principal}
-    return await _attempt(plan, fork(runtime, row.execution_id, new_id=new_id, by=by, **options))
+    options["capabilities"] = capabilities
+    forked = fork(
+        runtime, row.execution_id, new_id=new_id, by=by, note=note, derived="redrive", **options
+    )
+    return await _attempt(plan, forked)
+
+
+async def _existing(runtime: Runtime, row: ExecutionSummary, reason: str, new_id: str) -> Redrive:
+    """The letter already re-driven as ``new_id``: reported only if that execution is the
+    engine's re-drive of it (forked from it), never a squatter's under the same id."""
+    first = (await runtime.store.read(new_id))[0]
+    origin = first.forked_from if isinstance(first, ev.ExecutionStarted) else None
+    if origin is None or origin.execution_id != row.execution_id:
+        error = (
+            f"{ReservedExecutionIdError.code}: {new_id!r}, the id of this letter's re-drive, "
+            "is held by an execution that is not its re-drive; nothing was re-driven"
+        )
+        return Redrive(row.execution_id, row.flow, reason, "none", new_id, None, error)
+    status = (await runtime.store.summary(new_id)).status
+    return Redrive(row.execution_id, row.flow, reason, "none", new_id, status)
 
 
 async def _attempt(plan: Redrive, call: Awaitable[ExecutionResult]) -> Redrive:

@@ -51,12 +51,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
 from loom.errors import AppendConflictError, ExecutionConflictError, NotForkableError
+from loom.grants import recorded_by
 from loom.ids import check_execution_id
 from loom.kernel.defs import to_json_value
 from loom.kernel.fold import ExecutionState, fold
 from loom.kernel.payloads import REF_KEY
-from loom.kernel.primitive import Primitive
-from loom.primitives.child_ids import check_outside_id
+from loom.kernel.primitive import Primitive, check_outside_id
+from loom.reserved_ids import IdForm
 from loom.store.base import AppendRequest, StatusChange
 
 if TYPE_CHECKING:
@@ -163,10 +164,11 @@ async def fork(
     from_seq: int | None = None,
     new_id: str | None = None,
     by: str | None = None,
+    note: str | None = None,
     version: str | int | None = None,
     run: bool = True,
     capabilities: Iterable[str] = (),
-    principal: str | None = None,
+    derived: IdForm | None = None,
 ) -> ExecutionResult:
     """Start a new execution from ``execution_id``'s log before ``from_step``.
 
@@ -174,15 +176,18 @@ async def fork(
     the position of its failure). Idempotent by ``new_id`` (default: a new id).
 
     The fork holds the original's capabilities plus ``capabilities`` (an execution that
-    failed for want of one is re-run with it). ``principal`` (default ``by``, the name
-    recorded) must be allowed by the grant policy to grant all of them to the flow; with
-    neither, the caller is the process's own trusted code.
+    failed for want of one is re-run with it). ``by`` is the principal who forks: the grant
+    policy must let ``by`` grant all of them to the flow (``None``: the process's own code,
+    trusted). ``note`` (free text from the request, e.g. an operator's name) is recorded
+    beside ``by`` and authorizes nothing (:func:`loom.grants.recorded_by`). ``derived`` is
+    for the engine alone: the reserved form (:mod:`loom.reserved_ids`) of ``new_id``.
 
     Raises:
         UnknownExecutionError: No such execution.
         NotForkableError: See the module docstring.
         ExecutionConflictError: ``new_id`` exists and is not this fork.
-        NotPermittedError: The principal may not grant the fork's capabilities.
+        ReservedExecutionIdError: ``new_id`` has a form the engine derives.
+        NotPermittedError: ``by`` may not grant the fork's capabilities.
         UnknownFlowError: The flow (or ``version``) is not in the deployed code.
     """
     await runtime.require(execution_id)
@@ -191,16 +196,19 @@ async def fork(
     kept = prefix(events, cut, step)
     first = events[0]
     assert isinstance(first, ev.ExecutionStarted)
-    eid = check_outside_id(check_execution_id(new_id)) if new_id is not None else str(uuid.uuid4())
+    eid = (
+        check_outside_id(check_execution_id(new_id), derived=derived)
+        if new_id is not None
+        else str(uuid.uuid4())
+    )
     if eid == execution_id:
         raise ExecutionConflictError(
             "a fork needs a new execution id, not the original's", details={"execution_id": eid}
         )
     defn = runtime.app.get_flow(first.flow, version)
     held = sorted({*first.capabilities, *capabilities})
-    who = principal if principal is not None else by
-    if who is not None:
-        runtime.grants.check(who, first.flow, held)
+    if by is not None:
+        runtime.grants.check(by, first.flow, held)
     value = await runtime.payloads.decode(first.input, execution_id)
     stored, _ = await runtime.payloads.encode(
         to_json_value(defn.typed.parse_input(value)), f"{eid}/input"
@@ -214,7 +222,7 @@ async def fork(
         capabilities=held if capabilities else list(first.capabilities),
         budgets=dict(first.budgets),
         at=runtime.clock(),
-        by=by,
+        by=recorded_by(by, note),
         forked_from=origin,
         queue=first.queue,  # a fork runs on its origin's queue, with its partition key
         partition_key=first.partition_key,

@@ -112,6 +112,10 @@ class _CheckSession(Session):
 
     async def execute(self, step_id: str, effect: EffectDef | str, value: Any) -> Any:
         self.visited.add(step_id)
+        # The timers of its durable backoffs (``{step}/retry{n}``, ``loom.kernel.backoff``) are the
+        # step's own: a step that ended is served without waiting on them again.
+        retries = f"{step_id}/retry"
+        self.visited.update(g for g in self.state.gates if g.startswith(retries))
         rec = self.state.steps.get(step_id)
         if rec is not None and rec.get("status") in ("started", "in_doubt"):
             name = effect if isinstance(effect, str) else effect.name
@@ -123,6 +127,7 @@ class _CheckSession(Session):
         await cancellation.checkpoint(self)  # a recorded cancel arrives here, as it did live
         if attempt == 1:
             self._unless_skipped(step_id)  # parks as the live session would
+        self._check_budget(self.state, defn.name)  # a budget stop ends it as it did live
         self._frontier(step_id, f"effect {defn.name!r}")
 
     def decide(self, step_id: str, kind: str) -> Any:

@@ -51,7 +51,9 @@ from loom.errors import (
     ChildIdTakenError,
     ExecutionFinishedError,
     InputError,
+    LimitExceededError,
     LoomError,
+    StoreError,
     UnknownExecutionError,
     UnknownFlowError,
 )
@@ -65,14 +67,14 @@ from loom.kernel.fold import ExecutionState, StepRecord, resume_key
 from loom.kernel.primitive import Primitive
 from loom.kernel.timeouts import deadline_for
 from loom.primitives import queues
-from loom.primitives.child_ids import check_outside_id
+from loom.primitives.child_grants import check_children, child_grants
 
 if TYPE_CHECKING:
     from loom.kernel.runtime import Runtime
     from loom.kernel.session import Session
     from loom.primitives.queues import QueueRef
 
-__all__ = ["CHILD_GATE", "ChildFlow", "OnCancel", "check_outside_id", "child_id", "start_flow"]
+__all__ = ["CHILD_GATE", "ChildFlow", "OnCancel", "child_id", "start_flow"]
 
 log = logging.getLogger("loom")
 
@@ -154,7 +156,11 @@ class ChildFlow:
             got = await session.gate(f"{self._step_id}/child", CHILD_GATE, cid, None)
         except asyncio.CancelledError:
             if self._on_cancel == "cancel" and cancellation.handed_over(session):
-                await _cancel(session.rt, cid, f"parent {session.execution_id} was cancelled")
+                try:
+                    await _cancel(session.rt, cid, f"parent {session.execution_id} was cancelled")
+                except StoreError as exc:  # the store's failure is not the flow's: the end's
+                    # follow-up cancels the child again (loom.kernel.primitive follow-ups)
+                    log.warning("cancelling child %s failed, retried at the end: %s", cid, exc)
             raise
         return got if isinstance(got, dict) else {"status": "failed"}  # pyright: ignore[reportUnknownVariableType]
 
@@ -181,8 +187,10 @@ async def start_flow(
         await _recorded_failure(session, step_id, defn, failed)
     if recorded is None:
         session._check_unused(step_id, f"child flow {defn.name!r}")  # pyright: ignore[reportPrivateUsage]
+        session.room()  # a full log starts nothing new (loom.kernel.execution_limits)
         await force(session)  # the child must not see steps the log may yet lose
         await cancellation.checkpoint(session)  # a new step: a pending cancel arrives here
+        await check_children(session, step_id, defn.name, _child_step_effect(defn.name))
         await _start_live(session, step_id, cid, defn, (value, queue), on_cancel)
     elif recorded["flow"] != defn.name:
         session._park(  # pyright: ignore[reportPrivateUsage]
@@ -202,6 +210,8 @@ async def _recorded_failure(
     visit(session, step_id)
     await session._turn(rec.get("seq", 0))  # pyright: ignore[reportPrivateUsage]
     error = rec.get("error") or {}
+    if error.get("code") == LimitExceededError.code:
+        raise LimitExceededError(str(error.get("message", "")), details={"step_id": step_id})
     raise _taken_from(str(error.get("message", "")))
 
 
@@ -282,12 +292,15 @@ async def _create(
     parsed = to_json_value(defn.typed.parse_input(value))
     stored, _ = await rt.payloads.encode(parsed, f"{cid}/input")
     parent = {"execution_id": session.execution_id, "step_id": step_id}
+    # Per-flow grant rules hold for children (loom.primitives.child_grants).
+    held = await child_grants(rt, session.execution_id, session.state.capabilities, defn.name)
     started = ev.ExecutionStarted(
         execution_id=cid,
         flow=defn.name,
         input=stored,
         flow_version=defn.version,
-        capabilities=list(session.state.capabilities),  # a child holds what its parent holds
+        capabilities=held[0],
+        by=held[1],
         at=now,
         deadline=deadline_for(defn, None, now),
         parent=parent,
@@ -426,5 +439,4 @@ PRIMITIVE = Primitive(
     resume_checks={CHILD_GATE: check_child_resume},
     follow_up=follow_up,
     follows_up=_has_family,
-    reserves=check_outside_id,
 )

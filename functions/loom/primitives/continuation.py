@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from loom import crash
 from loom import events as ev
@@ -60,11 +60,14 @@ from loom.kernel import cancellation
 from loom.kernel.context import (
     AbortSignal,
     FlowContext,
+    StopSignal,
     SupersededSignal,
     SuspendSignal,
     off_scope,
 )
 from loom.kernel.defs import to_json_value
+from loom.kernel.execution_limits import exceeded
+from loom.kernel.execution_limits import of_flow as limits_of
 from loom.kernel.fold import ExecutionState, ResumeRecord, resume_key
 from loom.kernel.primitive import Primitive
 from loom.primitives import messages as msgs  # its names are read at call time (import cycle)
@@ -72,7 +75,7 @@ from loom.primitives import messages as msgs  # its names are read at call time 
 if TYPE_CHECKING:
     from loom.kernel.session import Session
 
-__all__ = ["continue_as_new", "run_chain", "run_id"]
+__all__ = ["continue_as_new", "page_runs", "run_chain", "run_id"]
 
 log = logging.getLogger("loom")
 
@@ -98,6 +101,34 @@ def run_chain(execution_id: str, events: Sequence[ev.Event]) -> list[dict[str, A
             runs.append({"run": event.run, "first_seq": event.seq})
     runs[-1]["last_seq"] = events[-1].seq
     return [{"run_id": run_id(execution_id, r["run"]), **r} for r in runs]
+
+
+def page_runs(
+    execution_id: str, events: Sequence[ev.Event], state: ExecutionState
+) -> list[dict[str, Any]]:
+    """:func:`run_chain` for a page of a log (``state`` is the execution's now): the runs
+    its events belong to, numbered as the log numbers them. Empty when the page alone does
+    not say which run its first event belongs to (no continue in it, before the current
+    run)."""
+    if not events:
+        return []
+    marks = [e for e in events if isinstance(e, ev.ExecutionContinued)]
+    if marks:
+        first = marks[0].run - 1
+    elif events[0].seq >= state.run_started_seq:
+        first = state.run
+    else:
+        return []
+    runs: list[dict[str, Any]] = [{"run": first, "first_seq": events[0].seq}]
+    for event in marks:
+        runs[-1]["last_seq"] = event.seq - 1
+        runs.append({"run": event.run, "first_seq": event.seq})
+    runs[-1]["last_seq"] = events[-1].seq
+    return [
+        {"run_id": run_id(execution_id, r["run"]), **r}
+        for r in runs
+        if r["last_seq"] >= r["first_seq"]
+    ]
 
 
 # -- the fold -------------------------------------------------------------------------------
@@ -126,14 +157,28 @@ def _carried_resumes(s: ExecutionState) -> dict[str, ResumeRecord]:
     }
 
 
+KEEP_MESSAGE_IDS: Final = 7 * 24 * 3600.0
+"""Seconds a message id stays known after the run that received it ended: a sender's step
+redelivering it later (its worker died between the delivery and its record, and it ran
+again after the receiver continued as new, maybe several times) is refused as a repeat."""
+
+
+def _keep_message_ids(s: ExecutionState, now: float) -> None:
+    """Move the ended run's message ids to the kept ones and forget those kept longer than
+    :data:`KEEP_MESSAGE_IDS` (decided by the continue's recorded time: every fold agrees)."""
+    kept = {mid: at for mid, at in s.message_ids_kept.items() if at > now - KEEP_MESSAGE_IDS}
+    for mid in s.message_ids:  # ("" slots: a snapshot's, from before ids were kept by time)
+        kept[mid] = now
+    s.message_ids_kept, s.message_ids = kept, {}
+
+
 def _continued(s: ExecutionState, e: ev.ExecutionContinued) -> None:
     messages = _carried_messages(s, e.consumed)
     resumes: dict[str, ResumeRecord] = {
         k: {"payload": r["payload"], "timed_out": r["timed_out"], "seq": e.seq}
         for k, r in _carried_resumes(s).items()
     }
-    # Ids received in the ended run keep deduplicating; older ones ("" slots) are dropped.
-    s.message_ids = {mid: "" for mid, slot in s.message_ids.items() if slot}
+    _keep_message_ids(s, e.at)
     s.mailbox = {}
     for topic, mid, payload in messages:
         n = s.mailbox[topic] = s.mailbox.get(topic, 0) + 1
@@ -164,6 +209,7 @@ async def continue_as_new(session: Session, value: Any) -> NoReturn:
     """
     await session.timers.landed()  # steps whose await was abandoned belong to this run
     _check_signal(session)
+    _check_runs(session)
     await cancellation.checkpoint(session)  # a pending cancel arrives here, not in the next run
     parsed = to_json_value(session.flow.typed.parse_input(value))
     with off_scope():
@@ -181,6 +227,16 @@ async def continue_as_new(session: Session, value: Any) -> NoReturn:
     finally:
         session._inflight -= 1  # pyright: ignore[reportPrivateUsage]
     raise session.signal
+
+
+def _check_runs(session: Session) -> None:
+    """Fail the execution (``limit_exceeded``) instead of starting a run past ``max_runs``
+    (:mod:`loom.kernel.execution_limits`): a flow that continues forever stops here."""
+    state = session.state
+    most = limits_of(session.rt.app, session.flow, state.budgets).value("max_runs")
+    if state.run >= most:
+        error = exceeded("max_runs", most, state.run, "continue_as_new refused")
+        session._raise(StopSignal(error))  # pyright: ignore[reportPrivateUsage]
 
 
 def _check_signal(session: Session) -> None:

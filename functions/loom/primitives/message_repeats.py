@@ -62,7 +62,7 @@ async def _first(rt: Runtime, state: ExecutionState, message_id: str) -> tuple[s
     """``(topic, stored payload)`` the id delivered: from the state while its slot is
     there, else from the log (a message of an earlier run keeps its id and loses its slot
     when the execution continues as new)."""
-    slot = state.message_ids[message_id]
+    slot = state.message_ids.get(message_id, "")  # (none: an earlier run's, in the log)
     got = state.resumes.get(resume_key(RECV, slot)) if slot else None
     if got is not None:
         return slot.rpartition("#")[0], got["payload"]

@@ -48,23 +48,27 @@ from loom.errors import (
     InputError,
     InvalidExecutionIdError,
     InvalidPayloadError,
+    LimitExceededError,
     LoomError,
+    MailboxFullError,
     MessageConflictError,
     MessageTimeoutError,
     StoreError,
     UnknownExecutionError,
 )
-from loom.ids import check_execution_id
+from loom.ids import check_execution_id, name_problem
 from loom.kernel import cancellation
 from loom.kernel.context import AbortSignal, FlowContext, next_step_id, off_scope
 from loom.kernel.decide import NOTHING, Decision, write
 from loom.kernel.defs import to_json_value
 from loom.kernel.divergence import visit
 from loom.kernel.durability import force
+from loom.kernel.execution_limits import check_room
 from loom.kernel.fold import ExecutionState, GateRecord, resume_key
 from loom.kernel.payloads import dump_exact
 from loom.kernel.primitive import Primitive
 from loom.primitives.message_repeats import RECV, check_same_message
+from loom.reserved_ids import check_outside_message_id
 from loom.store.base import StatusChange
 
 if TYPE_CHECKING:
@@ -90,6 +94,8 @@ _RECORDED: dict[str, type[LoomError]] = {
         InvalidExecutionIdError,
         InvalidPayloadError,
         MessageConflictError,
+        LimitExceededError,
+        MailboxFullError,
     )
 }
 
@@ -99,16 +105,33 @@ def slot_key(topic: str, n: int) -> str:
     return f"{topic}#{n}"
 
 
+MAX_MESSAGE_ID: Final = 512
+
+
 def check_topic(topic: object) -> str:
-    """``topic`` if it is a usable topic name, else an :class:`InputError` naming why."""
-    if not isinstance(topic, str) or not topic or len(topic) > MAX_TOPIC:
+    """``topic`` if it is a usable topic name, else an :class:`InputError` naming why
+    (the id rule's alphabet: :func:`loom.ids.name_problem`)."""
+    problem = name_problem(topic, max_bytes=MAX_TOPIC)
+    if problem is not None:
         raise InputError(
-            f"a message topic is a non-empty string of at most {MAX_TOPIC} characters, "
-            f"got {topic!r}",
-            details={"topic": repr(topic)[:300]},
+            f"a message topic {problem}; got {repr(topic)[:100]}",
+            details={"topic": repr(topic)[:300], "problem": problem},
             code="invalid_topic",
         )
-    return topic
+    return topic  # type: ignore[return-value]
+
+
+def check_message_id(message_id: object) -> str:
+    """``message_id`` if it is a usable message id, else an :class:`InputError` (the id
+    rule's alphabet: :func:`loom.ids.name_problem`)."""
+    problem = name_problem(message_id, max_bytes=MAX_MESSAGE_ID)
+    if problem is not None:
+        raise InputError(
+            f"a message id {problem}; got {repr(message_id)[:100]}",
+            details={"message_id": repr(message_id)[:300], "problem": problem},
+            code="invalid_message_id",
+        )
+    return message_id  # type: ignore[return-value]
 
 
 # -- the fold -----------------------------------------------------------------------------
@@ -138,8 +161,14 @@ def _place(s: ExecutionState, topic: str, at: float) -> tuple[int, list[int], bo
         return n, late, woke
 
 
+def known(s: ExecutionState, message_id: str) -> bool:
+    """Whether ``message_id`` reached the execution before (this run, or an earlier one not
+    long ago: ``loom.primitives.continuation``): a repeat, never delivered twice."""
+    return message_id in s.message_ids or message_id in s.message_ids_kept
+
+
 def _received(s: ExecutionState, e: ev.MessageReceived) -> None:
-    if e.message_id in s.message_ids:
+    if known(s, e.message_id):
         return  # a redelivered message is dropped
     n, late, woke = _place(s, e.topic, e.at)
     for slot in late:
@@ -198,13 +227,15 @@ async def deliver(
     if not _new_message(state, message_id, topic):
         await check_same_message(rt, state, message_id, topic, value)
         return state, False
+    check_room(rt, state, topic)  # (loom.kernel.execution_limits): refused, nothing written
     stored, _ = await rt.payloads.encode(value, f"{eid}/message", raw)
 
     def decide(now: ExecutionState) -> Decision:
         # Decided again on every reload: the same message delivered twice at once lands
-        # once, and none lands after the end.
+        # once, and none lands after the end or past the receiver's limits.
         if not _new_message(now, message_id, topic):
             return NOTHING
+        check_room(rt, now, topic)
         at = rt.clock()
         event = ev.MessageReceived(
             topic=topic, message_id=message_id, payload=stored, sender=sender, by=by
@@ -226,7 +257,7 @@ def _new_message(state: ExecutionState, message_id: str, topic: str) -> bool:
     Raises:
         ExecutionFinishedError: The execution ended (and never had this message).
     """
-    if message_id in state.message_ids:
+    if known(state, message_id):
         return False
     if state.finished:
         raise ExecutionFinishedError(
@@ -263,14 +294,24 @@ async def send_from_outside(
     *,
     message_id: str | None = None,
     by: str | None = None,
+    derived_id: bool = False,
 ) -> ExecutionResult:
     """``Runtime.send``: deliver a message from outside any flow, then run the receiver.
 
     ``message_id`` makes a retried call a no-op (default: a fresh id, so every call is a new
-    message); ``by`` is who sent it (recorded).
+    message); ``by`` is who sent it (recorded). ``derived_id`` is for the engine alone: the
+    id is a signed request's default, of a form outside callers may not use.
+
+    Raises:
+        InputError: A topic or message id outside the id rule's alphabet.
+        ReservedExecutionIdError: ``message_id`` has the form of a signed request's default.
+        MailboxFullError: The receiving run holds ``max_messages`` messages (HTTP 429).
+        LimitExceededError: The receiver's log holds ``max_events`` events.
     """
-    if message_id is not None and (not isinstance(message_id, str) or not message_id):  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise InputError(f"a message id is a non-empty string, got {message_id!r}")
+    if message_id is not None:
+        check_message_id(message_id)
+        if not derived_id:  # a signed message's default id is the engine's (loom.reserved_ids)
+            check_outside_message_id(message_id)
     mid = message_id or f"msg:{uuid.uuid4()}"
     state, delivered = await deliver(rt, execution_id, topic, payload, message_id=mid, by=by)
     ran = await _wake(rt, state) if delivered else None

@@ -38,7 +38,10 @@ PUBLISH: Final = "loom.set_event"
 MAX_KEY: Final = 256
 MAX_WAIT: Final = 60.0
 """The longest a ``get_event`` call waits (a long poll is bounded; call again to go on)."""
-POLL_EVERY: Final = 0.2
+POLL_FIRST: Final = 0.05
+POLL_EVERY: Final = 0.5
+"""A waiter checks the log's last seq after ``POLL_FIRST`` s, then ever less often, at
+least every ``POLL_EVERY`` s: a summary read, not a load of the state."""
 
 
 def check_key(key: object) -> str:
@@ -98,22 +101,33 @@ async def get_event(rt: Runtime, execution_id: str, key: str, *, timeout: float 
     eid, key = check_execution_id(execution_id), check_key(key)
     if not 0 <= timeout <= MAX_WAIT:  # also refuses NaN
         raise InputError(f"timeout must be between 0 and {MAX_WAIT} seconds, got {timeout!r}")
-    await rt.require(eid)
+    seen = (await rt.require(eid)).last_seq
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    pause = POLL_FIRST
     while True:
         state = await rt.load_state(eid)
         got = state.published.get(key)
         if got is not None:
             return await rt.payloads.decode(got["value"], eid)
-        left = deadline - loop.time()
-        if state.finished or left <= 0:
+        seen = max(seen, state.last_seq)
+        if state.finished or deadline - loop.time() <= 0:
             raise EventNotFoundError(
                 f"execution {eid!r} published nothing under {key!r}"
                 + (f" within {timeout:g}s" if timeout and not state.finished else ""),
                 details={"execution_id": eid, "key": key, "status": state.status},
             )
-        await asyncio.sleep(min(POLL_EVERY, left))
+        # Waiting costs one summary read per poll: the state is loaded again only once
+        # the log has grown (a waiter on a big execution must not fold it five times a
+        # second; forty of them starved the process).
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            await asyncio.sleep(min(pause, left))
+            pause = min(pause * 2, POLL_EVERY)
+            if (await rt.store.summary(eid)).last_seq != seen:
+                break
 
 
 class PublishedContext(FlowContext):

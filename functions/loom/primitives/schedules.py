@@ -33,11 +33,18 @@ execution id or ``ctx.now()``.
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from loom.errors import ConfigurationError, LoomError, UnknownExecutionError
+from loom import events as ev
+from loom.errors import (
+    ConfigurationError,
+    LoomError,
+    ReservedExecutionIdError,
+    UnknownExecutionError,
+)
 from loom.ids import check_execution_id
 from loom.kernel.starts import noting_creates
 from loom.primitives.cron import Cron
@@ -45,7 +52,7 @@ from loom.primitives.cron import Cron
 if TYPE_CHECKING:
     from loom.kernel.app import App
     from loom.kernel.runtime import Runtime
-    from loom.store.base import ExecutionSummary
+    from loom.store.base import EventStore, ExecutionSummary
 
 log = logging.getLogger("loom.schedules")
 
@@ -188,13 +195,15 @@ def _schedules(runtime: Runtime) -> dict[str, Schedule]:
 async def _fire(runtime: Runtime, schedule: Schedule, tick: datetime) -> Fired:
     eid = schedule.execution_id(tick)
     iso = tick.strftime("%Y-%m-%dT%H:%M:%SZ")
+    by = f"{PREFIX}{schedule.name}"
     try:
         known = await _summary(runtime, eid)
         if known is not None:  # the common repeat: no flow lookup, no write
+            await _check_own(runtime, schedule, eid, by)
             return Fired(schedule.name, iso, eid, False, known.status)
         with noting_creates() as created:  # a racing pass may create it first
             result = await runtime.start(
-                schedule.flow, schedule.input, execution_id=eid, by=f"{PREFIX}{schedule.name}"
+                schedule.flow, schedule.input, execution_id=eid, by=by, derived="schedule"
             )
     except LoomError as exc:
         log.error("schedule %s tick %s: %s", schedule.name, iso, exc.message)
@@ -207,6 +216,38 @@ async def _summary(runtime: Runtime, eid: str) -> ExecutionSummary | None:
         return await runtime.store.summary(eid)
     except UnknownExecutionError:
         return None
+
+
+# Tick executions found to be the schedule's own, by store (ids are never reused by another
+# start: outside starts of the form are refused), so a pass reads each one's start once.
+_OWN: weakref.WeakKeyDictionary[EventStore, set[str]] = weakref.WeakKeyDictionary()
+_OWN_MAX = 4096
+
+
+async def _check_own(runtime: Runtime, schedule: Schedule, eid: str, by: str) -> None:
+    """Refuse to report an execution under a tick's id that the schedule did not start
+    (one created under its id before such ids were reserved, or written to the store by
+    hand): it is not this tick's run, whatever its status.
+
+    Raises:
+        ReservedExecutionIdError: It is not the schedule's own.
+    """
+    own = _OWN.setdefault(runtime.store, set())
+    if eid in own:
+        return
+    first = (await runtime.store.read(eid))[0]
+    mine = isinstance(first, ev.ExecutionStarted) and (
+        (first.by, first.flow, first.parent, first.forked_from) == (by, schedule.flow, None, None)
+    )
+    if not mine:
+        raise ReservedExecutionIdError(
+            f"the execution under tick id {eid!r} was not started by schedule "
+            f"{schedule.name!r}; the tick is not run",
+            details={"execution_id": eid, "schedule": schedule.name},
+        )
+    if len(own) >= _OWN_MAX:
+        own.clear()
+    own.add(eid)
 
 
 def declared(app: App) -> dict[str, Schedule]:

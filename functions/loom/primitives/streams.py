@@ -21,13 +21,12 @@ over every value until it is (``loom stream ID KEY --follow``,
 ``GET /executions/{id}/streams/{key}?offset=&timeout=``). A reader costs a summary read
 per look while it waits (:mod:`loom.primitives.waits`).
 
-Bounded: an execution's streams hold at most ``max_stream_values`` values in all (the
-app's, ``Loom(max_stream_values=...)``, default :data:`DEFAULT_MAX_VALUES`, or lower for
-one execution with ``budgets={"max_stream_values": n}`` at its start). A write past it, or
-to a closed stream, raises into the flow (:class:`~loom.errors.StreamFullError`,
-:class:`~loom.errors.StreamClosedError`) and records nothing: the log decides it the same
-way on every replay. Each value is an event of the log, so the execution's event limit
-bounds streams too.
+Bounded: an execution's streams hold at most ``max_stream_values`` values in all, one of
+the execution's limits (:mod:`loom.kernel.execution_limits`: default 10,000, set per app,
+flow or start). A write past it, or to a closed stream, raises into the flow
+(:class:`~loom.errors.LimitExceededError`, :class:`~loom.errors.StreamClosedError`) and
+records nothing: the log decides it the same way on every replay. Each value is an event of
+the log, so ``max_events`` bounds streams too (a write is refused once the log is full).
 
 Where the values are: in the log, not the state. The state keeps, per key, the count, the
 end and the seq of every :data:`STRIDE`-th value, so a read from any offset starts at most
@@ -44,11 +43,12 @@ from pydantic import BaseModel
 
 from loom import crash
 from loom import events as ev
-from loom.errors import ConfigurationError, InputError, StreamClosedError, StreamFullError
+from loom.errors import InputError, StreamClosedError
 from loom.ids import check_execution_id
 from loom.kernel import cancellation
 from loom.kernel.context import FlowContext, next_step_id, off_scope
 from loom.kernel.divergence import visit
+from loom.kernel.execution_limits import exceeded, for_state
 from loom.kernel.fold import ExecutionState
 from loom.kernel.primitive import Primitive
 from loom.primitives import handlers
@@ -56,7 +56,6 @@ from loom.primitives.published import MAX_WAIT, check_key
 from loom.primitives.waits import log_grew
 
 if TYPE_CHECKING:
-    from loom.kernel.app import App
     from loom.kernel.runtime import Runtime
     from loom.kernel.session import Session
 
@@ -64,8 +63,6 @@ __all__ = ["StreamChunk", "read_stream", "stream"]
 
 WRITE: Final = "loom.write_stream"
 CLOSE: Final = "loom.close_stream"
-DEFAULT_MAX_VALUES: Final = 10_000
-"""Values an execution's streams may hold in all, unless its app says otherwise."""
 STRIDE: Final = 64
 MAX_LIMIT: Final = 1_000
 """The most values one read answers."""
@@ -98,28 +95,6 @@ def _written_step(s: ExecutionState, e: ev.StreamWritten) -> None:
 
 def _closed_step(s: ExecutionState, e: ev.StreamClosed) -> None:
     s.steps[e.step_id] = {"effect": CLOSE, "status": "completed", "seq": e.seq}
-
-
-# -- the bound ------------------------------------------------------------------------------
-
-
-def check_bound(value: object) -> int:
-    """``value`` if it can bound an execution's stream values, else ConfigurationError."""
-    if type(value) is not int or value < 1:
-        raise ConfigurationError(f"max_stream_values must be a positive integer, not {value!r}")
-    return value
-
-
-def configure(app: App, max_values: int) -> None:
-    """Bound the stream values of the executions of ``app`` (``Loom(max_stream_values=)``)."""
-    app.declared.setdefault("streams", {})["max_values"] = check_bound(max_values)
-
-
-def max_values(app: App, state: ExecutionState) -> int:
-    """The bound of ``state``'s stream values: the app's, or its start's if lower."""
-    bound: int = app.declared.get("streams", {}).get("max_values", DEFAULT_MAX_VALUES)
-    asked = state.budgets.get("max_stream_values") if state.budgets else None
-    return min(bound, int(asked)) if asked else bound
 
 
 # -- the flow's side ------------------------------------------------------------------------
@@ -161,13 +136,9 @@ async def write_stream(session: Session, step_id: str, key: str, value: Any) -> 
                 f"stream {key!r} of {state.execution_id!r} is closed", details={"key": key}
             )
         held = sum(st["count"] for st in state.streams.values())
-        bound = max_values(session.rt.app, state)
+        bound = for_state(session.rt.app, state).value("max_stream_values")
         if held >= bound:
-            raise StreamFullError(
-                f"the streams of {state.execution_id!r} hold {held} values, their bound "
-                f"max_stream_values={bound}; value for {key!r} refused",
-                details={"key": key, "limit": bound, "used": held},
-            )
+            raise exceeded("max_stream_values", bound, held, f"value for stream {key!r} refused")
         stored, _ = await session._unless_store_fails(  # pyright: ignore[reportPrivateUsage]
             session.rt.payloads.encode(json_value, f"{state.execution_id}/stream")
         )
@@ -197,7 +168,7 @@ class StreamsContext(FlowContext):
 
         Raises:
             StreamClosedError: The flow closed that stream.
-            StreamFullError: The execution's streams hold ``max_stream_values`` values.
+            LimitExceededError: The execution's streams hold ``max_stream_values`` values.
         """
         await write_stream(self._session, next_step_id(self), key, value)
 

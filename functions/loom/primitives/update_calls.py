@@ -40,6 +40,7 @@ from loom.errors import (
 from loom.ids import check_execution_id
 from loom.kernel.decide import NOTHING, Decision, write
 from loom.kernel.effects import message_of
+from loom.kernel.execution_limits import check_room
 from loom.kernel.fold import ExecutionState
 from loom.kernel.payloads import canonical_json, dump_exact
 from loom.primitives import handlers
@@ -133,6 +134,7 @@ async def start_update(
             refused, or the execution is parked.
         UpdateConflictError: ``update_id`` names another update.
         InvalidPayloadError: ``args`` are not exact JSON, or do not fit the handler.
+        LimitExceededError: The execution's log holds ``max_events`` events.
     """
     eid = check_execution_id(execution_id)
     check_update_name(name)
@@ -171,6 +173,7 @@ async def _accept(
             _check_same(state, uid, name, digest)
             return state, False
         _check_open(state)
+        check_room(rt, state)  # a full log takes no update (nothing written)
         async with viewing(rt, state) as view:
             _validate(view, state.execution_id, name, value)
         if stored is None:  # (once: a blob is written once, whatever the retries)
@@ -183,6 +186,7 @@ async def _accept(
             if now.last_seq != seen:
                 raise _Stale(now)  # the validator did not see this state
             _check_open(now)
+            check_room(rt, now)
             slot = now.update_slots + 1
             event = ev.UpdateAccepted(
                 update_id=uid, name=name, args=stored, digest=digest, slot=slot, by=by

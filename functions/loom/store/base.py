@@ -294,6 +294,14 @@ class EventStore(abc.ABC):
     async def read(self, execution_id: str, after_seq: int = 0) -> list[Event]:
         """Every event with ``seq > after_seq``, in order."""
 
+    async def read_page(self, execution_id: str, after_seq: int, limit: int) -> list[Event]:
+        """At most ``limit`` events with ``seq > after_seq``, in order (a page of the log for
+        a reader; ``GET /executions/{id}`` pages its history with it).
+
+        Default: :meth:`read`, cut to ``limit``; a store that can stop early overrides it.
+        """
+        return (await self.read(execution_id, after_seq))[:limit]
+
     @abc.abstractmethod
     async def save_snapshot(self, execution_id: str, snapshot: Snapshot) -> None:
         """Store a snapshot; ignored if a newer one is stored; refused if ahead of the log."""

@@ -343,6 +343,29 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def loopback_mode(env: Mapping[str, str] | None = None) -> bool:
+    """Whether the worker serves without a caller check, off Cloud Run: a loopback-only
+    worker (``loom serve``, a local functions-framework), where the ``Host`` check holds."""
+    env = os.environ if env is None else env
+    return not env.get("LOOM_CALLER_AUTH") and not env.get("K_SERVICE")
+
+
+def loopback_host(host_header: str) -> bool:
+    """Whether a ``Host`` header names this machine (``localhost``, ``*.localhost``, a
+    loopback address), with or without a port.
+
+    A page of another site that got its name to resolve to 127.0.0.1 (DNS rebinding) sends
+    its own name: a loopback-only worker answers none of its requests.
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        name = urlsplit(f"//{host_header}").hostname or ""
+    except ValueError:  # a malformed port or bracket
+        return False
+    return name == "localhost" or name.endswith(".localhost") or _is_loopback(name)
+
+
 def require_authenticator_off_loopback(host: str, env: dict[str, str] | None = None) -> None:
     """Refuse to serve a non-loopback address with no caller authenticator configured.
 

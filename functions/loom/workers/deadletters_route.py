@@ -21,7 +21,7 @@ from loom.errors import InputError
 from loom.ids import ExecutionId
 from loom.ops.deadletters import Kind, check_kind, find, find_named, parse_since, redrive
 from loom.store.base import ExecutionSummary
-from loom.workers.http_routes import (
+from loom.workers.http_base import (
     HttpError,
     Reply,
     Request,
@@ -50,7 +50,12 @@ class RedriveRequest(BaseModel):
     )
     limit: int = Field(default=100, ge=1, le=MAX_LIMIT)
     dry_run: bool = False
-    by: str | None = Field(default=None, min_length=1, max_length=256)
+    by: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="A note recorded beside the authenticated principal; grants nothing.",
+    )
     execution_ids: list[ExecutionId] | None = Field(
         default=None,
         min_length=1,
@@ -101,8 +106,8 @@ def redrive_dead_letters(s: Services, request: Request, args: Sequence[str]) -> 
         rows = run(found)
         _check_each(s, request, raw, rows)  # before any is re-driven: all or nothing
     who = caller(request) or principal  # (the caller check ran after the operator check)
-    by = f"{body.by} (via {who})" if body.by else who
-    done = run(redrive(s.runtime, rows, by=by, dry_run=body.dry_run))
+    # Authority is who the checks authenticated; the body's ``by`` is recorded beside it.
+    done = run(redrive(s.runtime, rows, by=who, note=body.by, dry_run=body.dry_run))
     return 200, {"dry_run": body.dry_run, "redriven": [item.to_json() for item in done]}
 
 
@@ -110,10 +115,14 @@ def _check_each(
     s: Services, request: Request, raw: bytes, rows: Sequence[ExecutionSummary]
 ) -> None:
     """The caller check on every execution the re-drive selected (once with ``""`` when it
-    selected none, so a refused caller learns nothing from the answer either way)."""
+    selected none, so a refused caller learns nothing from the answer either way).
+
+    The executions were selected by the server, not named by the caller: a refusal says
+    neither which one was refused nor its flow (the check's own message may name them).
+    """
     for row in rows or [None]:
         eid, flow = (row.execution_id, row.flow) if row is not None else ("", None)
-        check_caller(s, request, "retry", eid, raw, flow)
+        check_caller(s, request, "retry", eid, raw, flow, disclose=False)
 
 
 def _row(eid: str, flow: str, status: str, reason: str | None, at: float) -> dict[str, Any]:

@@ -4,7 +4,8 @@ executions.
 The message data is a JSON object:
 
 * ``{"action": "start", "flow": "...", "input": ..., "execution_id"?: "...",
-  "capabilities"?: [...]}``: start the flow. Without an ``execution_id`` the execution is
+  "capabilities"?: [...], "limits"?: {...}}``: start the flow (``limits``: see
+  :mod:`loom.kernel.execution_limits`; above the flow's own only as the grant policy allows). Without an ``execution_id`` the execution is
   named after the Pub/Sub message (``pubsub-{messageId}``), so a redelivered message names
   the same execution; a signed one after its signature (``sig-…``), so the same signed data
   published again is the same start too.
@@ -45,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal, Protocol, cast
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
 from loom.errors import (
     ExecutionFinishedError,
@@ -56,6 +57,7 @@ from loom.errors import (
 )
 from loom.grants import ANONYMOUS, GrantPolicy
 from loom.ids import ExecutionId
+from loom.reserved_ids import IdForm
 from loom.runtime import Runtime
 from loom.workers.auth import Authenticator, AuthError, AuthRequest, events_auth_from_env
 from loom.workers.lazy import LazyRuntime
@@ -76,6 +78,7 @@ class StartMessage(BaseModel):
     input: Any = None
     execution_id: ExecutionId | None = None
     capabilities: list[str] = Field(default_factory=list[str], max_length=256)
+    limits: dict[str, StrictInt | float] | None = Field(default=None, max_length=16)
 
 
 class ResumeMessage(BaseModel):
@@ -228,17 +231,29 @@ def message_principal(
     return check(AuthRequest(message.action, eid, headers, published.raw))
 
 
-def signed_start(
-    message: StartMessage | ResumeMessage, published: Published
-) -> StartMessage | ResumeMessage:
-    """``message``, a signed start without ``execution_id`` named after its signature: the
+def signed_start_id(message: StartMessage | ResumeMessage, published: Published) -> str | None:
+    """The id of a signed start without ``execution_id``, named after its signature: the
     same signed data published again is the same start (see ``loom.workers.signed_ids``),
-    where the Pub/Sub message id would name a new execution for every copy."""
+    where the Pub/Sub message id would name a new execution for every copy. ``None`` for
+    anything else."""
     if not isinstance(message, StartMessage) or message.execution_id is not None:
-        return message
+        return None
     headers = {"X-Loom-Signature": published.attributes.get(SIGNATURE_ATTRIBUTE, "")}
-    eid = signed_default_id(headers, "start", "", "sig-")
-    return message if eid is None else message.model_copy(update={"execution_id": eid})
+    return signed_default_id(headers, "start", "", "sig-")
+
+
+def _start_id(
+    message: StartMessage, message_id: str | None, signed_id: str | None
+) -> tuple[str, IdForm | None]:
+    """The execution a start message names, and the engine form it was derived in (the
+    message's own id is an outside id, checked like any start's)."""
+    if message.execution_id is not None:
+        return message.execution_id, None
+    if signed_id is not None:
+        return signed_id, "signed"
+    if message_id is None:
+        raise InvalidMessageError("a start without execution_id needs a message id")
+    return f"pubsub-{message_id}", "pubsub"
 
 
 async def handle_message(
@@ -246,26 +261,31 @@ async def handle_message(
     message: StartMessage | ResumeMessage,
     message_id: str | None,
     by: str | None = None,
+    *,
+    signed_id: str | None = None,
 ) -> EventOutcome:
     """Start or resume as ``by``; see the module docstring for what is acknowledged.
 
     ``by`` ``None`` is the trusted path (in-process code); :class:`EventsHandler` always
-    names the principal its check returned.
+    names the principal its check returned. ``signed_id``: a signed start's default id
+    (:func:`signed_start_id`).
 
     Raises:
         RedeliverError: A resume for an execution that does not exist (yet).
         NotPermittedError: ``by`` may not grant the start's capabilities.
+        ReservedExecutionIdError: The start names an id of a form the engine derives, or
+            the id it derived is held by an execution the engine did not start.
     """
     if isinstance(message, StartMessage):
-        if message.execution_id is None and message_id is None:
-            raise InvalidMessageError("a start without execution_id needs a message id")
-        eid = message.execution_id or f"pubsub-{message_id}"
+        eid, derived = _start_id(message, message_id, signed_id)
         result = await runtime.start(
             message.flow,
             message.input,
             execution_id=eid,
             capabilities=message.capabilities,
+            budgets=message.limits,
             by=by,
+            derived=derived,
         )
         return EventOutcome("started", message_id, eid, result.status)
     eid = message.execution_id
@@ -305,7 +325,8 @@ async def handle_event(
         message_id = published.message_id or event_id
         message = parse_message(published.value)
         by = None if check is None else message_principal(check, message, published)
-        return await handle_message(runtime, signed_start(message, published), message_id, by)
+        signed_id = signed_start_id(message, published)
+        return await handle_message(runtime, message, message_id, by, signed_id=signed_id)
     except (InputError, StoreLimitError, AuthError) as exc:  # a redelivery fails the same way
         body = _auth_json(exc) if isinstance(exc, AuthError) else exc.to_json()
         log.error("message %s rejected: %s", message_id, exc.message)

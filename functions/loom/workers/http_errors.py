@@ -23,7 +23,9 @@ from loom.errors import (
     ExecutionSupersededError,
     GateTimedOutError,
     InputError,
+    LimitExceededError,
     LoomError,
+    MailboxFullError,
     MessageConflictError,
     NotForkableError,
     NotPermittedError,
@@ -41,13 +43,15 @@ from loom.errors import (
 )
 from loom.workers.auth import AuthError
 from loom.workers.health import store_error_reply
-from loom.workers.http_routes import HttpError
+from loom.workers.http_base import HttpError
 from loom.workers.logs import bind, log_context, trace_fields
 
 log = logging.getLogger("loom.worker")
 
 
 _INPUT_STATUS: list[tuple[type[InputError], int]] = [
+    (MailboxFullError, 429),  # (before its base class: retry once the flow read some)
+    (LimitExceededError, 409),
     (UnknownFlowError, 404),
     (UnknownExecutionError, 404),
     (ExecutionConflictError, 409),
@@ -84,7 +88,8 @@ def error_reply(exc: Exception) -> tuple[int, dict[str, Any], dict[str, str]]:
     if isinstance(exc, ExecutionSupersededError):
         return 409, exc.to_json(), {}
     if isinstance(exc, InputError):
-        return input_status(exc), exc.to_json(), {}
+        status = input_status(exc)
+        return status, exc.to_json(), {"Retry-After": "5"} if status == 429 else {}
     if isinstance(exc, StoreError):
         return store_error_reply(exc)
     return internal_error(exc)

@@ -54,6 +54,14 @@ class StartRequest(BaseModel):
         allow_inf_nan=False,
         description="Seconds from the start, more than 0 and finite; overrides the flow's",
     )
+    limits: dict[str, StrictInt | float] | None = Field(
+        default=None,
+        max_length=16,
+        description="The execution's limits (max_events, max_runs, max_children, "
+        "max_messages) and effect budgets (max_effect_calls, max_attempts, "
+        "max_effect_seconds, max_bytes_stored): lower than the flow's own always, higher "
+        "only as far as the grant policy lets the caller raise them.",
+    )
 
 
 class ResumeRequest(BaseModel):
@@ -113,5 +121,11 @@ class ExecutionView(BaseModel):
     history: list[Event] = Field(default_factory=list[Event])
     runs: list[dict[str, Any]] = Field(
         default_factory=list[dict[str, Any]],
-        description="The chain of runs (continue-as-new), oldest first, with the history",
+        description="The chain of runs (continue-as-new), oldest first, with the history "
+        "(in a page of it: the runs the page's events belong to, where the page says)",
+    )
+    next_after: int | None = Field(
+        default=None,
+        description="More events follow: ask again with ?after= this seq (the history is "
+        "paged, at most ?limit= events a page)",
     )

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-import loom.workers.http_routes  # noqa: F401  # pyright: ignore[reportUnusedImport]  (first: the route modules below import it back)
+import loom.workers.http_routes  # noqa: F401  # pyright: ignore[reportUnusedImport]  (the routes the document describes)
 from loom import __version__
 from loom.ids import MAX_ID_BYTES, rule
 from loom.wire import ExecutionResult
@@ -63,14 +63,18 @@ _ERRORS = {
     404: "Unknown execution or flow",
     405: "Method not allowed on this path",
     409: "Superseded (another holder owns the execution), a conflicting start or "
-    "message, a request for a finished execution, or a reply to a gate whose timeout "
-    "passed first (code gate_timed_out)",
+    "message, a request for a finished execution, a reply to a gate whose timeout "
+    "passed first (code gate_timed_out), or an execution at one of its limits (code "
+    "limit_exceeded)",
     413: "Request body over the limit (default 1 MiB), or a payload over a store limit "
     "(code store_limit, the limit in details; not worth a retry)",
     415: "Content-Type is not application/json",
     422: "An update its validator refused, or that names no handler where the flow stands "
     "(codes update_rejected, unknown_update_handler, execution_parked), or a query whose "
     "handler raised (query_failed): nothing was written",
+    429: "The execution's run holds as many messages as it may (code mailbox_full), or "
+    "enough requests wait on published values already (code too_many_waiters); retry "
+    "after Retry-After seconds",
     500: "Internal error; details.error_id is also in the log line",
     503: "The store failed or cannot answer now (busy, disk full, read-only, unreachable); "
     "retry after Retry-After seconds: the log keeps only what was durably recorded",
@@ -136,6 +140,21 @@ _HISTORY = {
     "required": False,
     "description": "Include the events (default true).",
     "schema": {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
+}
+
+_AFTER = {
+    "name": "after",
+    "in": "query",
+    "required": False,
+    "description": "Return events after this seq (default 0: from the start).",
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+}
+_LIMIT = {
+    "name": "limit",
+    "in": "query",
+    "required": False,
+    "description": "At most this many events (1 to 10000, default 1000).",
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
 }
 
 
@@ -230,10 +249,11 @@ def _paths() -> dict[str, Any]:
         "/executions/{execution_id}": {
             "get": _operation(
                 "getExecution",
-                "State and history of an execution",
+                "State and history of an execution, the history a page at a time "
+                "(next_after names the next page's after)",
                 ("ExecutionView", "The execution and its events"),
                 [400, 401, 403, 404],
-                params=[_ID, _HISTORY],
+                params=[_ID, _HISTORY, _AFTER, _LIMIT],
             )
         },
         "/executions/{execution_id}/resume": {
@@ -289,7 +309,7 @@ def _paths() -> dict[str, Any]:
                 "resume; a repeated message_id with the same topic and payload is a no-op, "
                 "with another one 409 conflicting_message) and run it",
                 ("ExecutionResult", "Where the execution stands"),
-                [400, 401, 403, 404, 409, 413, 415],
+                [400, 401, 403, 404, 409, 413, 415, 429],
                 body="MessageRequest",
                 secured=True,
                 params=[_ID],
@@ -299,9 +319,10 @@ def _paths() -> dict[str, Any]:
             "get": _operation(
                 "getEvent",
                 "The latest value the flow published under key, waiting up to timeout "
-                "seconds (at most 60) for a first one; 404 event_not_found if none",
+                "seconds (at most 60) for a first one; 404 event_not_found if none; 429 "
+                "too_many_waiters when half the instance's request slots wait already",
                 ("PublishedEvent", "The value"),
-                [400, 401, 403, 404],
+                [400, 401, 403, 404, 429],
                 params=[_ID, _KEY, _TIMEOUT],
             )
         },

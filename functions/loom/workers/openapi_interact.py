@@ -51,7 +51,7 @@ def interaction_paths(operation: Operation, execution_id: dict[str, Any]) -> dic
         "(200: completed with output, or failed with error) or 202 while it runs. A used "
         "update_id with the same body is the same update; with another 409",
         ("UpdateOutcome", "The update's answer (status completed or failed)"),
-        [400, 401, 403, 404, 409, 413, 415, 422],
+        [400, 401, 403, 404, 409, 413, 415, 422, 429],
         body="UpdateRequest",
         secured=True,
         params=[execution_id],
@@ -61,7 +61,7 @@ def interaction_paths(operation: Operation, execution_id: dict[str, Any]) -> dic
         "getUpdate",
         "Where an update stands, waiting up to wait seconds (at most 60) for its answer",
         ("UpdateOutcome", "The update's answer"),
-        [400, 401, 403, 404],
+        [400, 401, 403, 404, 429],
         params=[
             execution_id,
             _param("update_id", "path", {"type": "string", "minLength": 1}, "The update."),
@@ -99,7 +99,7 @@ def _stream_read(operation: Operation, execution_id: dict[str, Any]) -> dict[str
         "The values of the flow's stream key from offset on, waiting up to timeout seconds "
         "(at most 60) for one past offset; read again from next_offset until closed",
         ("StreamChunk", "The values, where to go on, and whether the stream is over"),
-        [400, 401, 403, 404],
+        [400, 401, 403, 404, 429],
         params=[
             execution_id,
             _param("key", "path", {"type": "string", "minLength": 1}, "The stream."),

@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from loom.grants import recorded_by
 from loom.ids import check_execution_id
 from loom.workers.auth import Action
-from loom.workers.http_models import VerdictRequest
-from loom.workers.http_routes import (
+from loom.workers.http_base import (
     Reply,
     Request,
     Services,
@@ -26,15 +26,32 @@ from loom.workers.http_routes import (
     read_body,
     run,
 )
+from loom.workers.http_models import VerdictRequest
 
 
 @dataclass(frozen=True)
 class OperatorCall:
-    """An operator's request on one execution (verdict, retry, cancel, fork), checked."""
+    """An operator's request on one execution (verdict, retry, cancel, fork), checked.
+
+    Attributes:
+        execution_id: The execution in the path.
+        body: The parsed body.
+        principal: Who the checks authenticated: the only authority the call carries.
+        note: The body's ``by``, free text recorded beside the principal, authorizing
+            nothing.
+    """
 
     execution_id: str
     body: Any
-    by: str  # the body's ``by`` on behalf of the authenticated principal, or the principal
+    principal: str
+    note: str | None = None
+    raw: bytes = b""
+
+    @property
+    def by(self) -> str:
+        """What the log records as who acted: ``"{note} (via {principal})"``, or the
+        principal."""
+        return recorded_by(self.principal, self.note) or self.principal
 
 
 def operator_call(
@@ -55,8 +72,7 @@ def operator_call(
     principal = authorize(s.verdict_auth, action, execution_id, request, raw)
     empty = optional and not raw.strip()
     body = model() if empty else parse_model(model, parse_json(request, raw))
-    by: str | None = getattr(body, "by", None)
-    return OperatorCall(execution_id, body, f"{by} (via {principal})" if by else principal)
+    return OperatorCall(execution_id, body, principal, getattr(body, "by", None), raw)
 
 
 def verdict(s: Services, request: Request, args: Sequence[str]) -> Reply:

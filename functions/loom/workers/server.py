@@ -8,7 +8,7 @@ request it routes, runs the runtime call on the process's shared event loop
 internal error answers 500 with an ``error_id`` that is also in the log line carrying the
 traceback.
 
-Paths under ``/console`` are the operator's web console (:mod:`loom.console`): HTML pages
+Paths under ``/console`` are the operator's web console (:mod:`loom.workers.console`): HTML pages
 behind the same checks.
 
 The worker keeps no execution state between requests: the runtime (app + store) is built
@@ -30,20 +30,24 @@ from concurrent.futures import Future
 from flask import Flask, Request, Response, request
 from werkzeug.exceptions import HTTPException
 
-from loom import console
 from loom.config import load_app, open_blob_store, open_store, refuse_inprocess_on_cloud_run
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import (
     ConfigurationError,
     LoomError,
     StoreError,
+    StoreUnavailableError,
 )
 from loom.grants import GrantPolicy
 from loom.runtime import Runtime
 from loom.telemetry import incoming
+from loom.workers import console
+from loom.workers.admission import PROBE_PATHS, Slots, busy_reply
 from loom.workers.auth import (
     Authenticator,
     caller_auth_from_env,
+    loopback_host,
+    loopback_mode,
     require_authenticator_off_loopback,
     resume_auth_from_env,
     verdict_auth_from_env,
@@ -76,6 +80,7 @@ from loom.workers.schedule_routes import fire_schedules_forever
 log = logging.getLogger("loom.worker")
 
 DEFAULT_MAX_BODY = 1024 * 1024
+_OPEN_PATHS = (["health"], ["live"], ["openapi.json"])
 # Every method reaches the handler, which answers 405 naming what the path allows (Allow):
 # a method left out here got the framework's 405, without an Allow header.
 _METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"]
@@ -129,6 +134,9 @@ class WorkerHandler:
             (default ``LOOM_CALLER_AUTH``; none if unset).
         grants: The grant policy (default ``LOOM_GRANTS``/``LOOM_GRANTS_FILE`` if set,
             else the runtime's own).
+        slots: How many requests other than the probes may run at once (default: no
+            bound; functions-framework's targets pass ``THREADS`` minus the probes' reserve,
+            see :mod:`loom.workers.admission`).
     """
 
     def __init__(
@@ -141,8 +149,10 @@ class WorkerHandler:
         max_body_bytes: int | None = None,
         caller_auth: Authenticator | None = None,
         grants: GrantPolicy | None = None,
+        slots: Slots | None = None,
     ) -> None:
         self._runtime = runtime
+        self._slots = slots
         self._caller_auth = caller_auth
         self._grants = grants
         self._worker = worker
@@ -182,12 +192,28 @@ class WorkerHandler:
             verdict_auth=self._verdict_auth or verdict_auth_from_env(),
             max_body=self._max_body or _max_body_from_env(),
             caller_auth=self._caller_auth or caller_auth_from_env(),
+            waiters=self._slots.half() if self._slots is not None else None,
         )
 
     def __call__(self, req: Request) -> Response:
         """Answer one request (see the module docstring)."""
+        slots = self._slots
+        if slots is None or req.path in PROBE_PATHS:
+            return self._answer(req)
+        if not slots.try_enter():  # every other thread waits on something: keep them for probes
+            return json_response(*busy_reply(slots))
+        try:
+            return self._answer(req)
+        finally:
+            slots.leave()
+
+    def _answer(self, req: Request) -> Response:
         started = time.perf_counter()
         with log_context(**trace_fields(req.headers)), incoming(req.headers):
+            refused = self._foreign_host(req)
+            if refused is not None:
+                access_log(req, refused.status, time.perf_counter() - started)
+                return json_response(refused.status, refused.to_json(), {})
             if console.is_console_path(req.path):  # HTML pages, behind the same checks
                 page = console.serve(self.services, req)
                 access_log(req, page.status_code, time.perf_counter() - started)
@@ -200,12 +226,46 @@ class WorkerHandler:
             access_log(req, status, time.perf_counter() - started)
         return json_response(status, body, headers)
 
+    def _ready_runtime(self) -> Runtime:
+        """The runtime for ``/health``: never waits for another thread building it (a store
+        that hangs while it opens must not hang the probe).
+
+        Raises:
+            StoreUnavailableError: The services are being built right now.
+        """
+        if self._services is None and self._lock.locked():
+            raise StoreUnavailableError(
+                "the worker is starting (its app and store are being opened)",
+                details={"reason": "starting"},
+            )
+        return self.services().runtime
+
+    def _foreign_host(self, req: Request) -> HttpError | None:
+        """The refusal of a request naming another host to a loopback-only worker (no
+        caller check, off Cloud Run): a browser page of another site whose name resolves to
+        127.0.0.1 (DNS rebinding) reaches no route. The probes and the OpenAPI document,
+        which reveal nothing, answer whatever the ``Host`` (an orchestrator probes by IP);
+        the console's pages apply the same rule themselves (``loom.workers.console.security``)."""
+        if self._caller_auth is not None or not loopback_mode():
+            return None
+        if path_segments(req) in _OPEN_PATHS or loopback_host(req.host):
+            return None
+        if console.is_console_path(req.path):
+            return None  # the console refuses it itself, with a page (its reader rule)
+        return HttpError(
+            403,
+            "foreign_host",
+            "this worker answers requests to localhost only (no caller check is configured): "
+            "open it as http://127.0.0.1:<port>, or set LOOM_CALLER_AUTH",
+            {"host": req.host[:200]},
+        )
+
     def _route(self, req: Request) -> Reply:
         segments = path_segments(req)
         method = "GET" if req.method == "HEAD" else req.method
         if segments == ["health"]:
             _require_get(method)
-            return readiness(lambda: self.services().runtime, PROCESS_LOOP)
+            return readiness(self._ready_runtime, PROCESS_LOOP)
         if segments == ["live"]:
             _require_get(method)
             return liveness()

@@ -12,35 +12,31 @@ Query parameters: ``offset`` (default 0), ``limit`` (values at most, default 100
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from flask import Request
 
 from loom.ids import check_execution_id
 from loom.primitives.streams import MAX_LIMIT
+from loom.workers.http_base import HttpError, Reply, Services, run
 from loom.workers.logs import bind
-from loom.workers.update_routes import seconds
-
-if TYPE_CHECKING:
-    from loom.workers.http_routes import Reply, Services
+from loom.workers.update_routes import seconds, waiting
 
 
 def read_stream(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``GET /executions/{id}/streams/{key}[?offset=&limit=&timeout=]``."""
-    from loom.workers.http_routes import run
-
     execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id, stream=args[1])
     offset = _whole(request, "offset", 0, None)
     limit = _whole(request, "limit", 100, MAX_LIMIT)
     timeout = seconds(request, "timeout", 0.0)
-    chunk = run(s.runtime.read_stream(execution_id, args[1], offset, limit=limit, timeout=timeout))
+    with waiting(s, timeout):
+        chunk = run(
+            s.runtime.read_stream(execution_id, args[1], offset, limit=limit, timeout=timeout)
+        )
     return 200, chunk
 
 
 def _whole(request: Request, name: str, default: int, most: int | None) -> int:
-    from loom.workers.http_routes import HttpError
-
     raw = request.args.get(name)
     if raw is None:
         return default

@@ -60,8 +60,11 @@ from loom.errors import (
 from loom.runtime import Runtime
 from loom.telemetry import incoming
 from loom.wire import ExecutionPackage, ExecutionResult
+from loom.workers.admission import PROBE_PATHS, Slots, busy_reply
+from loom.workers.auth import Authenticator, AuthError
+from loom.workers.guard import CallerGuard
 from loom.workers.health import liveness, readiness, store_error_reply
-from loom.workers.http_routes import HttpError, parse_json, parse_model, read_body
+from loom.workers.http_base import HttpError, parse_json, parse_model, read_body
 from loom.workers.lazy import LazyRuntime
 from loom.workers.logs import bind, log_context, trace_fields
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
@@ -268,6 +271,10 @@ class TasksHandler:
         loop: Where coroutines run (default: the process's :data:`PROCESS_LOOP`).
         max_body_bytes: The request body limit.
         sweep_grace: Seconds; default ``LOOM_SWEEP_GRACE`` or 60.
+        slots: How many requests other than the probes may run at once (see
+            :mod:`loom.workers.admission`; default: no bound).
+        caller_auth: Checks the caller of every route but the probes (default
+            ``LOOM_CALLER_AUTH``; on Cloud Run the invoker account's ID token).
     """
 
     def __init__(
@@ -277,8 +284,12 @@ class TasksHandler:
         loop: BackgroundLoop = PROCESS_LOOP,
         max_body_bytes: int = 1024 * 1024,
         sweep_grace: float | None = None,
+        slots: Slots | None = None,
+        caller_auth: Authenticator | None = None,
     ) -> None:
         self._runtime = LazyRuntime(runtime)
+        self._slots = slots
+        self._guard = CallerGuard(caller_auth)
         self.loop = loop
         self.max_body = max_body_bytes
         self.sweep_grace = sweep_grace or float(
@@ -291,6 +302,18 @@ class TasksHandler:
 
     def __call__(self, request: Request) -> Response:
         """Answer one request with JSON (errors as ``{"code", "message", "details"}``)."""
+        slots = self._slots
+        if slots is None or request.path in PROBE_PATHS:
+            return self._answer(request)
+        if not slots.try_enter():  # keep the last threads for the probes
+            status, body, headers = busy_reply(slots)
+            return Response(json.dumps(body), status, headers, mimetype="application/json")
+        try:
+            return self._answer(request)
+        finally:
+            slots.leave()
+
+    def _answer(self, request: Request) -> Response:
         started = time.perf_counter()
         with log_context(**trace_fields(request.headers)), incoming(request.headers):
             try:
@@ -316,6 +339,8 @@ class TasksHandler:
         """Dispatch on the path: ``/tasks/execute``, ``/tasks/sweep``, ``/tasks/purge``,
         ``/health``."""
         segments = [p for p in request.path.split("/") if p]
+        if segments not in (["health"], ["live"]):
+            self._guard.check(request, segments[-1] if segments[:1] == ["tasks"] else "call")
         if segments == ["tasks", "execute"]:
             _only(request, "POST")
             return self.execute(request)
@@ -362,6 +387,8 @@ def error_reply(exc: Exception) -> Reply:
     """The status, JSON error body and headers for an error raised while handling a task."""
     if isinstance(exc, HttpError):  # the request is not a task: 4xx
         return exc.status, exc.to_json(), exc.headers
+    if isinstance(exc, AuthError):  # the caller check refused: 401/403, nothing done
+        return exc.status, {"code": exc.code, "message": exc.message, "details": {}}, {}
     if isinstance(exc, StoreError):  # Cloud Tasks honours Retry-After on 503
         return store_error_reply(exc)
     # Anything else is worth a retry, even a Loom input error: a flow this revision does

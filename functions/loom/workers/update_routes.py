@@ -17,20 +17,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Generator, Sequence
+from typing import Any, Final
 
 from flask import Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from loom.ids import check_execution_id
 from loom.primitives.update_calls import MAX_UPDATE_ID, UpdateOutcome, outcome
+from loom.workers.http_base import (
+    HttpError,
+    Reply,
+    Services,
+    authorize,
+    parse_json,
+    parse_model,
+    read_body,
+    run,
+)
 from loom.workers.logs import bind
 from loom.workers.signed_ids import signed_default_id
-
-if TYPE_CHECKING:
-    from loom.workers.http_routes import Reply, Services
 
 MAX_WAIT: Final = 60.0
 DEFAULT_WAIT: Final = 30.0
@@ -79,8 +87,6 @@ class QueryAnswer(BaseModel):
 def send_update(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /executions/{id}/updates``: authenticated as a resume, validated, accepted,
     answered (or 202)."""
-    from loom.workers.http_routes import authorize, parse_json, parse_model, read_body, run
-
     execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id)
     raw = read_body(request, s.max_body)
@@ -95,7 +101,8 @@ def send_update(s: Services, request: Request, args: Sequence[str]) -> Reply:
         got = await rt.start_update(execution_id, body.name, body.args, update_id=uid, by=by)
         if got.status != "accepted" or body.wait <= 0:
             return got
-        return await outcome(rt, execution_id, got.update_id, body.wait)
+        with waiting(s, body.wait):
+            return await outcome(rt, execution_id, got.update_id, body.wait)
 
     got = run(call())
     bind(update_id=got.update_id, update_status=got.status)
@@ -104,19 +111,16 @@ def send_update(s: Services, request: Request, args: Sequence[str]) -> Reply:
 
 def get_update(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``GET /executions/{id}/updates/{update_id}[?wait=s]``: where the update stands."""
-    from loom.workers.http_routes import run
-
     execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id, update_id=args[1])
     wait = seconds(request, "wait", 0.0)
-    got = run(outcome(s.runtime, execution_id, args[1], wait))
+    with waiting(s, wait):
+        got = run(outcome(s.runtime, execution_id, args[1], wait))
     return (202 if got.status == "accepted" else 200), got
 
 
 def query(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /executions/{id}/query``: the query handler's value; nothing written."""
-    from loom.workers.http_routes import parse_json, parse_model, read_body, run
-
     execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id)
     body = parse_model(QueryRequest, parse_json(request, read_body(request, s.max_body)))
@@ -125,10 +129,30 @@ def query(s: Services, request: Request, args: Sequence[str]) -> Reply:
     return 200, QueryAnswer(execution_id=execution_id, name=body.name, value=value)
 
 
+@contextlib.contextmanager
+def waiting(s: Services, wait: float) -> Generator[None]:
+    """Hold one of the instance's waiter places while a request waits ``wait`` seconds (none
+    for a request that does not wait); 429 ``too_many_waiters`` when none is free, as a
+    waiter on a published value is answered."""
+    waiters = s.waiters if wait > 0 else None
+    if waiters is not None and not waiters.try_enter():
+        raise HttpError(
+            429,
+            "too_many_waiters",
+            f"{waiters.size} requests wait in this instance already; retry shortly, or ask "
+            "without waiting",
+            {"waiters": waiters.size},
+            {"Retry-After": "1"},
+        )
+    try:
+        yield
+    finally:
+        if waiters is not None:
+            waiters.leave()
+
+
 def seconds(request: Request, name: str, default: float, most: float = MAX_WAIT) -> float:
     """The query parameter ``name`` as seconds from 0 to ``most`` (400 otherwise)."""
-    from loom.workers.http_routes import HttpError
-
     raw = request.args.get(name)
     if raw is None:
         return default

@@ -26,6 +26,25 @@ variable "worker_invokers" {
   default     = []
 }
 
+variable "console_operators" {
+  description = "Emails of people who open the worker's console with their own gcloud identity (gcloud run services proxy)."
+  type        = list(string)
+  default     = []
+}
+
+variable "grant_policy" {
+  description = "Who may grant which capabilities to which flows (LOOM_GRANTS); default: nobody."
+  type = object({
+    grants = list(object({
+      principal    = string
+      flow         = optional(string, "*")
+      capabilities = optional(list(string), [])
+      limits       = optional(map(number), {})
+    }))
+  })
+  default = { grants = [] }
+}
+
 variable "max_instance_count" {
   description = "Upper bound of instances per service."
   type        = number

@@ -150,6 +150,17 @@ resource "google_cloud_run_v2_service_iam_member" "worker_invokers" {
   member   = each.value
 }
 
+# The console's operators call the worker as themselves (gcloud run services proxy).
+resource "google_cloud_run_v2_service_iam_member" "console_operators" {
+  for_each = toset([for e in var.console_operators : "user:${e}"])
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloud_run_v2_service.loom["worker"].name
+  role     = "roles/run.invoker"
+  member   = each.value
+}
+
 # --- who may publish to the events topic: named principals only ------------
 
 resource "google_pubsub_topic_iam_member" "event_publishers" {

@@ -9,8 +9,8 @@ output "service_names" {
 }
 
 output "worker_url" {
-  description = "URL of the worker service (the HTTP API)."
-  value       = google_cloud_run_v2_service.loom["worker"].uri
+  description = "URL of the worker service (the HTTP API): its deterministic run.app URL, the audience its caller check accepts (mint tokens for it)."
+  value       = local.worker_url
 }
 
 output "tasks_url" {

@@ -101,9 +101,36 @@ resource "google_cloud_run_v2_service" "loom" {
       }
       env {
         # functions-framework's gunicorn serves THREADS requests at once and every execute
-        # holds its thread to the end: as many threads as Cloud Run sends requests.
+        # holds its thread to the end: as many threads as Cloud Run sends requests, and two
+        # kept for the probes (loom.workers.admission), so they answer while the store hangs.
         name  = "THREADS"
-        value = var.max_concurrency
+        value = local.request_threads
+      }
+      env {
+        # The caller check: every request's Google ID token, verified in the service behind
+        # Cloud Run IAM (loom_gcp.auth). Empty (no check) on events, or with caller_check off.
+        name  = "LOOM_CALLER_AUTH"
+        value = contains(local.caller_checked, each.key) ? "loom_gcp.auth:google_id_token" : ""
+      }
+      env {
+        name  = "LOOM_AUTH_AUDIENCE"
+        value = join(",", local.caller_audiences[each.key])
+      }
+      env {
+        name  = "LOOM_AUTH_PRINCIPALS"
+        value = join(",", local.caller_principals[each.key])
+      }
+      env {
+        # No service admits a public invoker: whatever reaches the container passed Cloud
+        # Run IAM with the token it carried, so that token is the credential (gcloud run
+        # services proxy's included, whose signature Cloud Run removes).
+        name  = "LOOM_AUTH_TRUST_CLOUD_RUN"
+        value = "true"
+      }
+      env {
+        # Who may grant which capabilities (and raise which limits): nobody, unless set.
+        name  = "LOOM_GRANTS"
+        value = jsonencode(var.grant_policy)
       }
       env {
         # How long Cloud Tasks waits for one attempt: the dispatcher stamps it on every task
@@ -160,6 +187,11 @@ resource "google_cloud_run_v2_service" "loom" {
     precondition {
       condition     = var.request_timeout_seconds >= var.sweep_deadline_seconds
       error_message = "request_timeout_seconds must be >= sweep_deadline_seconds."
+    }
+
+    precondition {
+      condition     = !contains(local.caller_checked, each.key) || length(local.caller_principals[each.key]) > 0
+      error_message = "The caller check admits nobody: set worker_invokers (user: or serviceAccount: members), console_operators or caller_principals, or caller_check = false."
     }
   }
 

@@ -31,7 +31,7 @@ resource "google_cloud_scheduler_job" "schedules" {
 
     oidc_token {
       service_account_email = google_service_account.invoker.email
-      audience              = google_cloud_run_v2_service.loom["tasks"].uri
+      audience              = local.tasks_url # what the tasks service's caller check accepts
     }
   }
 

@@ -127,6 +127,58 @@ variable "worker_invokers" {
   }
 }
 
+variable "caller_check" {
+  description = "Check, in the worker and tasks services themselves, the Google ID token of every request but the probes (LOOM_CALLER_AUTH=loom_gcp.auth:google_id_token): defense in depth behind Cloud Run IAM. On by default; turning it off leaves IAM alone in front of the API."
+  type        = bool
+  default     = true
+}
+
+variable "console_operators" {
+  description = "Emails of people who open the worker's console with their own gcloud identity (gcloud run services proxy, see the README): each gets roles/run.invoker on the worker and passes its caller check."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for e in var.console_operators : can(regex("^[^:@\\s]+@[^:@\\s]+$", e)) && !contains(["allUsers", "allAuthenticatedUsers"], e)])
+    error_message = "console_operators are plain emails (alice@example.com), without a user: prefix; never allUsers or allAuthenticatedUsers."
+  }
+}
+
+variable "caller_principals" {
+  description = "Emails the worker's caller check admits besides the user: and serviceAccount: members of worker_invokers and the console_operators (it sees a person's email, not the groups they are in: list the members of a group: invoker here)."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for e in var.caller_principals : can(regex("^[^:@\\s]+@[^:@\\s]+$", e))])
+    error_message = "caller_principals are plain emails (ops@example.com), without a prefix."
+  }
+}
+
+variable "caller_audiences" {
+  description = "Audiences the worker's caller check accepts besides the worker's own URL, e.g. the URL of a custom domain. gcloud's own client id is added when a person may call (user: invokers, console_operators): gcloud mints their ID tokens for it."
+  type        = list(string)
+  default     = []
+}
+
+variable "grant_policy" {
+  description = "The grant policy (LOOM_GRANTS): which principal may grant which capabilities to which flows, and raise which execution limits (see the README's Security section). Default: nobody may grant anything."
+  type = object({
+    grants = list(object({
+      principal    = string
+      flow         = optional(string, "*")
+      capabilities = optional(list(string), [])
+      limits       = optional(map(number), {})
+    }))
+  })
+  default = { grants = [] }
+
+  validation {
+    condition     = alltrue([for g in var.grant_policy.grants : g.principal != "" && g.principal != "*"])
+    error_message = "A grant rule names its principal (or a prefix such as local:*); \"*\" alone would let every caller grant."
+  }
+}
+
 variable "event_publishers" {
   description = "Principals (IAM member strings, e.g. serviceAccount:app@p.iam.gserviceaccount.com) that may publish start/resume messages to the events topic. Nobody else gets roles/pubsub.publisher on it; a resume must also carry a loom-signature attribute."
   type        = list(string)

@@ -31,13 +31,13 @@ import hmac
 import ipaddress
 import secrets
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from flask import Request
 from werkzeug.datastructures import Headers
 
 from loom.workers.auth import Authenticator, AuthError, AuthRequest, Forbidden, Unauthenticated
-from loom.workers.http_routes import Services
+from loom.workers.http_base import Services
 
 TOKEN_COOKIE = "loom_console_token"
 CSRF_COOKIE = "loom_console_csrf"
@@ -166,3 +166,25 @@ def signed_in_as(services: Services, req: Request) -> str | None:
     """Who the signed-in credential acts as (shown in the header), if a check accepts it."""
     credential = req.cookies.get(TOKEN_COOKIE, "")
     return principal_of(services, credential) if credential else None
+
+
+# The key this process signs its one-off notices with: a notice cookie it did not write (one
+# planted by another site sharing the domain, or by a script) is never shown as the page's.
+_NOTICE_KEY = secrets.token_bytes(32)
+
+
+def sign_notice(notice: str) -> str:
+    """The cookie value carrying ``notice``: its MAC, then the notice percent-encoded."""
+    text = quote(notice[:512])
+    mac = hmac.new(_NOTICE_KEY, text.encode(), "sha256").hexdigest()
+    return f"{mac}.{text}"
+
+
+def read_notice(cookie: str) -> str:
+    """The notice in a cookie :func:`sign_notice` made in this process; ``""`` for any other
+    (planted, altered, or written by another instance: the notice is only a courtesy)."""
+    mac, _, text = cookie.partition(".")
+    expected = hmac.new(_NOTICE_KEY, text.encode(), "sha256").hexdigest()
+    if not hmac.compare_digest(mac.encode(), expected.encode()):
+        return ""
+    return unquote(text)[:512]

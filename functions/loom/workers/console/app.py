@@ -1,7 +1,7 @@
 """The console's routes: one function per path, each answering an HTML page.
 
 Reads run the caller check (or the loopback rule) first; posts are actions
-(:mod:`loom.console.actions`) that answer with a redirect to the execution's page (so a
+(:mod:`loom.workers.console.actions`) that answer with a redirect to the execution's page (so a
 reload never posts twice), or with an error page naming what was refused.
 """
 
@@ -12,13 +12,15 @@ import uuid
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
-from urllib.parse import quote, unquote, urlencode
+from urllib.parse import quote, urlencode
 
 from flask import Request, Response
 
-from loom.console import actions, execution, pages
-from loom.console.render import as_json, page, plain
-from loom.console.security import (
+from loom.errors import ExecutionSupersededError, InputError, StoreError
+from loom.workers.auth import AuthError, Forbidden
+from loom.workers.console import actions, execution, pages
+from loom.workers.console.render import as_json, page, plain
+from loom.workers.console.security import (
     COOKIE_PATH,
     CSRF_COOKIE,
     CSRF_FIELD,
@@ -26,13 +28,13 @@ from loom.console.security import (
     check_csrf,
     csrf_token,
     principal_of,
+    read_notice,
     reader,
     secure,
+    sign_notice,
     signed_in_as,
 )
-from loom.errors import ExecutionSupersededError, InputError, StoreError
-from loom.workers.auth import AuthError, Forbidden
-from loom.workers.http_routes import HttpError, Services, path_segments
+from loom.workers.http_base import HttpError, Services, path_segments
 
 log = logging.getLogger("loom.console")
 
@@ -100,7 +102,7 @@ def _execution(s: Services, req: Request, token: str, method: str, rest: list[st
     if len(rest) == 1 and method == "GET":
         who = reader(s, req, "read", execution_id)
         context = execution.execution_page(s, req, execution_id)
-        context["notice"] = unquote(req.cookies.get(NOTICE_COOKIE, ""))[:512]
+        context["notice"] = read_notice(req.cookies.get(NOTICE_COOKIE, ""))
         response = page("execution.html", _ctx(s, req, token, who, context))
         if NOTICE_COOKIE in req.cookies:
             response.delete_cookie(NOTICE_COOKIE, path=COOKIE_PATH)
@@ -120,7 +122,7 @@ def _execution(s: Services, req: Request, token: str, method: str, rest: list[st
         # A flash in a cookie, not the URL: a link from elsewhere cannot make the page say
         # something the console did not do.
         response.set_cookie(
-            NOTICE_COOKIE, quote(done.notice), max_age=60, path=COOKIE_PATH, httponly=True,
+            NOTICE_COOKIE, sign_notice(done.notice), max_age=60, path=COOKIE_PATH, httponly=True,
             samesite="Strict", secure=secure(req),
         )  # fmt: skip
         return response
@@ -176,7 +178,7 @@ def _redirect(location: str) -> Response:
 def _static(name: str) -> Response:
     if name not in _STATIC:
         raise HttpError(404, "not_found", f"no static file {name!r}")
-    data = resources.files("loom.console").joinpath("static", name).read_bytes()
+    data = resources.files("loom.workers.console").joinpath("static", name).read_bytes()
     response = Response(data, mimetype=_STATIC[name])
     response.headers["Cache-Control"] = "public, max-age=300"
     response.headers["X-Content-Type-Options"] = "nosniff"

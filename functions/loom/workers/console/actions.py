@@ -21,11 +21,11 @@ from urllib.parse import parse_qsl
 
 from flask import Request
 
-from loom.console.security import actor, check_csrf
 from loom.errors import InputError
 from loom.ids import check_execution_id
 from loom.ops.deadletters import redrive_by_id
-from loom.workers.http_routes import HttpError, Services, read_body, run
+from loom.workers.console.security import actor, check_csrf
+from loom.workers.http_base import HttpError, Services, read_body, run
 from loom.workers.logs import bind
 
 
@@ -166,9 +166,9 @@ def redrive(s: Services, req: Request, execution_id: str, who: str) -> Done:
     raw, form = read_form(s, req)
     check_csrf(req, form)
     principal = actor(s.verdict_auth, req, "retry", execution_id, raw, who)
-    by = _recorded(form, principal)
-    bind(principal=by)
-    done = run(redrive_by_id(s.runtime, execution_id, by=by, principal=principal))
+    note = _field(form, "by", 256, required=False) or None
+    bind(principal=_recorded(form, principal))
+    done = run(redrive_by_id(s.runtime, execution_id, by=principal, note=note))
     if done.error:
         raise InputError(f"the re-drive was refused: {done.error}", code="not_redriven")
     if done.action == "none":
@@ -181,11 +181,11 @@ def fork(s: Services, req: Request, execution_id: str, who: str) -> Done:
     raw, form = read_form(s, req)
     check_csrf(req, form)
     principal = actor(s.verdict_auth, req, "fork", execution_id, raw, who)
-    by = _recorded(form, principal)
+    note = _field(form, "by", 256, required=False) or None
     step = _field(form, "from_step", 256)
     new_id = _field(form, "execution_id", 1024, required=False) or None
-    bind(principal=by, step_id=step)
-    result = run(s.runtime.fork(execution_id, step, new_id=new_id, by=by, principal=principal))
+    bind(principal=_recorded(form, principal), step_id=step)
+    result = run(s.runtime.fork(execution_id, step, new_id=new_id, by=principal, note=note))
     return Done(f"forked from {execution_id} at step {step}: {result.status}", result.execution_id)
 
 

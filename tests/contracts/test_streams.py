@@ -128,3 +128,11 @@ async def test_a_stream_written_by_a_running_session_is_readable_before_its_end(
     await rt.resume("live", "next", "0")
     chunk = await rt.read_stream("live", "out")
     assert (chunk.values, chunk.closed) == ([0], False)
+
+
+async def test_a_full_log_takes_no_stream_value(rt: Runtime) -> None:
+    done = await rt.start("tokens", 10, execution_id="capped", budgets={"max_events": 6})
+    assert done.status == "failed" and done.error is not None
+    assert done.error["code"] == "limit_exceeded"
+    chunk = await rt.read_stream("capped", "tokens")
+    assert len(chunk.values) <= 6 and chunk.closed

@@ -345,3 +345,14 @@ async def test_a_step_in_flight_can_update_its_own_flow(store: EventStore) -> No
         < kinds.index("EffectCompleted")
     )
     assert (await replay(app, await rt.history("me"))).output == done.output
+
+
+async def test_an_update_to_a_full_log_is_refused_with_nothing_written(rt: Runtime) -> None:
+    from loom.errors import LimitExceededError
+
+    waiting = await rt.start("cart", execution_id="full", budgets={"max_events": 3})
+    assert waiting.status == "suspended" and waiting.last_seq == 3
+    before = await rt.history("full")
+    with pytest.raises(LimitExceededError, match="max_events"):
+        await rt.update("full", "add", "apple")
+    assert await rt.history("full") == before

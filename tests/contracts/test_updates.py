@@ -356,3 +356,37 @@ async def test_an_update_to_a_full_log_is_refused_with_nothing_written(rt: Runti
     with pytest.raises(LimitExceededError, match="max_events"):
         await rt.update("full", "add", "apple")
     assert await rt.history("full") == before
+
+
+async def test_update_ids_stay_known_for_a_week_of_runs(store: EventStore) -> None:
+    """As message ids (ADR 0075): a caller retrying an update after the flow continued as new
+    twice gets its answer, not a second run of the handler; a week after its run ended the
+    id is forgotten."""
+    from loom.testing import FakeClock
+
+    app = Loom("entity")
+
+    @app.flow("counter")
+    async def counter(ctx: FlowContext, total: int) -> None:
+        state = {"total": total}
+
+        def add(n: int) -> int:
+            state["total"] += n
+            return state["total"]
+
+        ctx.set_update_handler("add", add)
+        await ctx.suspend("tick", str(total))
+        await ctx.continue_as_new(state["total"])
+
+    clock = FakeClock()
+    rt = Runtime(app, store, clock=clock)
+    await rt.start("counter", 0, execution_id="e")
+    assert await rt.update("e", "add", 1, update_id="once") == 1
+    await rt.resume("e", "tick", "0")  # run 2, total 1
+    await rt.resume("e", "tick", "1")  # run 3, total 1
+    assert await rt.update("e", "add", 1, update_id="once") == 1  # answered, not run again
+    assert (await rt.load_state("e")).run == 3
+    clock.now += 8 * 24 * 3600
+    await rt.resume("e", "tick", "1")  # run 4, a week and a day after run 1 ended
+    assert "once" not in (await rt.load_state("e")).updates
+    assert await rt.update("e", "add", 1, update_id="once") == 2  # a new update now

@@ -67,6 +67,7 @@ from loom.kernel.effects import error_info
 from loom.kernel.fold import ExecutionState, resume_key
 from loom.kernel.primitive import Primitive
 from loom.primitives import handlers
+from loom.primitives.continuation import KEEP_MESSAGE_IDS
 
 if TYPE_CHECKING:
     from loom.kernel.session import Session
@@ -79,6 +80,8 @@ UPDATE_GATE: Final = "loom.update"
 LOOK_FIRST: Final = 0.1
 LOOK_EVERY: Final = 1.0
 """How soon, and then at least how often, a session with a step in flight looks for updates."""
+KEEP_UPDATE_IDS: Final = KEEP_MESSAGE_IDS
+"""How long an update of an ended run stays known (its id refused as new, its answer kept)."""
 CONTINUED: Final = {
     "code": "continued_as_new",
     "type": None,
@@ -130,13 +133,17 @@ def _completed(s: ExecutionState, e: ev.UpdateCompleted) -> None:
 
 
 def _continued(s: ExecutionState, e: ev.ExecutionContinued) -> None:
-    """The ended run's unanswered updates fail; ids of runs before it are forgotten."""
+    """The ended run's unanswered updates fail. Every update is kept (its id and answer) for
+    :data:`KEEP_UPDATE_IDS` after the run that accepted it ended, as message ids are: a
+    caller retrying late gets the answer, not a second run of the handler. Decided by the
+    continue's recorded time, so every fold agrees."""
     prefix = resume_key(UPDATE_GATE, "")
     s.resumes = {k: r for k, r in s.resumes.items() if not k.startswith(prefix)}
     for uid, rec in list(s.updates.items()):
         if rec["status"] == "accepted":
             rec.update(status="failed", error=dict(CONTINUED), done_seq=e.seq)
-        elif rec["run"] < e.run - 1:
+        ended = rec.setdefault("run_ended_at", e.at)
+        if ended <= e.at - KEEP_UPDATE_IDS:
             del s.updates[uid]
     s.update_slots = 0
 

@@ -80,21 +80,29 @@ class FirestoreLeaseSet(LeaseSet):
     async def _change(self, queue: str, what: str, change: Change, *also: str) -> Any:
         """Run ``change`` on the queue's document in a transaction, retried with backoff;
         ``also`` names waiting holders whose documents the same transaction deletes."""
+        try:
+            async with asyncio.timeout(BUDGET):  # a lock never waited on past the budget
+                async with self._lock(queue):
+                    return await self._retried(queue, what, change, also)
+        except TimeoutError as exc:
+            # The budget ran out while waiting for this process's lock or mid-attempt:
+            # the same answer as contention (503, retry later), never a bare timeout.
+            raise self._gave_up(what, exc) from exc
+
+    async def _retried(self, queue: str, what: str, change: Change, also: tuple[str, ...]) -> Any:
         deadline = time.monotonic() + BUDGET
         pause = BACKOFF[0]
-        async with asyncio.timeout(BUDGET):  # a lock never waited on past the budget
-            async with self._lock(queue):
-                while True:
-                    try:
-                        async with asyncio.timeout(ATTEMPT_TIMEOUT):
-                            return await self._attempt(queue, change, also)
-                    except (*_RETRIED, ValueError) as exc:
-                        if time.monotonic() + pause >= deadline:
-                            raise self._gave_up(what, exc) from exc
-                    except gexc.GoogleAPIError as exc:
-                        raise translate(exc, what) from exc
-                    await asyncio.sleep(random.uniform(0, pause))
-                    pause = min(pause * 2, BACKOFF[1])
+        while True:
+            try:
+                async with asyncio.timeout(ATTEMPT_TIMEOUT):
+                    return await self._attempt(queue, change, also)
+            except (*_RETRIED, ValueError) as exc:
+                if time.monotonic() + pause >= deadline:
+                    raise self._gave_up(what, exc) from exc
+            except gexc.GoogleAPIError as exc:
+                raise translate(exc, what) from exc
+            await asyncio.sleep(random.uniform(0, pause))
+            pause = min(pause * 2, BACKOFF[1])
 
     async def _attempt(self, queue: str, change: Change, also: tuple[str, ...]) -> Any:
         @async_transactional

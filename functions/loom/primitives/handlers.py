@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, get_type_hints
@@ -228,17 +227,22 @@ class Handlers:
         await self._idle.wait()
 
 
-_OF: weakref.WeakKeyDictionary[Session, Handlers] = weakref.WeakKeyDictionary()
+# Kept on the session itself, not in a weak-key map: the handlers are closures over the
+# flow's locals, whose ``ctx`` holds the session, so a map's value would keep its own key
+# (and every session whose flow registered a handler) alive for the process's life.
+_ATTR: Final = "_loom_handlers"
 
 
 def of(session: Session) -> Handlers:
     """The handlers ``session``'s flow registered so far."""
-    found = _OF.get(session)
+    found = known(session)
     if found is None:
-        found = _OF[session] = Handlers()
+        found = Handlers()
+        setattr(session, _ATTR, found)
     return found
 
 
 def known(session: Session) -> Handlers | None:
     """The handlers of ``session``, if its flow registered any."""
-    return _OF.get(session)
+    found: object = getattr(session, _ATTR, None)
+    return found if isinstance(found, Handlers) else None

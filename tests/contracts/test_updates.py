@@ -226,6 +226,14 @@ async def test_an_update_id_of_the_ended_run_still_answers_after_continue_as_new
     assert (await rt.load_state("e")).update_slots == 1
 
 
+async def _until_logged(rt: Runtime, eid: str, event_type: str) -> None:
+    """Wait (10 s at most) until ``eid``'s log holds an ``event_type``: a fixed pause lost
+    the race on a loaded machine."""
+    async with asyncio.timeout(10):
+        while event_type not in await types(rt, eid):  # noqa: ASYNC110  # (a store to poll)
+            await asyncio.sleep(0.02)
+
+
 async def test_a_pending_update_fails_when_the_run_continues_as_new(store: EventStore) -> None:
     app = Loom("entity")
     GATES["cont"] = asyncio.Event()
@@ -247,12 +255,12 @@ async def test_a_pending_update_fails_when_the_run_continues_as_new(store: Event
     rt = Runtime(app, store)
     await rt.start("looper", 1, execution_id="L")
     pending = asyncio.ensure_future(rt.update("L", "slow", None, update_id="s-1"))
-    await asyncio.sleep(0.3)
+    await _until_logged(rt, "L", "UpdateAccepted")
     assert not pending.done()  # the handler waits in its effect, the session holds it
     with pytest.raises(UpdateTimeoutError, match="s-1"):
         await rt.update_result("L", "s-1", timeout=0.2)
     resumed = asyncio.ensure_future(rt.resume("L", "tick", "1"))
-    await asyncio.sleep(0.2)
+    await _until_logged(rt, "L", "ExecutionContinued")  # the handler still in its effect
     GATES["cont"].set()
     await asyncio.wait_for(resumed, 10)
     with pytest.raises(UpdateFailedError, match="continued as new"):

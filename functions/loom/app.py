@@ -21,17 +21,25 @@ from loom.ops import fork, retention, sweep
 from loom.primitives import (
     children,
     continuation,
+    event_reads,
     messages,
     patches,
     published,
+    queries,
     queues,
     schedules,
+    streams,
+    updates,
 )
 from loom.primitives.children import ChildrenContext
 from loom.primitives.continuation import ContinuationContext
+from loom.primitives.event_reads import EventReadsContext
 from loom.primitives.messages import MessagesContext
 from loom.primitives.patches import PatchesContext
 from loom.primitives.published import PublishedContext
+from loom.primitives.queries import QueriesContext
+from loom.primitives.streams import StreamsContext
+from loom.primitives.updates import UpdatesContext
 
 if TYPE_CHECKING:
     from loom.primitives.queues import QueueDef
@@ -50,13 +58,22 @@ __all__ = [
 
 
 class FlowContext(
-    ChildrenContext, MessagesContext, PublishedContext, ContinuationContext, PatchesContext
+    ChildrenContext,
+    MessagesContext,
+    PublishedContext,
+    ContinuationContext,
+    PatchesContext,
+    UpdatesContext,
+    QueriesContext,
+    EventReadsContext,
+    StreamsContext,
 ):
     """The flow's only door to the world. Every call is recorded or served from the log.
 
     The kernel's steps (``execute``, ``suspend``, ``sleep``, ``now``, ``uuid``,
     ``random``) and those of the installed primitives (child flows, messages, published
-    values, continue-as-new, patches).
+    values and reading another execution's, continue-as-new, patches, update and query
+    handlers, streams).
     """
 
     __slots__ = ()
@@ -70,6 +87,10 @@ PRIMITIVES: tuple[primitive.Primitive, ...] = (
     patches.PRIMITIVE,
     queues.PRIMITIVE,
     schedules.PRIMITIVE,
+    updates.PRIMITIVE,
+    queries.PRIMITIVE,
+    event_reads.PRIMITIVE,
+    streams.PRIMITIVE,
     fork.PRIMITIVE,
     retention.PRIMITIVE,
     sweep.PRIMITIVE,

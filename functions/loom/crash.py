@@ -37,6 +37,15 @@ BULK_POINTS = ("bulk_applied",)
 MESSAGE_POINTS = ("before_send", "after_send", "after_sent")
 # ``ctx.continue_as_new`` (loom.primitives.continuation): the next run appended, not yet dispatched.
 CONTINUE_POINTS = ("after_continue",)
+# Updates (loom.primitives.update_calls, loom.primitives.updates), numbered by update id: the
+# acceptance durable and nothing dispatched; the handler returned and its answer not yet
+# appended; appended and the call not yet ended.
+UPDATE_POINTS = ("after_update_accepted", "before_update_completed", "after_update_completed")
+# ``ctx.get_event`` (loom.primitives.event_reads), numbered by step: the wait's deadline
+# recorded, the worker waiting; what it read recorded. ``ctx.write_stream``
+# (loom.primitives.streams): the value appended.
+EVENT_READ_POINTS = ("after_event_awaited", "after_event_read")
+STREAM_POINTS = ("after_stream_written",)
 # Store points, numbered by transaction instead of step: ``in_group_commit:3`` dies in the
 # third SQLite group transaction after its statements ran, before its ``COMMIT``.
 STORE_POINTS = ("in_group_commit",)

@@ -21,6 +21,12 @@ The tree::
     │   ├── NotParkedError             retry of an execution that is not parked
     │   ├── NotForkableError           fork from a step that cannot be reused (loom.ops.fork)
     │   ├── EventNotFoundError         no value published under that key (in time)
+    │   ├── UpdateRejectedError        no such update handler, or its validator refused
+    │   ├── UpdateConflictError        same update id, other name or arguments
+    │   ├── UnknownUpdateError         no update with that id was accepted
+    │   ├── UnknownQueryError          no query handler under that name
+    │   ├── QueryFailedError           the query handler raised, or the replay could not
+    │   │                              reach the flow's current point
     │   ├── LimitExceededError         an execution reached one of its limits (HTTP 409)
     │   │   └── MailboxFullError       a run holds as many messages as it may (HTTP 429)
     │   ├── NoOpenGateError            a strict resume that no open gate waits for
@@ -47,6 +53,9 @@ The tree::
     ├── GateTimeoutError               a gate's timeout passed before its resume
     │   └── MessageTimeoutError        ctx.recv's timeout passed before a message came
     ├── BudgetExceededError            an execution went over one of its budgets
+    ├── UpdateFailedError              an update's handler raised, or the run ended first
+    ├── UpdateTimeoutError             an update was not answered within the wait
+    ├── StreamClosedError              a write to a stream the flow closed (into the flow)
     ├── FlowFailedError                the flow itself raised (recorded, terminal)
     ├── ExitRequestedError             flow or effect code raised SystemExit/KeyboardInterrupt
     └── WorkerError                    a worker answered with an error
@@ -443,6 +452,73 @@ class EventNotFoundError(InputError):
     """No value is published under the key asked for (not before the wait ended)."""
 
     code = "event_not_found"
+
+
+class UpdateRejectedError(InputError):
+    """An update was refused before anything was recorded: the flow has no handler under its
+    name where it stands now (code ``unknown_update_handler``), the handler's validator
+    raised (``update_rejected``, its message the validator's), or the execution is parked
+    for an operator (``execution_parked``)."""
+
+    code = "update_rejected"
+
+
+class UpdateConflictError(InputError):
+    """An update id already names another update (another handler or other arguments) of
+    the execution. Nothing was written."""
+
+    code = "conflicting_update"
+
+
+class UnknownUpdateError(InputError):
+    """No update with the id asked for was accepted by the execution (or it was, in a run
+    before the one that ended last: those are forgotten)."""
+
+    code = "unknown_update"
+
+
+class UnknownQueryError(InputError):
+    """The flow has no query handler under the name asked for, where it stands now."""
+
+    code = "unknown_query"
+
+
+class QueryFailedError(InputError):
+    """A query could not be answered: its handler raised (its message is the handler's), or
+    the flow's code could not be replayed to where the execution stands. Nothing was
+    written."""
+
+    code = "query_failed"
+
+
+class UpdateFailedError(LoomError):
+    """An accepted update has no value to return: its handler raised (recorded: every
+    caller of that update id gets the same error), or the execution ended, or continued as
+    new, before the handler returned.
+
+    Attributes:
+        update_id: The update.
+        error: The recorded error (``code``, ``type``, ``message``).
+    """
+
+    code = "update_failed"
+
+    def __init__(self, message: str, *, update_id: str, error: dict[str, Any]) -> None:
+        super().__init__(message, details={"update_id": update_id, "error": error})
+        self.update_id, self.error = update_id, error
+
+
+class UpdateTimeoutError(LoomError):
+    """The wait for an accepted update's answer ended first; the update stays accepted and
+    its answer can be awaited again under its ``update_id``."""
+
+    code = "update_timeout"
+
+
+class StreamClosedError(LoomError):
+    """The flow wrote to a stream it had closed."""
+
+    code = "stream_closed"
 
 
 class BudgetExceededError(LoomError):

@@ -28,9 +28,12 @@ continue-as-new (``MessageReceived``, ``MessageSent``, ``EventPublished``,
 ``ExecutionContinued``), cancellation with cleanup (``CancelRequested``,
 ``CancelDelivered``), child flows (``ChildStarted``, ``ExecutionStarted.parent``) and flow
 timeouts (``ExecutionStarted.deadline``). Version 4 adds child handles and options
-(``ChildCancelRequested``, ``ChildStarted.explicit_id``) and children shared with a fork
-(``ChildShared``). Older events load unchanged: the new fields default to ``None`` or
-``False`` (nobody recorded, no parent, no deadline, an id the engine derived)."""
+(``ChildCancelRequested``, ``ChildStarted.explicit_id``), children shared with a fork
+(``ChildShared``), updates (``UpdateAccepted``, ``UpdateCompleted``), reads of another
+execution's published values from a flow (``EventAwaited``, ``EventRead``) and streams
+(``StreamWritten``, ``StreamClosed``). Older events load unchanged: the new fields default
+to ``None`` or ``False`` (nobody recorded, no parent, no deadline, an id the engine
+derived)."""
 
 
 class _Event(BaseModel):
@@ -280,6 +283,78 @@ class EventPublished(_Event):
     value: Any = None
 
 
+class UpdateAccepted(_Event):
+    """A caller's update passed the flow's validator and was accepted (see
+    :mod:`loom.primitives.updates`): the flow's handler ``name`` runs on ``args``.
+
+    ``slot`` is its place among the updates of the current run: the flow's ``slot``-th update
+    gate (``loom.update`` / ``#{slot}``) receives it, so live and on replay the handler
+    starts at this event's place in the log order. ``update_id`` deduplicates: a repeat
+    (the same name, arguments of the same ``digest``) is answered from this record.
+    """
+
+    type: Literal["UpdateAccepted"] = "UpdateAccepted"
+    update_id: str
+    name: str
+    args: Any = None
+    digest: str = ""  # of the arguments' canonical JSON: a repeat with others is refused
+    slot: int
+    by: str | None = None
+
+
+class UpdateCompleted(_Event):
+    """The handler of update ``update_id`` returned ``output`` (or raised: ``error``); what
+    every caller asking for that update is answered."""
+
+    type: Literal["UpdateCompleted"] = "UpdateCompleted"
+    update_id: str
+    output: Any = None
+    error: ErrorInfo | None = None
+
+
+class EventAwaited(_Event):
+    """The flow's ``ctx.get_event`` at ``step_id`` found nothing under ``key`` of
+    ``execution_id`` and waits until ``deadline`` (epoch seconds): recorded before it waits,
+    so a worker that dies meanwhile leaves its successor the time that is left."""
+
+    type: Literal["EventAwaited"] = "EventAwaited"
+    step_id: str
+    execution_id: str
+    key: str
+    deadline: float
+
+
+class EventRead(_Event):
+    """The flow's ``ctx.get_event`` at ``step_id`` read ``value`` published under ``key`` by
+    ``execution_id`` (``found`` false: nothing came in time); every replay is served this."""
+
+    type: Literal["EventRead"] = "EventRead"
+    step_id: str
+    execution_id: str
+    key: str
+    found: bool = True
+    value: Any = None
+
+
+class StreamWritten(_Event):
+    """The flow's ``ctx.write_stream`` at ``step_id`` added ``value`` to the stream ``key``
+    (its values are numbered from 0 in log order; see :mod:`loom.primitives.streams`)."""
+
+    type: Literal["StreamWritten"] = "StreamWritten"
+    step_id: str
+    key: str
+    value: Any = None
+
+
+class StreamClosed(_Event):
+    """The flow's ``ctx.close_stream`` at ``step_id`` closed the stream ``key``: its readers
+    have every value it will hold."""
+
+    type: Literal["StreamClosed"] = "StreamClosed"
+    step_id: str
+    key: str
+
+
 class ExecutionContinued(_Event):
     """The run ended by ``ctx.continue_as_new``: run ``run`` of the same execution starts
     here with ``input`` and a fresh history (see :mod:`loom.primitives.continuation`).
@@ -390,6 +465,12 @@ Event = Annotated[
     | MessageReceived
     | MessageSent
     | EventPublished
+    | UpdateAccepted
+    | UpdateCompleted
+    | EventAwaited
+    | EventRead
+    | StreamWritten
+    | StreamClosed
     | ExecutionContinued
     | ExecutionCompleted
     | ExecutionFailed

@@ -13,10 +13,14 @@ from typing import TYPE_CHECKING, Any
 from loom.kernel import runtime as kernel
 from loom.ops.bulk import bulk as bulk_operation
 from loom.ops.fork import fork as fork_from
-from loom.primitives import messages, published, queues
+from loom.primitives import messages, published, queries, queues, streams, update_calls
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from loom.primitives.queues import QueueRef
+    from loom.primitives.streams import StreamChunk
+    from loom.primitives.update_calls import UpdateOutcome
     from loom.reserved_ids import IdForm
     from loom.wire import ExecutionResult
 
@@ -74,6 +78,78 @@ class Runtime(kernel.Runtime):
     async def get_event(self, execution_id: str, key: str, timeout: float = 0.0) -> Any:
         """The value published under ``key``, waiting up to ``timeout`` s (loom.primitives.published)."""
         return await published.get_event(self, execution_id, key, timeout=timeout)
+
+    async def update(
+        self,
+        execution_id: str,
+        name: str,
+        args: Any = None,
+        *,
+        update_id: str | None = None,
+        by: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send update ``name`` to the flow and return its handler's value, waiting up to
+        ``timeout`` seconds (``None``: as long as it takes). ``update_id`` (default: a new
+        one) makes a repeat the same update, answered the same; ``by`` is recorded. See
+        :mod:`loom.primitives.updates` and :func:`loom.primitives.update_calls.update`."""
+        return await update_calls.update(
+            self, execution_id, name, args, update_id=update_id, by=by, timeout=timeout
+        )
+
+    async def start_update(
+        self,
+        execution_id: str,
+        name: str,
+        args: Any = None,
+        *,
+        update_id: str | None = None,
+        by: str | None = None,
+    ) -> UpdateOutcome:
+        """Validate and accept update ``name`` without waiting for its answer; where it
+        stands (its ``update_id`` to await with :meth:`update_result`)."""
+        return await update_calls.start_update(
+            self, execution_id, name, args, update_id=update_id, by=by
+        )
+
+    async def update_result(
+        self, execution_id: str, update_id: str, *, timeout: float | None = None
+    ) -> Any:
+        """The value of an accepted update, waiting up to ``timeout`` seconds for it."""
+        return await update_calls.update_result(self, execution_id, update_id, timeout=timeout)
+
+    async def update_outcome(
+        self, execution_id: str, update_id: str, *, wait: float = 0.0
+    ) -> UpdateOutcome:
+        """Where an update stands (accepted, completed, failed), waiting up to ``wait``
+        seconds for its answer; raises nothing for a failed handler."""
+        return await update_calls.outcome(self, execution_id, update_id, wait)
+
+    async def query(self, execution_id: str, name: str, args: Any = None) -> Any:
+        """The value the flow's query handler ``name`` computes from where the execution
+        stands; nothing is written (see :mod:`loom.primitives.queries`)."""
+        return await queries.query(self, execution_id, name, args)
+
+    async def read_stream(
+        self,
+        execution_id: str,
+        key: str,
+        offset: int = 0,
+        *,
+        limit: int = 100,
+        timeout: float = 0.0,
+    ) -> StreamChunk:
+        """The values of the flow's stream ``key`` from ``offset`` on (at most ``limit``),
+        waiting up to ``timeout`` seconds for one; the next offset and whether the stream is
+        over (see :mod:`loom.primitives.streams`)."""
+        return await streams.read_stream(
+            self, execution_id, key, offset, limit=limit, timeout=timeout
+        )
+
+    def stream(self, execution_id: str, key: str, offset: int = 0) -> AsyncIterator[Any]:
+        """Every value of the flow's stream ``key`` from ``offset`` on, as they come, until
+        it is closed or the execution ends: ``async for value in rt.stream(id, key)``."""
+        return streams.stream(self, execution_id, key, offset)
 
     fork = fork_from  # a new execution reusing a recorded prefix (loom.ops.fork)
     bulk = bulk_operation  # cancel, resume or retry what a filter selects (loom.ops.bulk)

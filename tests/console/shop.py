@@ -78,3 +78,21 @@ async def tally(ctx: FlowContext, n: int) -> int:
     if n < 3:
         await ctx.continue_as_new(n + 1)
     return n
+
+
+@app.flow("basket")
+async def basket(ctx: FlowContext, _: None) -> list[str]:
+    """Takes items by update (``put``; ``fail`` raises), streams them on ``items``."""
+    items: list[str] = []
+
+    async def put(item: str) -> int:
+        items.append(item)
+        await ctx.write_stream("items", item)
+        return len(items)
+
+    def fail(why: str) -> None:
+        raise ValueError(why)
+
+    ctx.set_update_handler("put", put)
+    ctx.set_update_handler("fail", fail)
+    return await ctx.suspend("close", "basket")

@@ -8,6 +8,7 @@ import re
 import time
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from flask.testing import FlaskClient
 
 from loom.runtime import Runtime
@@ -209,3 +210,32 @@ def test_static_files_are_served_and_nothing_else(console: FlaskClient) -> None:
     assert console.get("/console/static/secret.txt").status_code == 404
     assert console.get("/console").status_code == 303
     assert console.get("/console/nothing-here").status_code == 404
+
+
+def test_the_execution_page_shows_its_updates_and_streams(
+    console: FlaskClient, shop: Runtime
+) -> None:
+    from loom.errors import UpdateFailedError
+
+    async def seed() -> None:
+        await shop.start("basket", execution_id="b-1")
+        await shop.update("b-1", "put", "<plum>", update_id="u-plum", by="ada")
+        with pytest.raises(UpdateFailedError):
+            await shop.update("b-1", "fail", "no room", update_id="u-fail")
+
+    asyncio.run(seed())
+    html = page(console, "/console/executions/b-1")
+    rows = {
+        el.attrs["data-id"]: el.attrs["data-status"] for el in select(html, "tr", class_="update")
+    }
+    assert rows == {"u-plum": "completed", "u-fail": "failed"}
+    [plum] = select(html, "tr", class_="update", data_id="u-plum")
+    assert "ada" in plum.text and "put" in plum.text
+    assert "no room" in text_of(html, "tr", class_="update", data_id="u-fail")
+    assert "<plum>" not in html  # escaped
+    assert text_of(html, "p", id="listening").startswith("The flow takes updates")
+    [stream] = select(html, "tr", class_="stream", data_key="items")
+    assert stream.text.replace(" ", "") == "items1open"
+    # The listener's gate is no resume form: no resume there would be admitted.
+    assert not select(html, "tr", class_="gate", data_on="loom.update")
+    assert select(html, "tr", class_="gate", data_on="close")

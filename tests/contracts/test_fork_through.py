@@ -241,3 +241,33 @@ async def test_what_the_prefix_did_with_a_child_started_anew_is_done_again(store
     old = [e.message_id for e in await store.read("hd.child.1") if e.type == "MessageReceived"]  # type: ignore[union-attr]
     assert old == ["hd:2"]
     assert (await replay(app, await store.read(fork))).output == "first+second"
+
+
+@app.flow("streamer")
+async def streamer(ctx: FlowContext, source: str) -> str:
+    """Reads a value another execution published, streams two values, then charges."""
+    seen = await ctx.get_event(source, "progress", timeout=5)  # step 1
+    await ctx.write_stream("out", {"seen": seen})  # step 2
+    await ctx.write_stream("out", "second")  # step 3
+    return await ctx.execute(step, "stream-charge")  # step 4
+
+
+async def test_a_fork_reuses_a_value_read_and_the_stream_written_before_its_cut(
+    store: EventStore,
+):
+    """DBOS forks through events and streams: a failed execution that read another's value
+    and streamed progress is re-driven; the fork is served the value as it was read (the
+    source has moved on since) and its stream holds the values from before the cut once."""
+    env = _env(store)
+    await env.start("report", {"to": "nobody"}, execution_id="src")  # publishes done: 0
+    FAIL["stream-charge"] = True
+    assert (await env.start("streamer", "src", execution_id="s")).status == "failed"
+    FAIL.clear()
+    original = calls["s:4:stream-charge"]
+    await env.runtime.fork("s", "4", new_id="s-fork", run=False)
+    forked = await env.runtime.execute(ExecutionPackage(execution_id="s-fork"))
+    assert (forked.status, forked.output) == ("completed", "stream-charge")
+    chunk = await env.runtime.read_stream("s-fork", "out")
+    assert chunk.values == [{"seen": {"done": 0}}, "second"] and chunk.closed
+    assert calls["s-fork:4:stream-charge"] == 1 and calls["s:4:stream-charge"] == original
+    assert (await replay(app, await store.read("s-fork"))).output == "stream-charge"

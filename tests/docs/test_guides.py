@@ -21,6 +21,7 @@ from tests.docs.blocks import ROOT, Ref, block, env, run_commands, run_python
 COMPOSE = "docs/guides/compose.md"
 MESSAGES = "docs/guides/messages.md"
 CLI = "docs/guides/cli.md"
+INTERACT = "docs/guides/interact.md"
 EXPECTED = {
     Ref(COMPOSE, 'Loom("trips")'): "undid flight\nundid hotel\ncancelled",
     Ref(COMPOSE, 'Loom("approvals")'): "a-2 cancelled the flow's timeout passed",
@@ -32,6 +33,10 @@ EXPECTED = {
     Ref(MESSAGES, 'Loom("mail")'): "['hello', 'hello', 'hi']",
     Ref(MESSAGES, 'Loom("shop")'): "https://pay.example/o-1",
     Ref(MESSAGES, 'Loom("tally")'): "3 10",
+    Ref(INTERACT, 'Loom("tickets")'): "1\n0\n0\nupdate 'book' refused by its validator: sold out"
+    "\n['ada', 'alan']\ncompleted",
+    Ref(INTERACT, 'Loom("writer")'): "['depends', 'upon'] 4 True\nso much depends upon",
+    Ref(INTERACT, 'Loom("handoff")'): "mail https://pay.example/o-9 (receipt: None)",
 }
 COMPOSE_CLI = Ref(COMPOSE, "loom cancel t-1")
 ORDERS_CLI = Ref(CLI, "loom start order.fulfil --id cli-1")
@@ -39,9 +44,19 @@ FORK_CLI = Ref(CLI, "loom fork o-7")
 BULK_CLI = Ref(CLI, "loom bulk resume")
 SCHEDULES_CLI = Ref(CLI, "loom schedules --fire")
 QUEUES_CLI = Ref(CLI, "loom queues")
+INTERACT_CLI = Ref(INTERACT, "loom update c-1 checkout")
 REPLAY_CHECK = Ref("docs/guides/deploying-changes.md", "loom replay-check  ")
 COMMISSION = Ref("docs/guides/commission.md", "python -m examples.commission_local")
-IN_ORDER = [ORDERS_CLI, COMPOSE_CLI, FORK_CLI, BULK_CLI, SCHEDULES_CLI, QUEUES_CLI, REPLAY_CHECK]
+IN_ORDER = [
+    ORDERS_CLI,
+    COMPOSE_CLI,
+    FORK_CLI,
+    BULK_CLI,
+    SCHEDULES_CLI,
+    QUEUES_CLI,
+    INTERACT_CLI,
+    REPLAY_CHECK,
+]
 RUNS = [*EXPECTED, *IN_ORDER, COMMISSION]
 
 
@@ -53,7 +68,7 @@ def test_snippet_runs_and_prints_what_it_says(ref: Ref) -> None:
 def test_each_python_snippet_of_the_two_guides_is_checked() -> None:
     from tests.docs.blocks import blocks
 
-    for page in (COMPOSE, MESSAGES):
+    for page in (COMPOSE, MESSAGES, INTERACT):
         python = [b for b in blocks(page) if b.lang == "python"]
         assert len(python) == sum(1 for r in EXPECTED if r.page == page)
 
@@ -78,9 +93,15 @@ def test_the_command_line_blocks_run_in_order_and_the_replay_check_finds_nothing
     assert "did cancel 2 of 2" in bulk[5]
     assert "2 schedule(s)" in "".join(outputs[SCHEDULES_CLI])
     assert "emails" in outputs[QUEUES_CLI][-1]
+    talked = outputs[INTERACT_CLI]
+    assert [talked[1].strip(), talked[2].strip()] == ["3", "12"]  # the totals so far
+    assert talked[3].strip() == '["apple", "cheese"]'
+    assert talked[4].split() == ['"apple:', '3"', '"cheese:', '9"']
+    assert "shipping c-1 (12)" in talked[-1]
     checked = outputs[REPLAY_CHECK][-1]
     assert "0 would diverge" in checked, checked
     assert sorted(p.name for p in (tmp_path / ".loom").glob("*.db")) == [
+        "cart.db",
         "compose.db",
         "loom.db",
         "queued.db",

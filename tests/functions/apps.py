@@ -163,3 +163,32 @@ async def deadline(ctx: FlowContext, seconds: float) -> Any:
         return await ctx.suspend(on="answer", correlation_key=ctx.execution_id, timeout=seconds)
     except GateTimeoutError:
         return "timed out"
+
+
+@app.flow("cart")
+async def cart(ctx: FlowContext, _: None) -> list[str]:
+    """Takes items by update (``add``, refused when empty; ``checkout`` ends it), answers
+    the query ``items``, and streams each item added on ``added``."""
+    items: list[str] = []
+    done = asyncio.Event()
+
+    async def add(item: str) -> int:
+        items.append(item)
+        await ctx.write_stream("added", item)
+        return len(items)
+
+    def nonempty(item: str) -> None:
+        if not item.strip():
+            raise ValueError("an item has a name")
+
+    def checkout() -> int:
+        done.set()
+        return len(items)
+
+    ctx.set_update_handler("add", add, validator=nonempty)
+    ctx.set_update_handler("checkout", checkout)
+    ctx.set_query_handler("items", lambda: list(items))
+    await done.wait()
+    await ctx.all_handlers_finished()
+    await ctx.close_stream("added")
+    return items

@@ -18,6 +18,8 @@ from loom.cli.purge import purge
 from loom.cli.queues import queues
 from loom.cli.retry import retry
 from loom.cli.schedules import schedules
+from loom.cli.streams import stream
+from loom.cli.updates import query, update
 
 __all__ = ["main"]
 
@@ -25,6 +27,8 @@ for command in (start, execute, resume, verdict, cancel, show, demo, serve):
     main.add_command(command)
 register_deploy_commands(main)
 for command in (list_executions, purge, retry, fork, bulk, schedules, queues, send, get_event):
+    main.add_command(command)
+for command in (update, query, stream):
     main.add_command(command)
 
 if __name__ == "__main__":  # pragma: no cover

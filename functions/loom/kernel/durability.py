@@ -223,6 +223,12 @@ class BatchedJournal(Journal):
         keep, self.unforced, self._bytes = len(self.unforced), [], 0
         return await super()._over_limit(events, exc, keep)
 
+    def _expected(self) -> int:
+        return self.durable_seq  # what it holds unforced is not in the log yet
+
+    def _merged(self) -> None:
+        self._replay_unforced()
+
     def _replay_unforced(self) -> None:
         """After a conflict (a resume or verdict landed; the state was reloaded), put the
         unforced events after the foreign ones, keeping their times."""

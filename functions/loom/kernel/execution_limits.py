@@ -3,13 +3,16 @@
 An execution that loops forever (continue-as-new with no end, a flow that never stops
 taking steps), or that others flood (messages on a topic it never reads), would otherwise
 grow its log, its state and every answer about it without bound, long after whoever started
-it left. Four limits bound it:
+it left. Five limits bound it:
 
 * ``max_events``: events in its log (across all its runs: continue-as-new keeps one log);
 * ``max_runs``: runs (``ctx.continue_as_new`` past it fails the execution);
 * ``max_children``: child flows one run starts;
 * ``max_messages``: messages one run holds: delivered to it, or carried into it unread by a
-  continue-as-new (see below why not "unread" alone).
+  continue-as-new (see below why not "unread" alone);
+* ``max_stream_values``: values its streams hold in all (``loom.primitives.streams``; a
+  write past it raises :class:`~loom.errors.LimitExceededError` into the flow, recorded
+  nowhere: the log decides it alike on every replay).
 
 Each has a default (:data:`DEFAULT_LIMITS`); an app sets its own (``Loom(limits=...)``), a
 flow its own (``@app.flow(..., limits=...)``), and a start may ask for others
@@ -85,12 +88,14 @@ class Limits:
         max_runs: Runs of the execution (1 + how often it continued as new).
         max_children: Child flows one run starts.
         max_messages: Messages one run holds (delivered, or carried in unread).
+        max_stream_values: Values the execution's streams hold in all.
     """
 
     max_events: int | None = None
     max_runs: int | None = None
     max_children: int | None = None
     max_messages: int | None = None
+    max_stream_values: int | None = None
 
     def __post_init__(self) -> None:
         for name in LIMIT_NAMES:
@@ -121,10 +126,15 @@ BUDGET_NAMES: Final = ("max_effect_calls", "max_attempts", "max_effect_seconds",
 since they only ever stop an execution sooner."""
 
 DEFAULT_LIMITS: Final = Limits(
-    max_events=50_000, max_runs=1_000, max_children=1_000, max_messages=1_000
+    max_events=50_000,
+    max_runs=1_000,
+    max_children=1_000,
+    max_messages=1_000,
+    max_stream_values=10_000,
 )
-"""The engine's defaults: about Temporal's event-history limit (51,200), and a thousand of
-everything else; raise them per app or flow for executions meant to grow further."""
+"""The engine's defaults: about Temporal's event-history limit (51,200), a thousand of
+runs, children and messages, ten thousand stream values; raise them per app or flow for
+executions meant to grow further."""
 
 
 def effective(app: Loom, flow: str, version: str | None, budgets: Mapping[str, float]) -> Limits:
@@ -162,10 +172,19 @@ def event_limit(app: Loom, flow: FlowDef, budgets: Mapping[str, float]) -> int:
 
 
 # Events that begin something (an effect's intent, a gate or timer, a published value, a
-# continue, a patch marker): refused once the log is full. Outcomes of what began (an
-# effect's result, a child or message already made) and ends are always recorded.
+# stream value, a wait for another's value, a continue, a patch marker): refused once the
+# log is full. Outcomes of what began (an effect's result, a child or message already made,
+# an update's answer) and ends are always recorded.
 OPENING: Final = frozenset(
-    {"EffectStarted", "ExecutionSuspended", "EventPublished", "ExecutionContinued", "PatchRecorded"}
+    {
+        "EffectStarted",
+        "ExecutionSuspended",
+        "EventPublished",
+        "StreamWritten",
+        "EventAwaited",
+        "ExecutionContinued",
+        "PatchRecorded",
+    }
 )
 
 

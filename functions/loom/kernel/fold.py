@@ -351,16 +351,21 @@ def evolve(state: ExecutionState, event: ev.Event) -> ExecutionState:
 
 # A start keeps the park a fork's start sets until its prefix is copied (loom.ops.fork); a
 # child shared with a fork of its parent is not moved by the record (loom.primitives.children).
-_KEEPS_PARK = frozenset(
-    {
-        "ExecutionParked",
-        "ExecutionResumed",
-        "ExecutionClaimed",
-        "MessageReceived",
-        "ExecutionStarted",
-        "ChildShared",
-    }
-)
+# Deliveries to the inbox are not progress either (a primitive adds its own: ``keep_park``).
+_KEEPS_PARK: set[str] = {
+    "ExecutionParked",
+    "ExecutionResumed",
+    "ExecutionClaimed",
+    "MessageReceived",
+    "ExecutionStarted",
+    "ChildShared",
+}
+
+
+def keep_park(types: Iterable[str]) -> None:
+    """Count events of ``types`` as no progress: they keep a parked reason and the count of
+    claims without progress (deliveries from outside, which the flow has not acted on)."""
+    _KEEPS_PARK.update(types)
 
 
 def fold(events: Iterable[ev.Event], state: ExecutionState | None = None) -> ExecutionState:

@@ -13,7 +13,7 @@ over the store's limits is replaced by the record of what it was about failing
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Generator, Sequence
+from collections.abc import Awaitable, Generator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loom import crash
@@ -261,6 +261,29 @@ class Journal:
             return None
         return StatusChange(s.status, wake, s.parked_reason)
 
+    async def catch_up(self) -> bool:
+        """Fold in what others appended since this journal last wrote, as a conflicting
+        append would (deliveries to the inbox), without appending anything: a delivery
+        then reaches a session whose flow writes nothing for a while (an effect in flight).
+        True when the log had grown. Hold :attr:`lock` around it.
+
+        Raises:
+            SupersededSignal: Another writer decided for the execution meanwhile.
+        """
+        expected = self._expected()
+        if (await self.rt.store.summary(self.execution_id)).last_seq <= expected:
+            return False
+        await self._merge_foreign(expected)
+        self._merged()
+        return True
+
+    def _expected(self) -> int:
+        """The seq the log ends at as far as this journal wrote it."""
+        return self.state.last_seq
+
+    def _merged(self) -> None:
+        """After foreign events were folded in (a batched journal renumbers what it holds)."""
+
     async def _resync(self) -> None:
         """Reload after an append whose outcome is unknown: what it wrote, if it landed, is
         read back like another writer's (only a claim extension merges; anything else of
@@ -288,8 +311,15 @@ class Journal:
         self.state = fresh
 
 
-# What others may append beside a live session without overtaking it (see ``_merge_foreign``).
-_INBOX = frozenset({"ExecutionResumed", "MessageReceived", "CancelRequested"})
+# What others may append beside a live session without overtaking it (see ``_merge_foreign``;
+# a primitive adds its own deliveries with ``add_inbox``).
+_INBOX: set[str] = {"ExecutionResumed", "MessageReceived", "CancelRequested"}
+
+
+def add_inbox(types: Iterable[str]) -> None:
+    """Let events of ``types`` be appended beside a live session: it merges them on a
+    conflict and goes on, as it does a resume (``loom.kernel.primitive``'s ``inbox``)."""
+    _INBOX.update(types)
 
 
 class DryJournal(Journal):

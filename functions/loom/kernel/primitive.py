@@ -23,6 +23,9 @@ never imported by it: it hands the kernel a :class:`Primitive`, and the app's as
   pass, a shard's purge), by kind.
 * **inbox items** (``inbox``): how a kind of item posted to an execution's inbox is
   decided when it is drained (``loom.kernel.inbox``: a message), by kind.
+* **deliveries** (``deliveries``): the event types it appends from outside a running
+  session (a delivery, as a resume is): a live session merges them on a conflict and goes
+  on, and the fold does not count them as progress.
 
 Every write a primitive makes goes through ``loom.kernel.decide.write`` (control calls) or
 its session's appends; a primitive never appends around them.
@@ -61,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 
 from loom import reserved_ids
 from loom.errors import ConfigurationError
-from loom.kernel import fold
+from loom.kernel import fold, journal
 from loom.kernel.context import FlowContext
 
 if TYPE_CHECKING:
@@ -125,6 +128,7 @@ class Primitive:
             (beyond the engine's own forms, :mod:`loom.reserved_ids`).
         jobs: Handlers of its jobs, by kind.
         inbox: Deciders of its inbox items, by kind.
+        deliveries: Event types it appends beside a live session (deliveries from outside).
     """
 
     name: str
@@ -139,6 +143,7 @@ class Primitive:
     reserves: Callable[[str], object] | None = None
     jobs: Mapping[str, JobHandler] = field(default_factory=dict[str, JobHandler])
     inbox: Mapping[str, InboxDecide] = field(default_factory=dict[str, InboxDecide])
+    deliveries: Sequence[str] = ()
 
 
 @dataclass
@@ -202,6 +207,9 @@ def _install_one(p: Primitive) -> None:
                 raise ConfigurationError(f"primitive {p.name!r} brings a second {what} {kind!r}")
     INSTALLED.jobs.update(p.jobs)
     INSTALLED.inbox.update(p.inbox)
+    if p.deliveries:
+        journal.add_inbox(p.deliveries)
+        fold.keep_park(p.deliveries)
 
 
 def _always(_: ExecutionState) -> bool:

@@ -29,6 +29,8 @@ class StepRecord(TypedDict, total=False):
     verdict_by: str
     episode: int  # seq of the EffectInDoubt that put it in doubt (what a verdict names)
     seq: int  # where the outcome (completion, failure, verdict) sits in the log
+    deadline: float  # a wait's recorded end (loom.primitives.event_reads)
+    found: bool  # whether a read found its value (loom.primitives.event_reads)
     voided: int  # attempts a ``not_performed`` verdict declared never ran
 
 
@@ -109,6 +111,11 @@ class ExecutionState:
     # repeats for a while (loom.primitives.continuation).
     message_ids_kept: dict[str, float] = field(default_factory=_dict)
     published: dict[str, dict[str, Any]] = field(default_factory=_dict)
+    # loom.primitives.updates: each update by id (its name, slot, run, status, outcome), and
+    # how many the current run accepted; loom.primitives.streams: each stream by key.
+    updates: dict[str, dict[str, Any]] = field(default_factory=_dict)
+    update_slots: int = 0
+    streams: dict[str, dict[str, Any]] = field(default_factory=_dict)
     run: int = 1  # loom.primitives.continuation: which run of the execution this state is
     run_started_seq: int = 1
     claim: dict[str, Any] | None = None

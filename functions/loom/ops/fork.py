@@ -37,12 +37,15 @@ What the prefix keeps, event by event:
 * a correlation key that starts with the original's id and ``:`` (every ``ctx.sleep`` timer's,
   and a gate keyed as ``f"{ctx.execution_id}:…"``) is copied with the fork's id instead, as
   the flow asks for it when it replays under its new id. A gate keyed by the execution id
-  in another shape parks the fork as nondeterministic at that gate: fork from before it.
+  in another shape parks the fork as nondeterministic at that gate: fork from before it;
+* a value read from another execution (``ctx.get_event``) is the fork's as it was read, and
+  a stream holds the values written before the cut (the fork writes the rest itself); an
+  update accepted before the cut is refused (a caller's request: nobody would be answered).
 
 What is refused (:class:`~loom.errors.NotForkableError`, nothing written): a step id the log
 does not hold; a step in doubt at the cut (nobody knows whether its effect ran: give the
 original a verdict first, or fork from that step); and any event this module does not know
-how to reuse (a cancel, a continue-as-new: fork from before it).
+how to reuse (a cancel, a continue-as-new, an update: fork from before it).
 
 The fork is two writes: its ``ExecutionStarted`` (with ``forked_from``) and then, in one
 append, the copied prefix closed by ``ExecutionForked``. Until the second lands the fork is
@@ -93,9 +96,19 @@ _STEP_TYPES: Final = frozenset(
     }
 )
 # Steps of the primitives: a child start, a cancel through a child's handle, a message
-# sent, a value published (the module docstring says how each is reused).
+# sent, a value published, a read of another execution's value, a stream's values (the
+# module docstring says how each is reused).
 _PRIMITIVE_STEPS: Final = frozenset(
-    {"ChildStarted", "ChildCancelRequested", "MessageSent", "EventPublished"}
+    {
+        "ChildStarted",
+        "ChildCancelRequested",
+        "MessageSent",
+        "EventPublished",
+        "EventAwaited",
+        "EventRead",
+        "StreamWritten",
+        "StreamClosed",
+    }
 )
 _COPIED: Final = _STEP_TYPES | _PRIMITIVE_STEPS | {"PatchRecorded", "ExecutionResumed", "MessageReceived"}  # fmt: skip
 _CUT_AT: Final = _STEP_TYPES | _PRIMITIVE_STEPS

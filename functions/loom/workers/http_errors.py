@@ -30,10 +30,15 @@ from loom.errors import (
     NotForkableError,
     NotPermittedError,
     PayloadTooLargeError,
+    QueryFailedError,
     StaleVerdictError,
     StoreError,
     UnknownExecutionError,
     UnknownFlowError,
+    UnknownQueryError,
+    UnknownUpdateError,
+    UpdateConflictError,
+    UpdateRejectedError,
     WorkerError,
 )
 from loom.workers.auth import AuthError
@@ -58,11 +63,16 @@ _INPUT_STATUS: list[tuple[type[InputError], int]] = [
     (StaleVerdictError, 409),
     (NotPermittedError, 403),
     (PayloadTooLargeError, 413),
+    (UpdateConflictError, 409),
+    (UnknownUpdateError, 404),
+    (UnknownQueryError, 404),
+    (UpdateRejectedError, 422),
+    (QueryFailedError, 422),
 ]
 
 
 def input_status(exc: InputError) -> int:
-    """The HTTP status of a bad-input error: 404, 409, 413, or 400."""
+    """The HTTP status of a bad-input error: 403, 404, 409, 413, 422, or 400."""
     for kind, status in _INPUT_STATUS:
         if isinstance(exc, kind):
             return status

@@ -37,6 +37,10 @@ from loom.workers.operator_routes import verdict as _verdict
 from loom.workers.queue_routes import list_queues as _queues
 from loom.workers.retry_route import retry as _retry
 from loom.workers.schedule_routes import list_schedules as _schedules
+from loom.workers.stream_routes import read_stream as _read_stream
+from loom.workers.update_routes import get_update as _get_update
+from loom.workers.update_routes import query as _query
+from loom.workers.update_routes import send_update as _send_update
 
 __all__ = [
     "BODY_SCOPED",
@@ -91,6 +95,10 @@ ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("POST", ("bulk", "cancel"), _bulk.bulk_cancel),
     ("POST", ("bulk", "resume"), _bulk.bulk_resume),
     ("POST", ("bulk", "retry"), _bulk.bulk_retry),
+    ("POST", ("executions", "*", "updates"), _send_update),
+    ("GET", ("executions", "*", "updates", "*"), _get_update),
+    ("POST", ("executions", "*", "query"), _query),
+    ("GET", ("executions", "*", "streams", "*"), _read_stream),
 ]
 
 # What the caller check is told a route does, where its name does not say it.
@@ -105,6 +113,10 @@ _ACTIONS = {
     "send_message": "resume",
     "get_event": "read",
     **_bulk.ACTIONS,
+    "send_update": "resume",
+    "get_update": "read",
+    "query": "read",
+    "read_stream": "read",
 }
 
 

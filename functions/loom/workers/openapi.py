@@ -32,6 +32,8 @@ from loom.workers.http_models import (
     VerdictRequest,
 )
 from loom.workers.openapi_bulk import bulk_paths
+from loom.workers.openapi_interact import MODELS as _INTERACT_MODELS
+from loom.workers.openapi_interact import interaction_paths
 from loom.workers.openapi_ops import operator_paths
 from loom.workers.retry_route import RetryRequest
 
@@ -56,6 +58,7 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (Health, "serialization"),
     (Liveness, "serialization"),
     (ErrorBody, "serialization"),
+    *_INTERACT_MODELS,
 ]
 
 _ERRORS = {
@@ -71,6 +74,9 @@ _ERRORS = {
     413: "Request body over the limit (default 1 MiB), or a payload over a store limit "
     "(code store_limit, the limit in details; not worth a retry)",
     415: "Content-Type is not application/json",
+    422: "An update its validator refused, or that names no handler where the flow stands "
+    "(codes update_rejected, unknown_update_handler, execution_parked), or a query whose "
+    "handler raised (query_failed): nothing was written",
     429: "The execution's run holds as many messages as it may (code mailbox_full), or "
     "enough requests wait on published values already (code too_many_waiters); retry "
     "after Retry-After seconds",
@@ -327,6 +333,7 @@ def _paths() -> dict[str, Any]:
         },
         **operator_paths(_operation, _plain, _ID),
         **bulk_paths(_plain),
+        **interaction_paths(_operation, _ID),
     }
 
 

@@ -18,6 +18,7 @@ from loom.errors import InputError
 from loom.ids import check_execution_id
 from loom.kernel.fold import ExecutionState
 from loom.ops.fork import recorded_steps
+from loom.primitives.updates import UPDATE_GATE
 from loom.store.base import ExecutionSummary
 from loom.wire import ExecutionResult
 from loom.workers.console.lineage import Lineage, lineage
@@ -60,6 +61,34 @@ def actions_for(state: ExecutionState, lineage_: Lineage) -> dict[str, bool]:
     }
 
 
+def updates_of(state: ExecutionState) -> list[dict[str, Any]]:
+    """The updates the execution accepted, latest first: id, handler, status, who sent
+    it, when, and its answer (the recorded form: a large one names its blob)."""
+    rows: list[dict[str, Any]] = []
+    for uid, rec in state.updates.items():
+        answer = rec.get("error") if rec["status"] == "failed" else rec.get("output")
+        rows.append(
+            {
+                "update_id": uid,
+                "name": rec["name"],
+                "status": rec["status"],
+                "by": rec.get("by"),
+                "at": rec.get("at"),
+                "run": rec.get("run", 1),
+                "answer": pretty(answer) if rec["status"] != "accepted" else None,
+            }
+        )
+    return sorted(rows, key=lambda r: r["at"] or 0.0, reverse=True)
+
+
+def streams_of(state: ExecutionState) -> list[dict[str, Any]]:
+    """The execution's streams: key, values written, and whether it is over."""
+    return [
+        {"key": key, "count": st["count"], "closed": bool(st["closed"]) or state.finished}
+        for key, st in sorted(state.streams.items())
+    ]
+
+
 def execution_page(s: Services, req: Request, execution_id: str) -> dict[str, Any]:
     """One execution: where it stands, its gates, timers, claim, doubts, links and timeline."""
     check_execution_id(execution_id)
@@ -74,6 +103,7 @@ def execution_page(s: Services, req: Request, execution_id: str) -> dict[str, An
 
     summary, state, events, links = run(read())
     shown = events[:EVENTS_PER_PAGE]
+    gates = {} if state.finished else state.open_gates()
     result = ExecutionResult.from_state(state, include_state=False)
     finished = state.finished
     backoffs = {sid: r["not_before"] for sid, r in state.steps.items() if "not_before" in r}
@@ -81,8 +111,12 @@ def execution_page(s: Services, req: Request, execution_id: str) -> dict[str, An
         "summary": summary,
         "state": state,
         "result": result,
-        # A finished execution waits on nothing, whatever gates its log left open.
-        "gates": {} if finished else state.open_gates(),
+        # A finished execution waits on nothing, whatever gates its log left open; the
+        # update listener's gate is shown as the updates it takes (no resume fills it).
+        "gates": {sid: g for sid, g in gates.items() if g["on"] != UPDATE_GATE},
+        "listening": any(g["on"] == UPDATE_GATE for g in gates.values()),
+        "updates": updates_of(state),
+        "streams": streams_of(state),
         "backoffs": {} if finished else backoffs,
         "timeline": build(shown, time.time(), finished),
         "next_seq": shown[-1].seq if len(events) > len(shown) else None,

@@ -16,7 +16,7 @@ from loom.kernel.payloads import ESCAPE_KEY, REF_KEY
 from loom.primitives.children import CHILD_GATE
 from loom.workers.console.fmt import fmt_duration, fmt_time
 
-PAYLOAD_FIELDS = ("input", "output", "payload", "value", "error")
+PAYLOAD_FIELDS = ("input", "output", "payload", "value", "args", "error")
 """Event fields shown as expandable values (and fetched on demand when a blob holds them)."""
 _HIDDEN = frozenset({"type", "seq", "at", "schema_version", *PAYLOAD_FIELDS})
 _TIMES = frozenset({"until", "wake_at", "not_before", "started_at", "deadline"})  # epoch s

@@ -202,10 +202,10 @@ def test_the_cli_prints_a_failing_seeds_reproduction_and_fails(
 ):
     """With a bug put back on purpose (a message id no longer recognised as a repeat, so a
     redelivered message is taken twice), some seed fails, and the CLI says how to rerun it."""
-    from loom.primitives import messages
+    from loom.primitives import mailbox
     from tests.sim.__main__ import main
 
-    monkeypatch.setattr(messages, "known", lambda state, message_id: False)
+    monkeypatch.setattr(mailbox, "known", lambda state, message_id: False)
     failing = next(s for s in range(200) if not run_seed(s).ok)
     assert main(["--seed", str(failing)]) == 1
     assert f"reproduce: python -m tests.sim --seed {failing}" in capsys.readouterr().out

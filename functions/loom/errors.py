@@ -13,6 +13,8 @@ The tree::
     │   │                                     derives (loom.reserved_ids)
     │   ├── ExecutionConflictError     same execution id, other flow or input
     │   ├── MessageConflictError       same message id, other topic or payload
+    │   ├── QueueDeduplicatedError     a queue's deduplication id held by a queued or
+    │   │                                  running execution (HTTP 409)
     │   ├── PayloadTooLargeError       a body or payload over the configured limit
     │   ├── InvalidPayloadError        input/output that fails its model
     │   ├── VerdictError               verdict for a step that is not in doubt
@@ -147,6 +149,14 @@ class MessageConflictError(InputError):
     """
 
     code = "conflicting_message"
+
+
+class QueueDeduplicatedError(InputError):
+    """A start on a queue with a deduplication id that another execution of the queue,
+    still queued or running, holds (DBOS's ``DBOSQueueDeduplicatedError``). Nothing was
+    started; ``details`` names the queue, the id and the execution holding it."""
+
+    code = "queue_deduplicated"
 
 
 class PayloadTooLargeError(InputError):

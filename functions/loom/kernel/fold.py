@@ -355,6 +355,7 @@ _KEEPS_PARK = frozenset(
         "ExecutionParked",
         "ExecutionResumed",
         "ExecutionClaimed",
+        "ExecutionDequeued",  # (rides a claim: no progress of its own)
         "MessageReceived",
         "ExecutionStarted",
     }

@@ -87,7 +87,13 @@ _CUT_AT: Final = _STEP_TYPES | {"ChildStarted", "MessageSent", "EventPublished"}
 # The original's operations, not facts of the flow (a fork's own marker included: a fork
 # of a fork copies its copied events like any others).
 _DROPPED: Final = frozenset(
-    {"ExecutionClaimed", "ExecutionParked", "ExecutionRetried", "ExecutionForked"}
+    {
+        "ExecutionClaimed",
+        "ExecutionDequeued",  # (a fork is admitted by its queue again: its own deadline)
+        "ExecutionParked",
+        "ExecutionRetried",
+        "ExecutionForked",
+    }
 )
 _UNSETTLED: Final = frozenset({"started", "retrying", "backoff"})
 
@@ -226,6 +232,11 @@ async def fork(
         forked_from=origin,
         queue=first.queue,  # a fork runs on its origin's queue, with its partition key
         partition_key=first.partition_key,
+        # its priority and timeout from dequeue, not its delay nor its deduplication id
+        queue_options={
+            k: v for k, v in (first.queue_options or {}).items() if k in ("priority", "timeout")
+        }
+        or None,
         step_numbering=first.step_numbering,  # the copied prefix is numbered the origin's way
     )
     _check_fits(runtime, kept, eid, execution_id)

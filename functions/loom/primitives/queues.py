@@ -39,6 +39,7 @@ import logging
 import math
 import random
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from loom import events as ev
@@ -46,6 +47,7 @@ from loom.errors import ConfigurationError, InputError, StoreError
 from loom.kernel import jobs
 from loom.kernel.fold import ExecutionState
 from loom.kernel.primitive import Admission, Primitive
+from loom.primitives import queue_options as qo
 from loom.store.leases import (
     DEFAULT_GRANT_TTL,
     LeaseRequest,
@@ -81,6 +83,8 @@ class QueueDef:
             shard's passes can: one write a second each on Firestore). Partition keys
             stay exact (a key always lands in the same shard); the limits are split, so a
             full shard waits while another may have room.
+        worker_concurrency: At most this many run at once on one worker (one runtime),
+            besides ``concurrency`` (:mod:`loom.primitives.queue_options`).
     """
 
     name: str
@@ -88,6 +92,7 @@ class QueueDef:
     rate_per_second: float | None = None
     lease_ttl: float = DEFAULT_LEASE_TTL
     shards: int = 1
+    worker_concurrency: int | None = None
 
     def limits(self) -> QueueLimits:
         """The limits an admit pass applies."""
@@ -97,25 +102,44 @@ class QueueDef:
 
 @dataclass(frozen=True, slots=True)
 class QueueRef:
-    """Where a start goes: a declared queue, and a partition key serializing its executions."""
+    """Where a start goes: a declared queue, and a partition key serializing its executions;
+    and its options (:mod:`loom.primitives.queue_options`).
+
+    Attributes:
+        name: The queue.
+        partition_key: Executions of one key run one at a time.
+        priority: Lower is granted first when the queue is saturated (0 to 2**31-1).
+        deduplication_id: Refuse another start with this id while one is queued or running.
+        delay: Seconds before it may be admitted (or ``not_before``, a moment).
+        not_before: When it may be admitted (epoch seconds or an aware datetime).
+        timeout: Seconds it may run from when the queue first admits it.
+    """
 
     name: str
     partition_key: str | None = None
+    priority: int = 0
+    deduplication_id: str | None = None
+    delay: float | timedelta | None = None
+    not_before: float | datetime | None = None
+    timeout: float | timedelta | None = None
 
 
-def queue_ref(name: str | None, partition_key: str | None) -> QueueRef | None:
-    """The :class:`QueueRef` of a start's ``queue``/``partition_key`` options, if any.
+def queue_ref(name: str | None, partition_key: str | None, **given: Any) -> QueueRef | None:
+    """The :class:`QueueRef` of a start's ``queue``/``partition_key`` options and the
+    :class:`QueueRef` fields in ``given`` (those ``None`` left out), if any.
 
     Raises:
-        InputError: A partition key without a queue.
+        InputError: A partition key or another queue option without a queue.
     """
+    given = {k: v for k, v in given.items() if v is not None}
     if name is None:
-        if partition_key is not None:
+        if partition_key is not None or given:
+            what = "a partition key" if partition_key is not None else ", ".join(sorted(given))
             raise InputError(
-                "a partition key needs a queue", details={"partition_key": partition_key}
+                f"{what} needs a queue", details={"partition_key": partition_key, **given}
             )
         return None
-    return QueueRef(name, partition_key)
+    return QueueRef(name, partition_key, **given)
 
 
 def declare(
@@ -126,6 +150,7 @@ def declare(
     rate_per_second: float | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
     shards: int = 1,
+    worker_concurrency: int | None = None,
 ) -> QueueDef:
     """Register a queue (what ``Loom.queue`` does).
 
@@ -137,7 +162,12 @@ def declare(
         raise ConfigurationError(f"queue {name!r} is declared twice")
     if not name or "/" in name or name.startswith(".") or len(name) > 200:
         raise ConfigurationError(f"queue name {name!r} must be 1-200 chars, no '/', no leading '.'")
-    for what, value in (("concurrency", concurrency), ("rate_per_second", rate_per_second)):
+    limits = (
+        ("concurrency", concurrency),
+        ("rate_per_second", rate_per_second),
+        ("worker_concurrency", worker_concurrency),
+    )
+    for what, value in limits:
         if value is not None and value <= 0:
             raise ConfigurationError(f"queue {name!r}: {what} must be positive, not {value}")
     if lease_ttl <= 0:
@@ -146,15 +176,18 @@ def declare(
         raise ConfigurationError(
             f"queue {name!r}: shards must be 1 to {MAX_SHARDS}, not {shards!r}"
         )
-    registry[name] = QueueDef(name, concurrency, rate_per_second, lease_ttl, shards)
+    registry[name] = QueueDef(
+        name, concurrency, rate_per_second, lease_ttl, shards, worker_concurrency
+    )
     return registry[name]
 
 
-def started_fields(app: App, queue: QueueRef | None) -> dict[str, Any]:
-    """The ``ExecutionStarted`` fields of a start on ``queue``.
+def started_fields(app: App, queue: QueueRef | None, now: float = 0.0) -> dict[str, Any]:
+    """The ``ExecutionStarted`` fields of a start on ``queue`` at ``now``.
 
     Raises:
-        InputError: The queue is not declared.
+        InputError: The queue is not declared, or an option is bad
+            (:func:`loom.primitives.queue_options.options`).
     """
     if queue is None:
         return {}
@@ -163,7 +196,16 @@ def started_fields(app: App, queue: QueueRef | None) -> dict[str, Any]:
         raise InputError(
             f"unknown queue {queue.name!r} (declared: {names})", details={"queue": queue.name}
         )
-    return {"queue": queue.name, "partition_key": queue.partition_key}
+    found: dict[str, Any] = {"queue": queue.name, "partition_key": queue.partition_key}
+    given = qo.options(
+        priority=queue.priority,
+        deduplication_id=queue.deduplication_id,
+        delay=queue.delay,
+        not_before=queue.not_before,
+        timeout=queue.timeout,
+        now=now,
+    )
+    return {**found, "queue_options": given} if given else found
 
 
 def _request(
@@ -181,6 +223,7 @@ def _request(
         replaces=replaces,
         shards=q.shards,
         flow=state.flow,
+        priority=qo.priority_of(state),
     )
 
 
@@ -206,17 +249,41 @@ async def admit(runtime: Runtime, state: ExecutionState, owner: str) -> bool:
     q = _queue(runtime, state)
     if q is None:
         return True
+    if _delayed(runtime, state):
+        return False
+    if not qo.take_worker_slot(runtime, q.name, q.worker_concurrency):
+        await _hand_back(runtime, state, q, owner)
+        return False
     dead = state.claim["holder"] if state.claim is not None else None  # (checked not live)
     leases = runtime.store.leases()
     request = _request(runtime, state, q, owner, dead)
     # Where passes admit and grants contend, a call only takes what a pass granted it.
-    got = await (leases.take(request) if _passes_only(runtime, leases) else leases.acquire(request))
+    try:
+        passes = _passes_only(runtime, leases)
+        got = await (leases.take(request) if passes else leases.acquire(request))
+    except BaseException:
+        qo.give_worker_slot(runtime, q.name)
+        raise
     if not got:
+        qo.give_worker_slot(runtime, q.name)
         return False
     stop = asyncio.Event()
     beat = asyncio.ensure_future(_renew(runtime, state, q, owner, stop))
     _HEARTBEATS[owner] = (stop, beat)
     return True
+
+
+def _delayed(runtime: Runtime, state: ExecutionState) -> bool:
+    at = qo.not_before(state)
+    return at is not None and at > runtime.clock()
+
+
+async def _hand_back(runtime: Runtime, state: ExecutionState, q: QueueDef, owner: str) -> None:
+    """This worker runs as many of ``q`` as it may: a grant woken here goes back to the
+    queue (taken and released at once), for a pass a moment later to grant elsewhere."""
+    leases = runtime.store.leases()
+    if jobs.carries_jobs(runtime) and await leases.take(_request(runtime, state, q, owner)):
+        await leases.release(q.name, state.execution_id, owner)
 
 
 async def _renew(
@@ -259,6 +326,7 @@ async def release(runtime: Runtime, state: ExecutionState, owner: str) -> None:
     if q is None:
         return
     await _stop_heartbeat(owner)
+    qo.give_worker_slot(runtime, q.name)
     try:
         await runtime.store.leases().release(q.name, state.execution_id, owner)
         if jobs.carries_jobs(runtime):  # hand the slot on
@@ -278,9 +346,17 @@ async def defer(runtime: Runtime, state: ExecutionState) -> ExecutionResult:
     assert q is not None
     now = runtime.clock()
     leases = runtime.store.leases()
-    if jobs.carries_jobs(runtime):
+    at = qo.not_before(state)
+    if at is not None and at > now:  # delayed: a durable timer, not a place in the queue
+        later = at
+    elif jobs.carries_jobs(runtime):
         await leases.enqueue(_request(runtime, state, q, "-"))
-        await schedule_admit(runtime, q, _shard(runtime, state, q), now)
+        full = q.worker_concurrency is not None and qo.worker_running(
+            runtime, q.name
+        ) >= q.worker_concurrency
+        # (A worker at its own limit: the next pass a moment later, not at once, or its
+        # grant would come straight back here.)
+        await schedule_admit(runtime, q, _shard(runtime, state, q), now + (1.0 if full else 0.0))
         later = now + q.lease_ttl  # the safety net: a wake lost, a grant lapsed
     else:
         await leases.wait(q.name, state.execution_id, now)
@@ -350,6 +426,9 @@ class QueueAdmission(Admission):
     async def defer(self, rt: Runtime, state: ExecutionState) -> ExecutionResult:
         return await defer(rt, state)
 
+    def on_claim(self, rt: Runtime, state: ExecutionState, now: float) -> list[ev.Event]:
+        return qo.on_claim(state, now)
+
 
 def declared(app: App) -> dict[str, QueueDef]:
     """The queues declared on ``app`` (``Loom.queue``), by name."""
@@ -368,11 +447,14 @@ async def depths(runtime: Runtime) -> dict[str, QueueDepth]:
 
 def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
     s.queue, s.partition_key = e.queue, e.partition_key
+    qo.HEAD["ExecutionStarted"](s, e)
 
 
 PRIMITIVE = Primitive(
     "queues",
-    head={"ExecutionStarted": _started},
+    head={"ExecutionStarted": _started, "ExecutionDequeued": qo.HEAD["ExecutionDequeued"]},
     admission=QueueAdmission(),
     jobs={"admit": run_admit_job},
+    follow_up=qo.release_dedup,
+    follows_up=qo.holds_dedup,
 )

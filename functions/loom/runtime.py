@@ -7,10 +7,9 @@ messages, published values, queues' start option, forks.
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
-
-import uuid
 
 from loom.errors import InputError
 from loom.kernel import runtime as kernel

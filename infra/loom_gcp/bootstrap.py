@@ -55,7 +55,14 @@ from loom.store.base import (
 )
 from loom.store.browse import BrowseQuery
 from loom.store.inbox import Inbox, InboxItem
-from loom.store.leases import Admitted, LeaseRequest, LeaseSet, QueueDepth, QueueLimits
+from loom.store.leases import (
+    Admitted,
+    DedupHolder,
+    LeaseRequest,
+    LeaseSet,
+    QueueDepth,
+    QueueLimits,
+)
 from loom.workers.base import WorkerRuntime
 from loom.workers.local import LocalWorkerRuntime
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
@@ -267,6 +274,17 @@ class PinnedLeaseSet(LeaseSet):
     async def depth(self, queue: str, now: float) -> QueueDepth:
         """See :class:`LeaseSet`."""
         return await self.store._on_loop(self.inner.depth(queue, now))  # pyright: ignore[reportPrivateUsage]
+
+    async def deduplicate(
+        self, queue: str, dedup_id: str, holder: str, now: float, replaces: str | None = None
+    ) -> DedupHolder:
+        """See :class:`LeaseSet`."""
+        held = self.inner.deduplicate(queue, dedup_id, holder, now, replaces)
+        return await self.store._on_loop(held)  # pyright: ignore[reportPrivateUsage]
+
+    async def forget(self, queue: str, dedup_id: str, holder: str) -> None:
+        """See :class:`LeaseSet`."""
+        await self.store._on_loop(self.inner.forget(queue, dedup_id, holder))  # pyright: ignore[reportPrivateUsage]
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:

@@ -65,9 +65,11 @@ async def running(rt: Runtime, name: str, seconds: float, q: QueueRef) -> asynci
     """Start ``name`` in a task of its own (an in-process start runs it inline until it
     ends), once its step has begun."""
     task = asyncio.ensure_future(rt.start("job", job(name, seconds), execution_id=name, queue=q))
-    while not any(n == name for n, _ in options_app.STARTED):
+    for _ in range(1000):
+        if any(n == name for n, _ in options_app.STARTED):
+            return task
         await asyncio.sleep(0.01)
-    return task
+    raise AssertionError(f"{name} never began")
 
 
 async def test_a_saturated_queue_runs_the_lower_priority_first(runtime: Runtime):
@@ -169,7 +171,9 @@ async def test_a_worker_runs_no_more_of_a_queue_than_its_worker_concurrency(runt
     options_app.reset()
     ids = [f"p{i}" for i in range(6)]
     q = QueueRef("pair-per-worker")
-    await asyncio.gather(*(runtime.start("job", job(e, 0.15), execution_id=e, queue=q) for e in ids))
+    await asyncio.gather(
+        *(runtime.start("job", job(e, 0.15), execution_id=e, queue=q) for e in ids)
+    )
     assert (await settled(runtime, ids)) == dict.fromkeys(ids, "completed")
     assert options_app.PEAK["all"] == 2
 
@@ -183,7 +187,7 @@ async def test_bad_options_are_refused_naming_what_was_wrong(runtime: Runtime):
         (QueueRef("one", delay=float("nan")), "delay"),
         (QueueRef("one", delay=1, not_before=time.time()), "not both"),
         (QueueRef("one", timeout=0), "timeout"),
-        (QueueRef("one", not_before=datetime(2030, 1, 1)), "time zone"),  # noqa: DTZ001
+        (QueueRef("one", not_before=datetime(2030, 1, 1)), "time zone"),
     ]
     for q, what in bad:
         with pytest.raises(InputError, match=what):

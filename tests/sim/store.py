@@ -44,7 +44,14 @@ from loom.store.base import (
     LoadedLog,
     Snapshot,
 )
-from loom.store.leases import Admitted, LeaseRequest, LeaseSet, QueueDepth, QueueLimits
+from loom.store.leases import (
+    Admitted,
+    DedupHolder,
+    LeaseRequest,
+    LeaseSet,
+    QueueDepth,
+    QueueLimits,
+)
 from loom.store.memory import InMemoryEventStore
 
 if TYPE_CHECKING:
@@ -166,6 +173,16 @@ class SimLeases(LeaseSet):
 
     async def take(self, request: LeaseRequest) -> bool:
         return await self._call(lambda: self._take(request))
+
+    async def deduplicate(
+        self, queue: str, dedup_id: str, holder: str, now: float, replaces: str | None = None
+    ) -> DedupHolder:
+        return await self._call(
+            lambda: self.raw.deduplicate(queue, dedup_id, holder, now, replaces)
+        )
+
+    async def forget(self, queue: str, dedup_id: str, holder: str) -> None:
+        await self._call(lambda: self.raw.forget(queue, dedup_id, holder))
 
     async def _take(self, request: LeaseRequest) -> bool:
         taken = await self.raw.take(request)

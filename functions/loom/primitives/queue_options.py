@@ -39,7 +39,7 @@ import math
 import weakref
 from collections import Counter
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from loom import events as ev
 from loom.errors import InputError, QueueDeduplicatedError, UnknownExecutionError
@@ -57,12 +57,15 @@ TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
 def _seconds(what: str, value: float | timedelta | None) -> float | None:
     if value is None:
         return None
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    seconds = cast(object, value.total_seconds() if isinstance(value, timedelta) else value)
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-        raise InputError(f"{what} must be a number of seconds, not {value!r}", details={what: str(value)})
+        raise InputError(
+            f"{what} must be a number of seconds, not {value!r}", details={what: str(value)}
+        )
     if not math.isfinite(seconds) or seconds < 0 or seconds > MAX_DELAY:
         raise InputError(
-            f"{what} must be 0 to {MAX_DELAY:.0f} seconds, not {value!r}", details={what: str(value)}
+            f"{what} must be 0 to {MAX_DELAY:.0f} seconds, not {value!r}",
+            details={what: str(value)},
         )
     return float(seconds)
 
@@ -72,7 +75,8 @@ def _moment(value: float | datetime, now: float) -> float:
         if value.tzinfo is None:
             raise InputError("not_before must be an aware datetime (with a time zone)", details={})
         value = value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    moment = cast(object, value)
+    if isinstance(moment, bool) or not isinstance(moment, int | float) or not math.isfinite(moment):
         raise InputError(f"not_before must be epoch seconds, not {value!r}", details={})
     if value - now > MAX_DELAY:
         raise InputError(f"not_before is more than {MAX_DELAY:.0f} seconds away", details={})
@@ -96,15 +100,17 @@ def options(
             both a delay and a not-before time.
     """
     found: dict[str, str | int | float] = {}
-    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
+    rank = cast(object, priority)
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank <= MAX_PRIORITY:
         raise InputError(
             f"priority must be an int of 0 to {MAX_PRIORITY}, not {priority!r}",
             details={"priority": str(priority)},
         )
     if priority:
         found["priority"] = priority
+    dedup = cast(object, deduplication_id)
     if deduplication_id is not None:
-        if not isinstance(deduplication_id, str) or not 0 < len(deduplication_id) <= 512:
+        if not isinstance(dedup, str) or not 0 < len(deduplication_id) <= 512:
             raise InputError(
                 "deduplication_id must be a string of 1 to 512 characters",
                 details={"deduplication_id": str(deduplication_id)[:80]},
@@ -145,18 +151,16 @@ def on_claim(state: ExecutionState, now: float) -> list[ev.Event]:
     return [ev.ExecutionDequeued(deadline=now + float(timeout))]
 
 
-def _dequeued(s: ExecutionState, e: ev.ExecutionDequeued) -> None:
+def dequeued(s: ExecutionState, e: ev.ExecutionDequeued) -> None:
     s.queue_options = {**s.queue_options, "dequeued_at": e.at}
     if e.deadline is not None:
         s.deadline = e.deadline if s.deadline is None else min(s.deadline, e.deadline)
 
 
-def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
+def started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
     s.queue_options = dict(e.queue_options) if e.queue_options else {}
 
 
-HEAD: Final = {"ExecutionStarted": _started, "ExecutionDequeued": _dequeued}
-"""The fold handlers (installed with the queues' primitive)."""
 
 
 # -- deduplication ids -------------------------------------------------------------------------

@@ -351,9 +351,10 @@ async def defer(runtime: Runtime, state: ExecutionState) -> ExecutionResult:
         later = at
     elif jobs.carries_jobs(runtime):
         await leases.enqueue(_request(runtime, state, q, "-"))
-        full = q.worker_concurrency is not None and qo.worker_running(
-            runtime, q.name
-        ) >= q.worker_concurrency
+        full = (
+            q.worker_concurrency is not None
+            and qo.worker_running(runtime, q.name) >= q.worker_concurrency
+        )
         # (A worker at its own limit: the next pass a moment later, not at once, or its
         # grant would come straight back here.)
         await schedule_admit(runtime, q, _shard(runtime, state, q), now + (1.0 if full else 0.0))
@@ -447,12 +448,12 @@ async def depths(runtime: Runtime) -> dict[str, QueueDepth]:
 
 def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
     s.queue, s.partition_key = e.queue, e.partition_key
-    qo.HEAD["ExecutionStarted"](s, e)
+    qo.started(s, e)
 
 
 PRIMITIVE = Primitive(
     "queues",
-    head={"ExecutionStarted": _started, "ExecutionDequeued": qo.HEAD["ExecutionDequeued"]},
+    head={"ExecutionStarted": _started, "ExecutionDequeued": qo.dequeued},
     admission=QueueAdmission(),
     jobs={"admit": run_admit_job},
     follow_up=qo.release_dedup,

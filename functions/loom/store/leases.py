@@ -310,10 +310,14 @@ def waits_behind(
     partition free) stands ahead of it (``request``'s own place if it waits, else a
     newcomer's): then ``acquire`` grants it nothing new, the admitter grants that waiter."""
     mine = next((w for w in waiters if w.holder == request.holder), None)
-    place = (mine or Waiter(request.holder, request.partition, request.now, None, request.priority)).order()
+    place = (
+        mine or Waiter(request.holder, request.partition, request.now, None, request.priority)
+    ).order()
     used = {p for p in live.values() if p is not None}
     return any(
-        w.order() < place and w.holder not in live and (w.partition is None or w.partition not in used)
+        w.order() < place
+        and w.holder not in live
+        and (w.partition is None or w.partition not in used)
         for w in waiters
         if w.holder != request.holder
     )

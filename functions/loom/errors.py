@@ -34,6 +34,7 @@ The tree::
     │   ├── StoreUnavailableError      busy, locked, disk full, read-only, cannot open
     │   ├── StoreLimitError            a write over a store limit (not retryable, HTTP 413)
     │   ├── AppendConflictError        the log did not end at expected_seq
+    │   │   └── LogEndedError          the log already ends with a terminal event
     │   └── BlobNotFoundError          a claim-checked payload is missing
     ├── BlobRefError                   a logged blob reference outside its execution's blobs
     ├── ContextMisuseError             a ctx awaited outside the flow that owns it (also a
@@ -296,6 +297,16 @@ class AppendConflictError(StoreError):
     """The log did not end at the expected sequence number; nothing was written."""
 
     code = "append_conflict"
+
+
+class LogEndedError(AppendConflictError):
+    """The log already ends with a terminal event; nothing may follow, nothing was written.
+
+    A conflict like any other to its callers: they reload, find the execution finished, and
+    decide again (a writer that decided from an older state learns it ended meanwhile).
+    """
+
+    code = "log_ended"
 
 
 class BlobNotFoundError(StoreError):

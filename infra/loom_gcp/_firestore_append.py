@@ -18,13 +18,14 @@ from typing import Any
 from google.api_core import exceptions as gexc
 from google.cloud.firestore_v1.async_batch import AsyncWriteBatch
 
-from loom.errors import AppendConflictError, StoreError, UnknownExecutionError
-from loom.store.base import AppendRequest, Snapshot, check_numbering
+from loom.errors import AppendConflictError, LogEndedError, StoreError, UnknownExecutionError
+from loom.events import TERMINAL_TYPES
+from loom.store.base import AppendRequest, Snapshot, check_numbering, settled_status
 from loom_gcp._firestore_core import FirestoreCore
 from loom_gcp._firestore_docs import check_commit, inline_snapshot_fields, status_fields
 from loom_gcp._firestore_fence import Stamp, end_fields, is_our_end, may_ride
 from loom_gcp._firestore_io import Collision
-from loom_gcp._firestore_pages import bodies_pages, stored_equal
+from loom_gcp._firestore_pages import bodies_pages, stored_equal, terminal_body
 from loom_gcp._firestore_shards import shard_field
 
 
@@ -36,12 +37,18 @@ class FirestoreAppends(FirestoreCore):
         eid, expected, count = request.execution_id, request.expected_seq, len(request.events)
         if not count:
             raise ValueError("an append needs at least one event")
+        status = settled_status(request.events, request.status)
+        if status is not request.status:  # a terminal event the caller sent no status with
+            request = AppendRequest(
+                eid, expected, request.events, status, request.snapshot, request.fence
+            )
         new_last = expected + count
         bodies = [e.model_dump_json() for e in request.events]
         if request.status is not None and self._layout.known is None:
             await self.shard_count()  # (read once per store: the status update carries it)
         stamp = self._stamps.get(eid)
-        if may_ride(request, bodies, self._known.get(eid, 0), stamp):
+        known, open_end = self._known.get(eid), self._known.terminal_at(eid, expected) is False
+        if may_ride(request, bodies, known, open_end, stamp):
             assert stamp is not None
             if await self._append_end(request, bodies, stamp):
                 return new_last
@@ -74,7 +81,7 @@ class FirestoreAppends(FirestoreCore):
 
         async with self._io.call(f"append to {eid!r}"):
             if request.fence:
-                option = await self._fence_option(eid)
+                option = await self._fence_option(eid, expected)
             await self._require_log_end(eid, expected)
             try:
                 results = await self._io.commit(build)
@@ -92,20 +99,34 @@ class FirestoreAppends(FirestoreCore):
                 raise UnknownExecutionError(f"unknown execution {eid!r}") from None
         before = self._stamps.get(eid)
         if update and before is not None:  # the document's end (if any) is unchanged
-            self._stamps.wrote(eid, results, len(pages), before.ended)
+            ends = request.events[-1].type in TERMINAL_TYPES
+            self._stamps.wrote(eid, results, len(pages), before.ended, new_last, ends)
         elif update:
             self._stamps.drop(eid)
         await self._appended(request, last_page["bodies"][-1], last_page["seq"], update)
         return new_last
 
-    async def _fence_option(self, execution_id: str) -> Any:
-        """The precondition of a fenced append: the execution document as last seen (read
-        now when this store has not seen it)."""
+    async def _fence_option(self, execution_id: str, expected: int) -> Any:
+        """The precondition of a fenced append at ``expected``: the execution document as
+        last seen, when that version says the log had neither gone past ``expected`` nor
+        ended (:meth:`Stamp.fences`); else the document is read now, and the append is
+        refused when it still says so.
+
+        Raises:
+            LogEndedError: The log has ended.
+            AppendConflictError: The log has gone past ``expected``.
+        """
         stamp = self._stamps.get(execution_id)
-        if stamp is None:
+        if stamp is None or not stamp.fences(expected):
             await self._exec_snap(execution_id)
             stamp = self._stamps.get(execution_id)
-        return None if stamp is None else self._client.write_option(last_update_time=stamp.at)
+        if stamp is None:
+            return None
+        if stamp.closed:
+            raise LogEndedError(f"log of {execution_id!r} has ended at {stamp.reached}")
+        if stamp.reached > expected:
+            raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
+        return self._client.write_option(last_update_time=stamp.at)
 
     async def _append_end(self, request: AppendRequest, bodies: list[str], stamp: Stamp) -> bool:
         """Write the events on the execution document with its status; False when the
@@ -135,7 +156,8 @@ class FirestoreAppends(FirestoreCore):
                 results = []
             except gexc.NotFound:
                 raise UnknownExecutionError(f"unknown execution {eid!r}") from None
-        self._stamps.wrote(eid, results, 0, True)
+        ends = request.events[-1].type in TERMINAL_TYPES
+        self._stamps.wrote(eid, results, 0, True, new_last, ends)
         await self._appended(request, bodies[-1], 0, update)
         return True
 
@@ -144,7 +166,7 @@ class FirestoreAppends(FirestoreCore):
     ) -> None:
         """Remember a written append (its end, its events), and keep its snapshot."""
         eid, new_last = request.execution_id, request.expected_seq + len(request.events)
-        self._note(eid, new_last)
+        self._note(eid, new_last, request.events[-1].type in TERMINAL_TYPES)
         self._cache.extend(eid, request.expected_seq, request.events, body, page)
         if request.snapshot is None:
             return
@@ -171,28 +193,33 @@ class FirestoreAppends(FirestoreCore):
         return fields
 
     async def _require_log_end(self, execution_id: str, expected: int) -> None:
-        """Refuse unless event ``expected`` exists and, as far as we know, is the last.
+        """Refuse unless event ``expected`` exists, is not terminal and, as far as we know,
+        is the last.
 
         A remembered seq past ``expected`` is checked before it refuses: an id purged and
         started again elsewhere has a shorter log than this object saw, and refusing on
         memory alone would refuse every append to it (a conflict loop) until restart.
+        Whether event ``expected`` is terminal is known without a read when the store wrote
+        or read it last (the runtime loads before it appends); else its page is read.
         """
-        known = self._known.get(execution_id, 0)
+        known = self._known.get(execution_id)
         if known > expected:
             if await self._page_holding(execution_id, expected + 1) is not None:
                 raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
-            self._known.pop(execution_id, None)  # stale: the log is shorter than we saw
+            self._known.drop(execution_id)  # stale: the log is shorter than we saw
             known = 0
         if expected < 1:  # seq 1 is written by ``create`` only
             await self._exec_doc(execution_id)
             raise AppendConflictError(f"log of {execution_id!r} already has its first event")
-        if known == expected:  # a page end: the append's first page would collide
-            return
-        page = await self._page_holding(execution_id, expected)
-        if page is not None:
-            self._note(execution_id, page.last)
+        terminal = self._known.terminal_at(execution_id, expected)
+        if known != expected or terminal is None:
+            page = await self._page_holding(execution_id, expected)
+            if page is None:
+                await self._exec_doc(execution_id)  # UnknownExecutionError if there is none
+                raise AppendConflictError(f"log of {execution_id!r} does not reach {expected}")
+            terminal = terminal_body(page.body_at(expected))
+            self._note(execution_id, page.last, page.ends_log)
             if page.last > expected:  # inside a page: no page id collides, refuse here
                 raise AppendConflictError(f"log of {execution_id!r} goes past {expected}")
-            return
-        await self._exec_doc(execution_id)  # UnknownExecutionError if there is no execution
-        raise AppendConflictError(f"log of {execution_id!r} does not reach {expected}")
+        if terminal:  # (else a page end: the append's first page would collide)
+            raise LogEndedError(f"log of {execution_id!r} ends with a terminal event")

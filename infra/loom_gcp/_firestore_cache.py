@@ -106,3 +106,53 @@ class LogCache:
     def drop(self, execution_id: str) -> None:
         """Forget one execution."""
         self._logs.pop(execution_id, None)
+
+
+class LogEnds:
+    """Where each log is known to end: the highest page end seen (a fact that stays true,
+    pages being immutable), and whether the event there is terminal, when that is known.
+
+    An append at a remembered end needs no read to know the log reaches it; and none to know
+    that nothing may follow it (the event there is terminal) or that something may.
+
+    Args:
+        entries: How many executions are remembered (least recently used go first).
+    """
+
+    def __init__(self, entries: int = 10_000) -> None:
+        self._ends: OrderedDict[str, tuple[int, bool | None]] = OrderedDict()
+        self._entries = entries
+
+    def get(self, execution_id: str) -> int:
+        """The highest page end seen (0: none)."""
+        found = self._ends.get(execution_id)
+        return 0 if found is None else found[0]
+
+    def terminal_at(self, execution_id: str, seq: int) -> bool | None:
+        """Whether the event at ``seq`` is terminal, if ``seq`` is the end remembered and
+        its event was seen (``None``: not known)."""
+        found = self._ends.get(execution_id)
+        return found[1] if found is not None and found[0] == seq else None
+
+    def note(self, execution_id: str, seq: int, terminal: bool | None = None) -> None:
+        """Remember that a page ends at ``seq`` (and whether its last event is terminal)."""
+        found = self._ends.get(execution_id)
+        # A higher end replaces what was known; the same end learns whether it is terminal.
+        if found is None or seq > found[0] or (seq == found[0] and terminal is not None):
+            self._ends[execution_id] = (seq, terminal)
+        self._touch(execution_id)
+
+    def reset(self, execution_id: str, seq: int, terminal: bool | None = None) -> None:
+        """Remember exactly this end, lower ones included (a log read whole, which may be a
+        shorter one than remembered: the id was purged and started again)."""
+        self._ends[execution_id] = (seq, terminal)
+        self._touch(execution_id)
+
+    def drop(self, execution_id: str) -> None:
+        """Forget one execution."""
+        self._ends.pop(execution_id, None)
+
+    def _touch(self, execution_id: str) -> None:
+        self._ends.move_to_end(execution_id)
+        while len(self._ends) > self._entries:
+            self._ends.popitem(last=False)

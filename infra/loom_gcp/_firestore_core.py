@@ -12,7 +12,6 @@ event.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from datetime import timedelta
 from typing import Any, cast
 
@@ -23,7 +22,7 @@ from google.cloud.firestore_v1.async_document import AsyncDocumentReference
 from loom.errors import UnknownExecutionError
 from loom.ids import check_execution_id
 from loom.store.base import EventStore
-from loom_gcp._firestore_cache import LogCache
+from loom_gcp._firestore_cache import LogCache, LogEnds
 from loom_gcp._firestore_docs import SnapshotPointer
 from loom_gcp._firestore_fence import Stamps
 from loom_gcp._firestore_io import CountedDocs, Doc
@@ -42,8 +41,7 @@ class FirestoreCore(EventStore):
     _executions: AsyncCollectionReference
     _retention: timedelta
     # The highest page end seen per execution (see ``_note``), least recently used first.
-    _known: OrderedDict[str, int]
-    _known_max: int
+    _known: LogEnds
     _attempts: int
     _io: CountedDocs
     _cache: LogCache
@@ -76,16 +74,12 @@ class FirestoreCore(EventStore):
         self._stamps.seen(execution_id, doc)
         end = end_page(doc.to_dict() or {}) if doc.exists else None
         if end is not None:
-            self._note(execution_id, end.last)
+            self._note(execution_id, end.last, end.ends_log)
 
-    def _note(self, execution_id: str, seq: int) -> None:
-        """Remember that a page of the execution ends at ``seq`` (a fact that stays true)."""
-        if seq > self._known.get(execution_id, 0):
-            self._known[execution_id] = seq
-        if execution_id in self._known:
-            self._known.move_to_end(execution_id)
-        while len(self._known) > self._known_max:
-            self._known.popitem(last=False)
+    def _note(self, execution_id: str, seq: int, terminal: bool | None = None) -> None:
+        """Remember that a page of the execution ends at ``seq`` (a fact that stays true),
+        and whether the event there is terminal, if known."""
+        self._known.note(execution_id, seq, terminal)
 
     async def shard_count(self) -> int:
         """The database's shard count (``loom_meta/layout``, read once)."""
@@ -93,7 +87,7 @@ class FirestoreCore(EventStore):
 
     def _forget(self, execution_id: str) -> None:
         """Drop what the store remembers of a log that is deleted."""
-        self._known.pop(execution_id, None)
+        self._known.drop(execution_id)
         self._cache.drop(execution_id)
         self._stamps.drop(execution_id)
 

@@ -81,9 +81,8 @@ class FirestoreLoads(FirestoreCore):
         events, last = (tail.events, tail.last) if tail else ([], None)
         body, home = (last.bodies[-1], last.home) if last else (None, 0)
         self._cache.put(execution_id, LoadedLog(snapshot, events), body, home)
-        if snapshot is not None and not events:  # exact: see ``_read_after``
-            self._known[execution_id] = snapshot.seq
-            self._note(execution_id, snapshot.seq)
+        if snapshot is not None and last is None:  # exact: see ``_read_after``
+            self._read_end(execution_id, doc, snapshot.seq, None)
         return LoadedLog(snapshot, events)
 
     async def _load_cached(
@@ -138,9 +137,22 @@ class FirestoreLoads(FirestoreCore):
         if tail is not None and tail.orphans and created is not None:
             await clear_older(self._io, self._exec_ref(execution_id), created)
         if tail is not None and tail.last is not None:
-            self._known[execution_id] = tail.last.last
-            self._note(execution_id, tail.last.last)
+            self._read_end(execution_id, doc, tail.last.last, tail.last.ends_log)
         return tail
+
+    def _read_end(self, execution_id: str, doc: Doc, seq: int, terminal: bool | None) -> None:
+        """Remember where a load found the log's end: exactly, lower ends included (an id
+        purged and started again has a shorter log than this store may remember), unless
+        the store has since seen a newer execution document than the one this load read.
+        Then one of its own writes (an end on the document, a fenced claim) landed while
+        the load ran, and the load's end is old news: forgetting the newer end would let
+        an append below it pass for one at the log's end."""
+        stamp = self._stamps.get(execution_id)
+        read_at = cast("datetime | None", doc.update_time)
+        if stamp is not None and read_at is not None and stamp.at > read_at:
+            self._note(execution_id, seq, terminal)
+        else:
+            self._known.reset(execution_id, seq, terminal)
 
     async def load_many(self, execution_ids: Sequence[str]) -> list[LoadedLog]:
         """The execution documents in one round trip, then per execution what ``load`` reads
@@ -205,7 +217,7 @@ class FirestoreLoads(FirestoreCore):
         page = page or await page_holding(self._io, self._events(execution_id), seq, created)
         if page is None:
             raise ValueError(f"snapshot at {seq} is ahead of the log of {execution_id!r}")
-        self._note(execution_id, page.last)
+        self._note(execution_id, page.last, page.ends_log)
         return page.home if page.last == seq else None
 
     async def _swap_snapshot(

@@ -24,6 +24,7 @@ that hold the execution document drop such *orphans* (and the store then deletes
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,7 +33,7 @@ from typing import Any, cast
 from google.cloud import firestore
 from google.cloud.firestore_v1 import FieldFilter
 
-from loom.events import Event
+from loom.events import TERMINAL_TYPES, Event
 from loom.store.unreadable import parse_events
 from loom_gcp._firestore_docs import MAX_DOC_BYTES, doc_size, event_doc_id
 from loom_gcp._firestore_io import CountedDocs, Doc
@@ -71,12 +72,34 @@ class Page:
         """The stored body of event ``seq`` (which must be on this page)."""
         return self.bodies[seq - self.first]
 
+    @property
+    def ends_log(self) -> bool:
+        """Whether the page's last event is terminal: nothing may follow it."""
+        return terminal_body(self.bodies[-1])
+
     def events_after(self, seq: int, execution_id: str) -> list[Event]:
         """The page's events with a seq above ``seq``, parsed (``execution_id``: whose,
         named by the error for a body this release cannot read)."""
         start = max(0, seq + 1 - self.first)
         # A body this release cannot parse is a store error naming it (loom.store.unreadable).
         return parse_events(self.bodies[start:], self.first + start, execution_id)
+
+
+def terminal_body(body: str) -> bool:
+    """Whether an event's stored JSON is a terminal event's.
+
+    A stored body is the event's canonical JSON, whose first string-valued field is its
+    ``type`` (after ``schema_version``, ``seq`` and ``at``): reading the name there spares
+    parsing a body that may be hundreds of kilobytes. A body of another shape is parsed.
+    """
+    start = body.find(_TYPE_KEY, 0, 160)
+    if start < 0:
+        return json.loads(body).get("type") in TERMINAL_TYPES
+    start += len(_TYPE_KEY)
+    return body[start : body.find('"', start)] in TERMINAL_TYPES
+
+
+_TYPE_KEY = '"type":"'
 
 
 def page_from_doc(doc: Doc) -> Page:

@@ -69,7 +69,6 @@ constructor and the rest of the SPI (create, summaries and listings, deletes, he
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import cast
@@ -86,14 +85,16 @@ from loom.store.base import (
     ExecutionSummary,
     LoadedLog,
     check_then,
+    settled_status,
 )
 from loom_gcp._firestore_append import FirestoreAppends
-from loom_gcp._firestore_cache import LogCache
+from loom_gcp._firestore_cache import LogCache, LogEnds
 from loom_gcp._firestore_docs import (
     MAX_COMMIT_BYTES,
     MAX_DOC_BYTES,
     check_commit,
     new_execution_fields,
+    status_fields,
     summary_from_fields,
     timestamp_seconds,
 )
@@ -181,8 +182,7 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads, FirestoreListings):
         self._client = client or firestore.AsyncClient(project=project, database=database)
         self._executions = self._client.collection("executions")
         self._retention = retention
-        self._known: OrderedDict[str, int] = OrderedDict()
-        self._known_max = known_executions
+        self._known = LogEnds(known_executions)
         self._attempts = attempts
         self._io = CountedDocs(self._client, policy)
         self._cache = LogCache()
@@ -236,7 +236,12 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads, FirestoreListings):
         fields = new_execution_fields(started.flow, time.time(), started.flow_version)
         fields.update(shard_field(eid, await self.shard_count()))
         fields["last_seq"] = len(bodies)
+        ended = settled_status(then, None)
+        if ended is not None:  # ``then`` ends the log: the execution is born finished
+            fields.update(status_fields(ended, len(bodies), self._retention))
         fields, pages = with_start(fields, bodies)
+        if fields.get("expire_at") is not None:  # born finished: its pages expire with it
+            pages = [(doc_id, {**page, "expire_at": fields["expire_at"]}) for doc_id, page in pages]
         check_commit(f"create {eid!r}", [(eid, fields), *pages], other_writes=0)
 
         def build() -> tuple[AsyncWriteBatch, int]:
@@ -253,12 +258,13 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads, FirestoreListings):
                 self._cache.drop(eid)
                 self._stamps.drop(eid)
                 if await clear_orphan(self._io, self._exec_ref(eid)):
-                    self._known.pop(eid, None)
+                    self._known.drop(eid)
                     return await self.create(started, then)
                 return await self._stored_start(eid, body, collision.maybe_ours)
-        self._stamps.wrote(eid, results, 0, False)
-        self._known[eid] = len(bodies)  # a reused id: whatever an older log reached is void
-        self._note(eid, len(bodies))
+        closed = ended is not None
+        self._stamps.wrote(eid, results, 0, False, len(bodies), closed)
+        # A reused id: whatever an older log reached is void.
+        self._known.reset(eid, len(bodies), closed)
         home = int(pages[-1][1]["seq"]) if pages else 0
         self._cache.put(eid, LoadedLog(None, [first, *then]), bodies[-1], home)
         return True, first
@@ -272,7 +278,8 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads, FirestoreListings):
         events = page.events_after(0, execution_id)
         event = events[0]
         assert isinstance(event, ExecutionStarted)
-        self._note(execution_id, page.last)  # with events written beside it, 1 is no end
+        # With events written beside it, 1 is no end.
+        self._note(execution_id, page.last, page.ends_log)
         if self._cache.get(execution_id) is None:
             self._cache.put(execution_id, LoadedLog(None, events), page.bodies[-1], page.home)
         return maybe_ours and page.bodies[0] == body, event
@@ -291,7 +298,7 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads, FirestoreListings):
                 newest, _ = await newest_page(self._io, events, after, created)
         if newest is None:
             return summary_from_fields(execution_id, fields)
-        self._note(execution_id, newest.last)
+        self._note(execution_id, newest.last, newest.ends_log)
         updated = timestamp_seconds(newest.created)
         return summary_from_fields(execution_id, fields, last_seq=newest.last, updated_at=updated)
 

@@ -135,20 +135,29 @@ class FirestoreLeaseSet(LeaseSet):
     async def _retried(self, what: str, lock: str, attempt: Callable[[], Awaitable[T]]) -> T:
         """Run ``attempt`` (one transaction) until it commits, with backoff, within the
         budget; callers of this loop take turns on ``lock``."""
+        try:
+            async with asyncio.timeout(BUDGET), self._lock(lock):
+                return await self._attempts(what, attempt)
+        except TimeoutError as exc:
+            # The budget ran out while waiting for this process's lock or mid-attempt:
+            # the same answer as contention (503, retry later), never a bare timeout.
+            raise _gave_up(what, exc) from exc
+
+    @staticmethod
+    async def _attempts(what: str, attempt: Callable[[], Awaitable[T]]) -> T:
         deadline = time.monotonic() + BUDGET
         pause = BACKOFF[0]
-        async with asyncio.timeout(BUDGET), self._lock(lock):
-            while True:
-                try:
-                    async with asyncio.timeout(ATTEMPT_TIMEOUT):
-                        return await attempt()
-                except (*_RETRIED, ValueError) as exc:
-                    if time.monotonic() + pause >= deadline:
-                        raise _gave_up(what, exc) from exc
-                except gexc.GoogleAPIError as exc:
-                    raise translate(exc, what) from exc
-                await asyncio.sleep(random.uniform(0, pause))
-                pause = min(pause * 2, BACKOFF[1])
+        while True:
+            try:
+                async with asyncio.timeout(ATTEMPT_TIMEOUT):
+                    return await attempt()
+            except (*_RETRIED, ValueError) as exc:
+                if time.monotonic() + pause >= deadline:
+                    raise _gave_up(what, exc) from exc
+            except gexc.GoogleAPIError as exc:
+                raise translate(exc, what) from exc
+            await asyncio.sleep(random.uniform(0, pause))
+            pause = min(pause * 2, BACKOFF[1])
 
     def _txn(self) -> AsyncTransaction:
         return self._client.transaction(max_attempts=1)  # the retries (with backoff) are ours

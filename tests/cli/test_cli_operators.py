@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from loom.cli import main
+from loom.cli.authority import local_principal
 from loom.examples import orders
 
 ORDER = {"order_id": "x-1", "items": ["book"], "cooling_off_s": 0}
@@ -80,7 +81,7 @@ def test_retry_with_a_capability_re_drives_a_failed_order_to_completion(run) -> 
     shown = _show(run, _redrive_of(out, "x-1", "completed"))
     assert shown["status"] == "completed"
     assert shown["events"][0]["capabilities"] == ["payments"]
-    assert shown["events"][0]["by"] == "cli"
+    assert shown["events"][0]["by"] == local_principal()  # the authority: who runs loom
 
 
 def test_a_redrive_that_failed_again_is_re_driven_with_the_capability(run) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loom import events as ev
-from loom.console.timeline import build
+from loom.workers.console.timeline import build
 
 
 def test_bars_span_from_intent_or_measured_duration_to_outcome() -> None:

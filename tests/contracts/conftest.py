@@ -48,6 +48,26 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     await s.aclose()
 
 
+async def make_peer(store: EventStore) -> EventStore:
+    """Another store object over ``store``'s data: how another process sees it. The memory
+    store keeps its data in the object, so it is its own peer."""
+    if isinstance(store, InMemoryEventStore):
+        return store
+    if isinstance(store, SqliteEventStore):
+        return SqliteEventStore(store.path)
+    client = store._client  # type: ignore[attr-defined]  # the Firestore store's own client
+    return type(store)(project=client.project, database=client._database)  # type: ignore[call-arg]
+
+
+@pytest.fixture
+async def peer(store: EventStore) -> AsyncIterator[EventStore]:
+    """Another store object over the data of ``store`` (see :func:`make_peer`)."""
+    other = await make_peer(store)
+    yield other
+    if other is not store:
+        await other.aclose()
+
+
 BLOB_BACKENDS = [
     pytest.param("memory"),
     pytest.param("local"),

@@ -13,7 +13,9 @@ way such libraries write theirs.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import contextlib
+import gc
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +193,48 @@ def test_tasks_outside_flows_are_built_by_the_other_factory_alone(tmp_path: Path
         return await task
 
     assert _on_loop(lambda loop: loop.set_task_factory(theirs), outside) == "x"  # type: ignore[arg-type]
+
+
+@app.flow("collected")
+async def collected(ctx: FlowContext, n: int) -> list[int]:
+    """Steps with the garbage collector freeing, in the flow's task, async generators a
+    library left started and unclosed (a store client's streaming reads do): the event
+    loop's finalizer hook makes a task to close each, in the context current then."""
+    got = [await ctx.execute(echo, 1)]
+    for _ in range(n):
+        _leave_an_async_generator()
+    gc.collect()
+    got.append(await ctx.execute(echo, 2))
+    await asyncio.sleep(0)  # the closing tasks are built now, in the flow's task context
+    got.append(await ctx.execute(echo, 3))
+    return got
+
+
+def _leave_an_async_generator() -> None:
+    async def stream() -> AsyncIterator[int]:
+        yield 1
+        yield 2
+
+    started = stream()
+    with contextlib.suppress(StopIteration):
+        started.__anext__().send(None)  # type: ignore[attr-defined]  # first item: it is live
+    cycle: list[Any] = [started]
+    cycle.append(cycle)  # only the cyclic collector frees it
+
+
+@pytest.mark.parametrize("theirs", [None, Recording])
+def test_async_generators_the_collector_frees_in_a_flow_take_no_step_id(
+    tmp_path: Path, theirs: type[Recording] | None
+):
+    async def go() -> tuple[Any, list[str]]:
+        store = SqliteEventStore(tmp_path / f"{theirs}.db")
+        try:
+            runtime = Runtime(app, store)
+            result = await runtime.start("collected", 5, execution_id="g")
+            steps = [e.step_id for e in await runtime.history("g") if getattr(e, "step_id", None)]
+            return result.output, steps
+        finally:
+            await store.aclose()
+
+    install = (lambda _: None) if theirs is None else (lambda loop: loop.set_task_factory(theirs()))  # type: ignore[arg-type]
+    assert _on_loop(install, go) == ([1, 2, 3], ["1", "2", "3"])

@@ -140,9 +140,9 @@ def test_the_wheel_ships_the_demo_the_console_and_its_types(wheel: Path) -> None
     for needed in (
         "loom/examples/orders.py",
         "loom/examples/entity.py",
-        "loom/console/templates/execution.html",
-        "loom/console/static/console.js",
-        "loom/console/static/favicon.svg",
+        "loom/workers/console/templates/execution.html",
+        "loom/workers/console/static/console.js",
+        "loom/workers/console/static/favicon.svg",
         "loom/py.typed",
         "loom_gcp/py.typed",
     ):

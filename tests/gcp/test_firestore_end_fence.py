@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
-from loom.errors import AppendConflictError
+from loom.errors import AppendConflictError, LogEndedError
 from loom.events import (
     Event,
     ExecutionClaimed,
@@ -237,12 +237,15 @@ async def test_every_reader_sees_the_end_and_what_follows_it(
     assert await holder.load("e1") == loaded  # from its cache: the end and the snapshot
     summary = await reader.summary("e1")
     assert (summary.status, summary.last_seq) == ("completed", 5)
-    # An append after the end (a fenced one that saw it) goes on as pages.
-    assert await foreign.append(AppendRequest("e1", 5, [resumed(6)], fence=True)) == 6
+    # Nothing follows the end, fenced or not, from a store that saw it or not.
+    with pytest.raises(LogEndedError):
+        await foreign.append(AppendRequest("e1", 5, [resumed(6)], fence=True))
+    with pytest.raises(LogEndedError):
+        await holder.append(AppendRequest("e1", 5, [resumed(6)]))
     log = await reader.read("e1")
-    assert [e.seq for e in log] == [1, 2, 3, 4, 5, 6]
-    assert (await reader.summary("e1")).last_seq == 6
-    assert [len(x.events) for x in await reader.load_many(["e1"])] == [1]
+    assert [e.seq for e in log] == [1, 2, 3, 4, 5]
+    assert (await reader.summary("e1")).last_seq == 5
+    assert [len(x.events) for x in await reader.load_many(["e1"])] == [0]
     rows = await reader.list()
     assert [(r.execution_id, r.status) for r in rows] == [("e1", "completed")]
     await agree(stores, log)
@@ -251,12 +254,16 @@ async def test_every_reader_sees_the_end_and_what_follows_it(
 async def test_a_second_finishing_append_does_not_overwrite_the_end(
     stores: list[FirestoreEventStore],
 ) -> None:
-    holder, _, reader = stores
+    holder, other, reader = stores
     await held_by(holder)
     await holder.append(end(3))
     again = AppendRequest("e1", 5, [done(6, "twice")], StatusChange("failed"))
-    assert await holder.append(again) == 6
-    await agree(stores, await reader.read("e1"))
+    for store in (holder, other):
+        with pytest.raises(LogEndedError):
+            await store.append(again)
+    log = await reader.read("e1")
+    assert len(log) == 5 and (await reader.summary("e1")).status == "completed"
+    await agree(stores, log)
 
 
 async def test_an_execution_of_the_previous_layout_ends_on_its_document(

@@ -15,7 +15,7 @@ in Google's cloud (fakes, since no emulator of them exists):
   (audience: gcloud's client id) in ``X-Serverless-Authorization``, as the binary gcloud
   runs for it (cloud-run-proxy) does.
 
-The README's paths then work as written: the operator opens the console at the proxy's
+The documented paths (docs/operations/console.md, deploy.md) then work as written: the operator opens the console at the proxy's
 ``/console`` and acts through it; a member of ``worker_invokers`` calls the API with
 ``Authorization: Bearer $(gcloud auth print-identity-token)``. Everyone else is refused, and
 the tasks target admits only the invoker account's token.

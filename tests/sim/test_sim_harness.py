@@ -197,10 +197,16 @@ def test_a_calm_world_breaks_no_invariant(seed: int):
     assert set(report.statuses) <= {"completed", "cancelled", "failed"}
 
 
-def test_the_cli_prints_a_failing_seeds_reproduction_and_fails(capsys: pytest.CaptureFixture[str]):
+def test_the_cli_prints_a_failing_seeds_reproduction_and_fails(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    """With a bug put back on purpose (a message id no longer recognised as a repeat, so a
+    redelivered message is taken twice), some seed fails, and the CLI says how to rerun it."""
+    from loom.primitives import messages
     from tests.sim.__main__ import main
 
-    failing = next(s for s in range(100) if not run_seed(s).ok)
+    monkeypatch.setattr(messages, "known", lambda state, message_id: False)
+    failing = next(s for s in range(200) if not run_seed(s).ok)
     assert main(["--seed", str(failing)]) == 1
     assert f"reproduce: python -m tests.sim --seed {failing}" in capsys.readouterr().out
 

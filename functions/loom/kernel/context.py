@@ -26,7 +26,7 @@ import asyncio
 import contextvars
 import sys
 import uuid as _uuid
-from collections.abc import Coroutine
+from collections.abc import AsyncGenerator, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -123,6 +123,28 @@ class Scope:
         return f"{self.prefix}t{self.timers}"
 
 
+async def _agen() -> AsyncGenerator[None]:  # (only its ``aclose`` awaitable's type is wanted)
+    yield
+
+
+_closer = _agen().aclose()
+_AGEN_CLOSE: type = type(_closer)  # what the loop's async generator finalizer runs as a task
+_closer.close()  # pyright: ignore[reportAttributeAccessIssue]  # (it is a generator-like)
+
+
+def outside_flow(coro: object, context: contextvars.Context | None) -> contextvars.Context | None:
+    """The context for a task that belongs to no flow although a flow's scope is current:
+    the closing of an async generator the garbage collector freed (the loop's finalizer
+    hook makes it a task in whatever context runs when the collector does, a flow's
+    included: a store client's streaming reads leave such generators). ``None``: it may be
+    a flow's task."""
+    if type(coro) is not _AGEN_CLOSE:
+        return None
+    outside = context.copy() if context is not None else contextvars.copy_context()
+    outside.run(SCOPE.set, None)
+    return outside
+
+
 def task_factory(
     loop: asyncio.AbstractEventLoop,
     coro: Coroutine[Any, Any, Any],
@@ -134,6 +156,8 @@ def task_factory(
     parent = SCOPE.get() if context is None else context.get(SCOPE)
     if parent is None:
         return asyncio.Task(coro, loop=loop, context=context, **options)
+    if (outside := outside_flow(coro, context)) is not None:  # takes no step id
+        return asyncio.Task(coro, loop=loop, context=outside, **options)
     if parent.flat_wait_for and made_by_wait_for():  # its context holds the parent's scope
         task = asyncio.Task(coro, loop=loop, context=context, **options)
     else:

@@ -28,6 +28,8 @@ so no later event gets in ahead of it.
 
 from __future__ import annotations
 
+import asyncio
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
@@ -96,7 +98,7 @@ async def write(
         ExecutionSupersededError: The log changed under ``attempts`` decisions in a row.
         Exception: Whatever ``decide`` raises on the state it was given (a refusal).
     """
-    for _ in range(attempts):
+    for attempt in range(attempts):
         decision = decide(state)
         if not decision.events:
             return state, False
@@ -110,6 +112,7 @@ async def write(
         try:
             await rt.store.append(request)
         except AppendConflictError:
+            await _back_off(attempt)
             state = await rt.load_state(state.execution_id)
             continue
         return _fold(events, state), True
@@ -117,6 +120,13 @@ async def write(
         f"the log of {state.execution_id!r} kept changing; nothing was written",
         details={"execution_id": state.execution_id},
     )
+
+
+async def _back_off(conflicts: int) -> None:
+    """Wait a little, more after each conflict past the first few: writers racing for one
+    log (many senders to one mailbox) spread out instead of all losing again at once."""
+    if conflicts >= 2:
+        await asyncio.sleep(random.uniform(0, min(0.01 * 2 ** (conflicts - 2), 0.5)))
 
 
 def _fold(events: list[ev.Event], state: ExecutionState) -> ExecutionState:

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
-from loom.kernel.context import SCOPE, Scope, made_by_wait_for, task_factory
+from loom.kernel.context import SCOPE, Scope, made_by_wait_for, outside_flow, task_factory
 
 if TYPE_CHECKING:
     from loom.kernel.session import Session
@@ -59,6 +59,9 @@ class ComposedTaskFactory:
         parent = SCOPE.get() if context is None else context.get(SCOPE)
         if parent is None:  # not a flow's task: exactly what theirs alone would do
             return self._build(loop, coro, context, options)
+        if (outside := outside_flow(coro, context)) is not None:  # no flow's: no step id
+            given = None if context is None else outside
+            return outside.run(self._build, loop, coro, given, options)
         if parent.flat_wait_for and made_by_wait_for():  # it shares its parent's scope
             task = self._build(loop, coro, context, options)
             parent.session.track(cast("asyncio.Task[Any]", task))

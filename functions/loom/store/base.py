@@ -12,6 +12,15 @@ Contract (every backend passes ``tests/contracts/test_event_store.py`` unchanged
   nothing. The events must be numbered ``expected_seq + 1, expected_seq + 2, …``. When it
   returns, the events are durable (for SQLite: fsync'd). Either all of a batch is written or
   none of it.
+* Nothing follows a terminal event (``ExecutionCompleted``, ``ExecutionFailed``,
+  ``ExecutionCancelled``). An append to a log whose last event is terminal raises
+  :class:`~loom.errors.LogEndedError` (an ``AppendConflictError``: callers reload and decide
+  again) and writes nothing, however the log's end was written (an append, ``create``'s
+  ``then``, Firestore's end on the execution document) and whoever appends (the holder, a
+  control call, a takeover claim, another process). A batch with a terminal event anywhere
+  but last is refused with ``ValueError`` (a caller bug). A batch ending with a terminal
+  event leaves the status finished: its own (``completed``, ``failed``, ``cancelled``)
+  unless the request names another finished one (:func:`settled_status`).
 * An append may carry ``snapshot``, the state after its events; a store whose
   ``keeps_append_snapshots`` is true keeps it exactly as ``save_snapshot`` would, in the same
   write (so a snapshot taken where an execute call ends costs no write of its own); other
@@ -68,7 +77,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loom.errors import ConfigurationError
-from loom.events import Event, ExecutionStarted
+from loom.events import TERMINAL_TYPES, Event, ExecutionStarted
 from loom.scope import off_scope_methods
 from loom.store.browse import BrowseQuery, browse_by_listing, count_by_scanning
 from loom.store.inbox import Inbox
@@ -78,6 +87,12 @@ from loom.telemetry import trace_store_methods
 STATUSES = ("running", "suspended", "in_doubt", "completed", "failed", "cancelled")
 LIVE_STATUSES = ("running", "suspended", "in_doubt")  # not finished: may still run code
 FINISHED = frozenset({"completed", "failed", "cancelled"})
+# The status a terminal event leaves an execution in.
+ENDING_STATUS = {
+    "ExecutionCompleted": "completed",
+    "ExecutionFailed": "failed",
+    "ExecutionCancelled": "cancelled",
+}
 
 ListCursor = tuple[float, str]
 """Where a listing resumes: ``(created_at, execution_id)`` of the last row seen."""
@@ -265,7 +280,8 @@ class EventStore(abc.ABC):
             started: The first event.
             then: Events numbered ``2, 3, …`` (``at`` set), written in the same atomic write
                 as ``started`` when this call creates the execution, and not at all when it
-                exists. The status stays ``running``.
+                exists. The status stays ``running``, unless ``then`` ends with a terminal
+                event (see :func:`settled_status`).
 
         Raises:
             ValueError: ``then`` is not numbered from 2.
@@ -280,6 +296,7 @@ class EventStore(abc.ABC):
 
         Raises:
             AppendConflictError: The log does not end at ``expected_seq``.
+            LogEndedError: It does, with a terminal event (nothing may follow it).
             UnknownExecutionError: No such execution.
         """
 
@@ -488,8 +505,10 @@ def check_then(execution_id: str, then: Sequence[Event]) -> None:
 
 
 def check_numbering(request: AppendRequest) -> None:
-    """Refuse a batch whose events are not numbered ``expected_seq + 1, …`` (a caller bug)."""
+    """Refuse a batch whose events are not numbered ``expected_seq + 1, …``, or that has
+    events after a terminal one (caller bugs)."""
     seq = request.expected_seq
+    last = seq + len(request.events)
     for event in request.events:
         seq += 1
         if event.seq != seq:
@@ -497,3 +516,24 @@ def check_numbering(request: AppendRequest) -> None:
                 f"event {event.type} has seq {event.seq}, expected "
                 f"{seq} in append to {request.execution_id!r}"
             )
+        if seq != last and event.type in TERMINAL_TYPES:
+            raise ValueError(
+                f"event {event.type} at {seq} ends the log of {request.execution_id!r}: "
+                f"nothing may follow it in the same batch"
+            )
+
+
+def settled_status(events: Sequence[Event], status: StatusChange | None) -> StatusChange | None:
+    """The status an append of ``events`` writes: ``status``, unless the batch ends with a
+    terminal event and ``status`` is not a finished one; then the event's own.
+
+    So a log that ends is always summarised as finished, which the stores' checks of "no
+    event after a terminal one" rely on (SQLite reads the last event only for a finished
+    row; Firestore keeps the end on the execution document, which only status changes write).
+    """
+    if not events:
+        return status
+    ending = ENDING_STATUS.get(events[-1].type)
+    if ending is None or (status is not None and status.status in FINISHED):
+        return status
+    return StatusChange(ending)

@@ -7,8 +7,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from loom.errors import AppendConflictError, UnknownExecutionError
-from loom.events import Event, ExecutionStarted
+from loom.errors import AppendConflictError, LogEndedError, UnknownExecutionError
+from loom.events import TERMINAL_TYPES, Event, ExecutionStarted
 from loom.ids import check_execution_id
 from loom.store.base import (
     AppendRequest,
@@ -21,6 +21,7 @@ from loom.store.base import (
     check_numbering,
     check_then,
     page_after,
+    settled_status,
 )
 from loom.store.inbox import InMemoryInbox
 from loom.store.memory_leases import InMemoryLeaseSet
@@ -86,10 +87,11 @@ class InMemoryEventStore(EventStore):
             return False, first
         now = time.time()
         first = started.model_copy(update={"seq": 1})
+        ended = settled_status(then, None)
         summary = ExecutionSummary(
             started.execution_id,
             started.flow,
-            "running",
+            "running" if ended is None else ended.status,
             1 + len(then),
             now,
             now,
@@ -105,10 +107,17 @@ class InMemoryEventStore(EventStore):
             raise AppendConflictError(
                 f"log of {request.execution_id!r} ends at {last}, not {request.expected_seq}"
             )
+        if log.events[-1].type in TERMINAL_TYPES:
+            raise LogEndedError(
+                f"log of {request.execution_id!r} ends with {log.events[-1].type} at {last}: "
+                "nothing may follow"
+            )
         check_numbering(request)
         log.events.extend(request.events)
         new_last = last + len(request.events)
-        log.summary = _advanced(log.summary, new_last, request.status)
+        log.summary = _advanced(
+            log.summary, new_last, settled_status(request.events, request.status)
+        )
         if request.snapshot is not None:
             log.snapshot = Snapshot(new_last, request.snapshot)
         return new_last

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 from loom.errors import StoreUnavailableError, UnknownExecutionError
-from loom.events import Event, ExecutionStarted, event_to_json
+from loom.events import TERMINAL_TYPES, Event, ExecutionStarted, event_to_json
 from loom.ids import check_execution_id
 from loom.store import sqlite_browse
 from loom.store.base import (
@@ -46,6 +46,7 @@ from loom.store.base import (
     Snapshot,
     check_numbering,
     check_then,
+    settled_status,
 )
 from loom.store.browse import BrowseQuery
 from loom.store.sqlite_faults import (
@@ -244,7 +245,10 @@ class SqliteEventStore(EventStore):
         eid = started.execution_id
         rows = [(eid, e.seq, event_to_json(e)) for e in [first, *then]]
         check_sizes("create", eid, [row[2] for row in rows], self.max_event_bytes)
-        return await self._group.queue(Create(first, rows, time.time()), 0, "create", self._writer)
+        ended = settled_status(then, None)
+        status = "running" if ended is None else ended.status
+        create = Create(first, rows, time.time(), status)
+        return await self._group.queue(create, 0, "create", self._writer)
 
     async def append(self, request: AppendRequest) -> int:
         """Append in the next group commit (``sqlite_group``); return once it is fsync'd."""
@@ -263,7 +267,10 @@ class SqliteEventStore(EventStore):
         snapshot = request.snapshot
         if snapshot is not None:
             size += len(snapshot)
-        write = Append(eid, expected, rows, request.status, snapshot)
+        status = request.status
+        if events and events[-1].type in TERMINAL_TYPES:  # (a lookup: every append runs it)
+            status = settled_status(events, status)
+        write = Append(eid, expected, rows, status, snapshot)
         return await self._group.queue(write, size, "append", self._writer)
 
     def _events(self, execution_id: str, after_seq: int) -> list[Event]:

@@ -16,7 +16,7 @@ import sqlite3
 import time
 from typing import NoReturn, Self
 
-from loom.errors import AppendConflictError, UnknownExecutionError
+from loom.errors import AppendConflictError, LogEndedError, UnknownExecutionError
 from loom.events import EVENT_ADAPTER, ExecutionStarted
 from loom.store.base import StatusChange
 from loom.store.sqlite_requests import Batch
@@ -26,9 +26,16 @@ Row = tuple[str, int, str]
 
 INSERT_EVENT = "INSERT INTO events VALUES (?,?,?)"
 # The first event's insert is the expected_seq check: it inserts only where the log ends at
-# ``expected`` (an unknown execution has no events), so an append writes no other row.
+# ``expected`` (an unknown execution has no events), so an append writes no other row. It is
+# also the check that the log has not ended: a log that ends leaves its row finished (the
+# store sets the status of a terminal append: ``settled_status``), so the last event is
+# read only for a finished row (a commission's closed case stream is finished and goes on).
 _INSERT_NEXT = (
     "INSERT INTO events SELECT ?,?,? WHERE (SELECT max(seq) FROM events WHERE execution_id=?) = ?"
+    " AND NOT EXISTS (SELECT 1 FROM executions WHERE id=? AND status IN"
+    " ('completed','failed','cancelled') AND EXISTS (SELECT 1 FROM events WHERE execution_id=?"
+    " AND seq=? AND json_extract(body,'$.type') IN"
+    " ('ExecutionCompleted','ExecutionFailed','ExecutionCancelled')))"
 )
 _STATUS = (
     "UPDATE executions SET last_seq=?, updated_at=?, status=?, wake_at=?, parked_reason=?"
@@ -39,7 +46,7 @@ KEEP_SNAPSHOT = (
     "INSERT INTO snapshots VALUES (?,?,?) ON CONFLICT(execution_id) DO UPDATE"
     " SET seq=excluded.seq, state=excluded.state WHERE excluded.seq > snapshots.seq"
 )
-_INSERT_EXECUTION = f"INSERT INTO executions ({COLUMNS}) VALUES (?,?,'running',?,?,?,NULL,NULL,?)"
+_INSERT_EXECUTION = f"INSERT INTO executions ({COLUMNS}) VALUES (?,?,?,?,?,?,NULL,NULL,?)"
 
 
 class Append(Batch):
@@ -65,7 +72,7 @@ class Append(Batch):
     def __call__(self, con: sqlite3.Connection) -> int:
         eid, rows = self.key, self.rows
         first = rows[0]
-        if con.execute(_INSERT_NEXT, (eid, first[1], first[2], eid, self.expected)).rowcount != 1:
+        if con.execute(_INSERT_NEXT, self._next(first)).rowcount != 1:
             _refuse(con, eid, self.expected)
         if len(rows) > 1:
             con.executemany(INSERT_EVENT, rows[1:])
@@ -75,6 +82,11 @@ class Append(Batch):
             con.execute(KEEP_SNAPSHOT, (eid, self.new_last, self.snapshot))
         return self.new_last
 
+    def _next(self, first: Row) -> tuple[object, ...]:
+        """The parameters of ``_INSERT_NEXT`` for the append's first event."""
+        eid, expected = self.key, self.expected
+        return (eid, first[1], first[2], eid, expected, eid, eid, expected)
+
     def _status(self, now: float) -> tuple[object, ...]:
         status = self.status
         assert status is not None
@@ -82,7 +94,7 @@ class Append(Batch):
 
     @classmethod
     def apply_many(cls, con: sqlite3.Connection, batch: list[Self]) -> list[int] | None:
-        firsts = [(a.key, a.rows[0][1], a.rows[0][2], a.key, a.expected) for a in batch]
+        firsts = [a._next(a.rows[0]) for a in batch]
         if con.executemany(_INSERT_NEXT, firsts).rowcount != len(batch):  # (a sum of counts)
             return None  # a conflict or an unknown execution: one by one refuses it alone
         rest = [row for a in batch if len(a.rows) > 1 for row in a.rows[1:]]
@@ -99,15 +111,19 @@ class Append(Batch):
 
 
 class Create(Batch):
-    """One create: ``first`` (seq 1) and the events after it, unless ``key`` exists."""
+    """One create: ``first`` (seq 1) and the events after it, unless ``key`` exists;
+    ``status``: ``running``, or finished when those events end the log."""
 
-    __slots__ = ("first", "now", "rows")
+    __slots__ = ("first", "now", "rows", "status")
 
-    def __init__(self, first: ExecutionStarted, rows: list[Row], now: float) -> None:
+    def __init__(
+        self, first: ExecutionStarted, rows: list[Row], now: float, status: str = "running"
+    ) -> None:
         self.key = first.execution_id
         self.first = first
         self.rows = rows
         self.now = now
+        self.status = status
 
     def __call__(self, con: sqlite3.Connection) -> tuple[bool, ExecutionStarted]:
         row = con.execute(
@@ -123,7 +139,15 @@ class Create(Batch):
 
     def _summary(self) -> tuple[object, ...]:
         first = self.first
-        return (self.key, first.flow, len(self.rows), self.now, self.now, first.flow_version)
+        return (
+            self.key,
+            first.flow,
+            self.status,
+            len(self.rows),
+            self.now,
+            self.now,
+            first.flow_version,
+        )
 
     @classmethod
     def apply_many(
@@ -148,4 +172,6 @@ def _refuse(con: sqlite3.Connection, eid: str, expected: int) -> NoReturn:
     last = last_seq(con, eid)
     if last is None:
         raise UnknownExecutionError(f"unknown execution {eid!r}")
+    if last == expected:  # the seq matched: the log's end refused it
+        raise LogEndedError(f"log of {eid!r} ends with a terminal event at {expected}")
     raise AppendConflictError(f"log of {eid!r} ends at {last}, not {expected}")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from loom.workers.http_routes import Reply, Request, Services, bind_result, run
+from loom.workers.http_base import Reply, Request, Services, bind_result, run
 from loom.workers.operator_routes import operator_call
 
 

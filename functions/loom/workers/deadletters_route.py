@@ -21,7 +21,7 @@ from loom.errors import InputError
 from loom.ids import ExecutionId
 from loom.ops.deadletters import Kind, check_kind, find, find_named, parse_since, redrive
 from loom.store.base import ExecutionSummary
-from loom.workers.http_routes import (
+from loom.workers.http_base import (
     HttpError,
     Reply,
     Request,

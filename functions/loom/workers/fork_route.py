@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from loom.ids import ExecutionId
-from loom.workers.http_routes import Reply, Request, Services, bind_result, check_caller, run
+from loom.workers.http_base import Reply, Request, Services, bind_result, check_caller, run
 from loom.workers.operator_routes import operator_call
 from loom.workers.signed_ids import signed_default_id
 

@@ -43,7 +43,7 @@ class CallerGuard:
         if self._check is not None:
             return self._check(AuthRequest(action, "", request.headers, b""))
         if loopback_mode() and not loopback_host(request.host):
-            from loom.workers.http_routes import HttpError
+            from loom.workers.http_base import HttpError
 
             raise HttpError(
                 403,

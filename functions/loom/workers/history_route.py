@@ -15,8 +15,8 @@ from flask import Request
 from loom.ids import check_execution_id
 from loom.kernel.fold import fold
 from loom.primitives.continuation import page_runs, run_chain
+from loom.workers.http_base import HttpError, Reply, Services, run
 from loom.workers.http_models import ExecutionView
-from loom.workers.http_routes import HttpError, Reply, Services, run
 from loom.workers.logs import bind
 
 

@@ -39,7 +39,7 @@ from loom.errors import (
 )
 from loom.workers.auth import AuthError
 from loom.workers.health import store_error_reply
-from loom.workers.http_routes import HttpError
+from loom.workers.http_base import HttpError
 from loom.workers.logs import bind, log_context, trace_fields
 
 log = logging.getLogger("loom.worker")

@@ -27,7 +27,7 @@ from loom.workers.logs import bind
 from loom.workers.signed_ids import signed_default_id
 
 if TYPE_CHECKING:
-    from loom.workers.http_routes import Reply, Services
+    from loom.workers.http_base import Reply, Services
 
 
 class MessageRequest(BaseModel):
@@ -63,7 +63,7 @@ class PublishedEvent(BaseModel):
 
 def send_message(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``POST /executions/{id}/messages``: authenticated as a resume, delivered, run."""
-    from loom.workers.http_routes import (
+    from loom.workers.http_base import (
         authorize,
         parse_json,
         parse_model,
@@ -90,14 +90,14 @@ def send_message(s: Services, request: Request, args: Sequence[str]) -> Reply:
 
 def get_event(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``GET /executions/{id}/events/{key}[?timeout=s]``: read (or wait for) a value."""
-    from loom.workers.http_routes import run
+    from loom.workers.http_base import run
 
     execution_id = check_execution_id(args[0])
     bind(execution_id=execution_id)
     timeout = _timeout(request)
     waiters = s.waiters if timeout > 0 else None
     if waiters is not None and not waiters.try_enter():
-        from loom.workers.http_routes import HttpError
+        from loom.workers.http_base import HttpError
 
         raise HttpError(
             429,
@@ -116,7 +116,7 @@ def get_event(s: Services, request: Request, args: Sequence[str]) -> Reply:
 
 
 def _timeout(request: Request) -> float:
-    from loom.workers.http_routes import HttpError
+    from loom.workers.http_base import HttpError
 
     raw = request.args.get("timeout", "0")
     try:

@@ -13,12 +13,12 @@ from flask import Request
 from loom.ops.versions import live_counts, version_table
 
 if TYPE_CHECKING:
-    from loom.workers.http_routes import Reply, Services
+    from loom.workers.http_base import Reply, Services
 
 
 def list_versions(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``GET /versions``: every flow version registered here or with live executions."""
-    from loom.workers.http_routes import run
+    from loom.workers.http_base import run
 
     async def table() -> dict[str, Any]:
         counts = await live_counts(s.runtime.store)

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-import loom.workers.http_routes  # noqa: F401  # pyright: ignore[reportUnusedImport]  (first: the route modules below import it back)
+import loom.workers.http_routes  # noqa: F401  # pyright: ignore[reportUnusedImport]  (the routes the document describes)
 from loom import __version__
 from loom.ids import MAX_ID_BYTES, rule
 from loom.wire import ExecutionResult

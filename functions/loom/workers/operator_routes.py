@@ -14,8 +14,7 @@ from pydantic import BaseModel
 from loom.grants import recorded_by
 from loom.ids import check_execution_id
 from loom.workers.auth import Action
-from loom.workers.http_models import VerdictRequest
-from loom.workers.http_routes import (
+from loom.workers.http_base import (
     Reply,
     Request,
     Services,
@@ -27,6 +26,7 @@ from loom.workers.http_routes import (
     read_body,
     run,
 )
+from loom.workers.http_models import VerdictRequest
 
 
 @dataclass(frozen=True)

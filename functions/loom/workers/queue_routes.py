@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from flask import Request
 
     from loom.runtime import Runtime
-    from loom.workers.http_routes import Reply, Services
+    from loom.workers.http_base import Reply, Services
 
 
 async def describe_queues(runtime: Runtime) -> list[dict[str, Any]]:
@@ -31,6 +31,6 @@ async def describe_queues(runtime: Runtime) -> list[dict[str, Any]]:
 
 def list_queues(s: Services, request: Request, args: Sequence[str]) -> Reply:
     """``GET /queues``."""
-    from loom.workers.http_routes import run
+    from loom.workers.http_base import run
 
     return 200, {"queues": run(describe_queues(s.runtime))}

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from flask import Request
 
     from loom.runtime import Runtime
-    from loom.workers.http_routes import Reply, Services
+    from loom.workers.http_base import Reply, Services
 
 log = logging.getLogger("loom.schedules")
 DEFAULT_INTERVAL: Final = 5.0

@@ -8,7 +8,7 @@ request it routes, runs the runtime call on the process's shared event loop
 internal error answers 500 with an ``error_id`` that is also in the log line carrying the
 traceback.
 
-Paths under ``/console`` are the operator's web console (:mod:`loom.console`): HTML pages
+Paths under ``/console`` are the operator's web console (:mod:`loom.workers.console`): HTML pages
 behind the same checks.
 
 The worker keeps no execution state between requests: the runtime (app + store) is built
@@ -30,7 +30,6 @@ from concurrent.futures import Future
 from flask import Flask, Request, Response, request
 from werkzeug.exceptions import HTTPException
 
-from loom import console
 from loom.config import load_app, open_blob_store, open_store, refuse_inprocess_on_cloud_run
 from loom.dispatch.inprocess import InProcessDispatcher
 from loom.errors import (
@@ -42,6 +41,7 @@ from loom.errors import (
 from loom.grants import GrantPolicy
 from loom.runtime import Runtime
 from loom.telemetry import incoming
+from loom.workers import console
 from loom.workers.admission import PROBE_PATHS, Slots, busy_reply
 from loom.workers.auth import (
     Authenticator,
@@ -245,7 +245,7 @@ class WorkerHandler:
         caller check, off Cloud Run): a browser page of another site whose name resolves to
         127.0.0.1 (DNS rebinding) reaches no route. The probes and the OpenAPI document,
         which reveal nothing, answer whatever the ``Host`` (an orchestrator probes by IP);
-        the console's pages apply the same rule themselves (``loom.console.security``)."""
+        the console's pages apply the same rule themselves (``loom.workers.console.security``)."""
         if self._caller_auth is not None or not loopback_mode():
             return None
         if path_segments(req) in _OPEN_PATHS or loopback_host(req.host):

@@ -67,7 +67,7 @@ from loom.workers.admission import PROBE_PATHS, Slots, busy_reply
 from loom.workers.auth import Authenticator, AuthError
 from loom.workers.guard import CallerGuard
 from loom.workers.health import liveness, readiness, store_error_reply
-from loom.workers.http_routes import HttpError, parse_json, parse_model, read_body
+from loom.workers.http_base import HttpError, parse_json, parse_model, read_body
 from loom.workers.lazy import LazyRuntime
 from loom.workers.logs import bind, log_context, trace_fields
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop

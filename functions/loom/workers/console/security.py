@@ -37,7 +37,7 @@ from flask import Request
 from werkzeug.datastructures import Headers
 
 from loom.workers.auth import Authenticator, AuthError, AuthRequest, Forbidden, Unauthenticated
-from loom.workers.http_routes import Services
+from loom.workers.http_base import Services
 
 TOKEN_COOKIE = "loom_console_token"
 CSRF_COOKIE = "loom_console_csrf"

@@ -2,8 +2,8 @@
 
 Every page reads summaries, never a whole table: the list is one ``browse`` page plus
 ``count_by_status`` (or, for a filter the indexes do not hold, a bounded walk:
-:mod:`loom.console.search`), and the in-doubt queue one ``browse`` page of ``in_doubt``
-executions. The execution page is :mod:`loom.console.execution`.
+:mod:`loom.workers.console.search`), and the in-doubt queue one ``browse`` page of ``in_doubt``
+executions. The execution page is :mod:`loom.workers.console.execution`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Any
 
 from flask import Request
 
-from loom.console.execution import bad_query
-from loom.console.search import SCAN_LIMIT, Deep, Found, parse_published, search
 from loom.kernel.fold import ExecutionState
 from loom.store.base import STATUSES, ExecutionSummary
 from loom.store.browse import BrowseQuery
 from loom.wire import ExecutionResult
-from loom.workers.http_routes import Services, run
+from loom.workers.console.execution import bad_query
+from loom.workers.console.search import SCAN_LIMIT, Deep, Found, parse_published, search
+from loom.workers.http_base import Services, run
 
 PAGE_SIZE = 50
 PARKED = "parked"
@@ -69,7 +69,7 @@ def _bounded(req: Request, name: str, limit: int) -> str | None:
 
 def browse_query(req: Request) -> tuple[BrowseQuery, Deep]:
     """The list page's filters from its URL: those the store's indexes answer, and those
-    a walk must decide (:mod:`loom.console.search`).
+    a walk must decide (:mod:`loom.workers.console.search`).
 
     Raises:
         InputError: An unknown status, a bad time, a filter too long, or a bad cursor.

@@ -3,7 +3,7 @@
 Server-rendered pages (Jinja2, one small script of our own, no build step): the executions
 list with status counts and filters, an execution's timeline, and the in-doubt queue with
 its verdict forms. It reads through the store's paged, indexed queries and acts through the
-same checks and runtime calls as the HTTP API (see :mod:`loom.console.security`).
+same checks and runtime calls as the HTTP API (see :mod:`loom.workers.console.security`).
 
 This module stays light (the worker imports it on every request to test the path); the
 pages and Jinja2 load on the first console request.
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from flask import Request, Response
 
-    from loom.workers.http_routes import Services
+    from loom.workers.http_base import Services
 
 PREFIX = "/console"
 
@@ -28,7 +28,7 @@ def is_console_path(path: str) -> bool:
 
 
 def serve(services: Callable[[], Services], req: Request) -> Response:
-    """Answer one console request (see :func:`loom.console.app.serve`)."""
-    from loom.console.app import serve as serve_page
+    """Answer one console request (see :func:`loom.workers.console.app.serve`)."""
+    from loom.workers.console.app import serve as serve_page
 
     return serve_page(services, req)

@@ -1,7 +1,7 @@
 """The console's routes: one function per path, each answering an HTML page.
 
 Reads run the caller check (or the loopback rule) first; posts are actions
-(:mod:`loom.console.actions`) that answer with a redirect to the execution's page (so a
+(:mod:`loom.workers.console.actions`) that answer with a redirect to the execution's page (so a
 reload never posts twice), or with an error page naming what was refused.
 """
 
@@ -16,9 +16,11 @@ from urllib.parse import quote, urlencode
 
 from flask import Request, Response
 
-from loom.console import actions, execution, pages
-from loom.console.render import as_json, page, plain
-from loom.console.security import (
+from loom.errors import ExecutionSupersededError, InputError, StoreError
+from loom.workers.auth import AuthError, Forbidden
+from loom.workers.console import actions, execution, pages
+from loom.workers.console.render import as_json, page, plain
+from loom.workers.console.security import (
     COOKIE_PATH,
     CSRF_COOKIE,
     CSRF_FIELD,
@@ -32,9 +34,7 @@ from loom.console.security import (
     sign_notice,
     signed_in_as,
 )
-from loom.errors import ExecutionSupersededError, InputError, StoreError
-from loom.workers.auth import AuthError, Forbidden
-from loom.workers.http_routes import HttpError, Services, path_segments
+from loom.workers.http_base import HttpError, Services, path_segments
 
 log = logging.getLogger("loom.console")
 
@@ -178,7 +178,7 @@ def _redirect(location: str) -> Response:
 def _static(name: str) -> Response:
     if name not in _STATIC:
         raise HttpError(404, "not_found", f"no static file {name!r}")
-    data = resources.files("loom.console").joinpath("static", name).read_bytes()
+    data = resources.files("loom.workers.console").joinpath("static", name).read_bytes()
     response = Response(data, mimetype=_STATIC[name])
     response.headers["Cache-Control"] = "public, max-age=300"
     response.headers["X-Content-Type-Options"] = "nosniff"

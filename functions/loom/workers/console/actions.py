@@ -21,11 +21,11 @@ from urllib.parse import parse_qsl
 
 from flask import Request
 
-from loom.console.security import actor, check_csrf
 from loom.errors import InputError
 from loom.ids import check_execution_id
 from loom.ops.deadletters import redrive_by_id
-from loom.workers.http_routes import HttpError, Services, read_body, run
+from loom.workers.console.security import actor, check_csrf
+from loom.workers.http_base import HttpError, Services, read_body, run
 from loom.workers.logs import bind
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from flask import Response
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from loom.console.fmt import fmt_duration, fmt_time, fmt_until, when
+from loom.workers.console.fmt import fmt_duration, fmt_time, fmt_until, when
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -28,7 +28,7 @@ CSP = (
 def environment() -> Environment:
     """The console's template environment (built once per process)."""
     env = Environment(
-        loader=PackageLoader("loom.console", "templates"),
+        loader=PackageLoader("loom.workers.console", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
         trim_blocks=True,

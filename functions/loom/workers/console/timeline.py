@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom.console.fmt import fmt_duration, fmt_time
 from loom.events import Event
 from loom.kernel.payloads import ESCAPE_KEY, REF_KEY
 from loom.primitives.children import CHILD_GATE
+from loom.workers.console.fmt import fmt_duration, fmt_time
 
 PAYLOAD_FIELDS = ("input", "output", "payload", "value", "error")
 """Event fields shown as expandable values (and fetched on demand when a blob holds them)."""

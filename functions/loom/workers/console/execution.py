@@ -14,15 +14,15 @@ from typing import Any
 
 from flask import Request
 
-from loom.console.lineage import Lineage, lineage
-from loom.console.timeline import PAYLOAD_FIELDS, build, pretty
 from loom.errors import InputError
 from loom.ids import check_execution_id
 from loom.kernel.fold import ExecutionState
 from loom.ops.fork import recorded_steps
 from loom.store.base import ExecutionSummary
 from loom.wire import ExecutionResult
-from loom.workers.http_routes import Services, run
+from loom.workers.console.lineage import Lineage, lineage
+from loom.workers.console.timeline import PAYLOAD_FIELDS, build, pretty
+from loom.workers.http_base import Services, run
 
 EVENTS_PER_PAGE = 500
 

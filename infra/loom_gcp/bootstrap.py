@@ -55,6 +55,7 @@ from loom.store.base import (
 )
 from loom.store.browse import BrowseQuery
 from loom.store.inbox import Inbox, InboxItem
+from loom.store.schedule_store import ScheduleRecord, ScheduleStore
 from loom.store.leases import (
     Admitted,
     DedupHolder,
@@ -201,6 +202,13 @@ class PinnedEventStore(EventStore):
             found = self._inbox = PinnedInbox(inner, self)
         return found
 
+    def schedules(self) -> ScheduleStore:
+        """The inner store's schedule records, their calls on the same loop."""
+        found: ScheduleStore | None = getattr(self, "_schedule_store", None)
+        if found is None:
+            found = self._schedule_store = PinnedScheduleStore(self.inner.schedules(), self)
+        return found
+
     def leases(self) -> LeaseSet:
         """The inner store's queue leases, their calls on the same loop."""
         found: LeaseSet | None = getattr(self, "_lease_set", None)
@@ -234,6 +242,30 @@ class PinnedInbox(Inbox):
     ) -> builtins.list[str]:
         """See :class:`Inbox`."""
         return await self.store._on_loop(self.inner.stranded(before, shard, shards, limit))  # pyright: ignore[reportPrivateUsage]
+
+
+class PinnedScheduleStore(ScheduleStore):
+    """A :class:`ScheduleStore` whose calls run on its pinned store's loop."""
+
+    def __init__(self, inner: ScheduleStore, store: PinnedEventStore) -> None:
+        self.inner = inner
+        self.store = store
+
+    async def get(self, name: str) -> ScheduleRecord | None:
+        """See :class:`ScheduleStore`."""
+        return await self.store._on_loop(self.inner.get(name))  # pyright: ignore[reportPrivateUsage]
+
+    async def list(self) -> builtins.list[ScheduleRecord]:
+        """See :class:`ScheduleStore`."""
+        return await self.store._on_loop(self.inner.list())  # pyright: ignore[reportPrivateUsage]
+
+    async def put(self, record: ScheduleRecord, expected: int | None) -> bool:
+        """See :class:`ScheduleStore`."""
+        return await self.store._on_loop(self.inner.put(record, expected))  # pyright: ignore[reportPrivateUsage]
+
+    async def delete(self, name: str, expected: int) -> bool:
+        """See :class:`ScheduleStore`."""
+        return await self.store._on_loop(self.inner.delete(name, expected))  # pyright: ignore[reportPrivateUsage]
 
 
 class PinnedLeaseSet(LeaseSet):

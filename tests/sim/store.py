@@ -53,6 +53,7 @@ from loom.store.leases import (
     QueueLimits,
 )
 from loom.store.memory import InMemoryEventStore
+from loom.store.schedule_store import ScheduleStore
 
 if TYPE_CHECKING:
     from tests.sim.world import World
@@ -77,6 +78,9 @@ class SimStore(EventStore):
 
     def leases(self) -> LeaseSet:
         return self._leases
+
+    def schedules(self) -> ScheduleStore:
+        return self.raw.schedules()
 
     async def create(
         self, started: ExecutionStarted, then: Sequence[Event] = ()

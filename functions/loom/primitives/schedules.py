@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -60,6 +60,7 @@ from loom.kernel.primitive import Primitive
 from loom.kernel.starts import noting_creates
 from loom.primitives.cron import Cron
 from loom.shards import shard_of
+from loom.store.schedule_store import ScheduleRecord, ScheduleStore
 
 if TYPE_CHECKING:
     from loom.kernel.app import App
@@ -82,6 +83,14 @@ class Schedule:
         flow: The flow started on each tick.
         input: The flow's input on each tick.
         catch_up: Missed ticks run after downtime (0: skip them).
+        start_at: Ticks from this moment (epoch seconds) are due; default: only the ticks
+            after ``since``. ``0`` starts every due tick, even from before it existed.
+        end_at: No tick after this moment is due.
+        since: When it was declared (first seen by a pass) or created at run time: its
+            first tick is the first after it. ``None``: not known (every due tick).
+        paused: No tick is due while paused.
+        declared: Declared in code (else made at run time, :mod:`.schedule_admin`).
+        note: The operator's note of its last change.
     """
 
     name: str
@@ -89,22 +98,44 @@ class Schedule:
     flow: str
     input: Any = None
     catch_up: int = 0
+    start_at: float | None = None
+    end_at: float | None = None
+    since: float | None = None
+    paused: bool = False
+    declared: bool = True
+    note: str = ""
 
     def execution_id(self, tick: datetime) -> str:
         """The id of the execution of ``tick``: ``schedule:{name}@{UTC ISO time}``."""
         return f"{PREFIX}{self.name}@{tick.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
 
     def due(self, now: datetime, grace: float = DEFAULT_GRACE) -> list[datetime]:
-        """The ticks a pass at ``now`` starts, oldest first."""
+        """The ticks a pass at ``now`` starts, oldest first (none while paused)."""
+        if self.paused:
+            return []
         chosen: list[datetime] = []
         tick = self.cron.last_at_or_before(now)
         while _fresh(now, tick, grace):
             chosen.append(tick)
             tick = self.previous(tick)
         for _ in range(self.catch_up):  # the most recent missed ones
+            if not self.begun(tick):
+                break
             chosen.append(tick)
             tick = self.previous(tick)
-        return chosen[::-1]
+        return [t for t in chosen[::-1] if self.eligible(t)]
+
+    def begun(self, tick: datetime) -> bool:
+        """Whether ``tick`` is not before the schedule's first: after it was declared (or
+        from ``start_at``)."""
+        at = tick.timestamp()
+        if self.start_at is not None:
+            return at >= self.start_at
+        return self.since is None or at > self.since
+
+    def eligible(self, tick: datetime) -> bool:
+        """Whether ``tick`` is one of this schedule's: begun, and not after ``end_at``."""
+        return self.begun(tick) and (self.end_at is None or tick.timestamp() <= self.end_at)
 
     def previous(self, tick: datetime) -> datetime:
         """The tick before ``tick``."""
@@ -128,12 +159,14 @@ def declare(
     name: str | None = None,
     timezone: str = "UTC",
     catch_up: int = 0,
+    start_at: float | datetime | None = None,
+    end_at: float | datetime | None = None,
 ) -> Schedule:
     """Parse and register a schedule in ``registry`` (what ``Loom.schedule`` does).
 
     Raises:
         ConfigurationError: A bad expression or zone, a name used twice or not usable in an
-            execution id, or a negative ``catch_up``.
+            execution id, a negative ``catch_up``, or a bad ``start_at``/``end_at``.
     """
     name = name or flow
     if name in registry:
@@ -141,15 +174,49 @@ def declare(
             f"schedule {name!r} is declared twice; give each schedule of a flow its own name",
             details={"schedule": name},
         )
-    if catch_up < 0 or catch_up > 1000:
+    registry[name] = made = build(name, cron, timezone, flow, input, catch_up, start_at, end_at)
+    return made
+
+
+def build(
+    name: str,
+    cron: str,
+    timezone: str,
+    flow: str,
+    input: Any,
+    catch_up: int,
+    start_at: float | datetime | None = None,
+    end_at: float | datetime | None = None,
+    **state: Any,
+) -> Schedule:
+    """A checked :class:`Schedule` (``state``: its ``since``, ``paused``, ``declared``…).
+
+    Raises:
+        ConfigurationError: See :func:`declare`.
+    """
+    if isinstance(catch_up, bool) or not isinstance(cast(object, catch_up), int) or not 0 <= catch_up <= 1000:
         raise ConfigurationError(f"schedule {name!r}: catch_up must be 0 to 1000, not {catch_up}")
-    made = Schedule(name, Cron.parse(cron, timezone), flow, input, catch_up)
+    start, end = _moment(name, "start_at", start_at), _moment(name, "end_at", end_at)
+    if start is not None and end is not None and end < start:
+        raise ConfigurationError(f"schedule {name!r}: end_at is before start_at")
+    made = Schedule(name, Cron.parse(cron, timezone), flow, input, catch_up, start, end, **state)
     try:
         check_execution_id(made.execution_id(datetime(2000, 1, 1, tzinfo=UTC)))
     except LoomError as exc:
         raise ConfigurationError(f"schedule name {name!r} is unusable: {exc.message}") from None
-    registry[name] = made
     return made
+
+
+def _moment(name: str, what: str, value: float | datetime | None) -> float | None:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ConfigurationError(f"schedule {name!r}: {what} needs a time zone")
+        return value.timestamp()
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(cast(object, value), int | float):
+        raise ConfigurationError(f"schedule {name!r}: {what} must be a time, not {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,15 +261,69 @@ async def fire_due(
     """
     moment = datetime.fromtimestamp(runtime.clock() if now is None else now, UTC)
     fired: list[Fired] = []
-    for schedule in _schedules(runtime).values():
+    for schedule in (await live(runtime, moment.timestamp())).values():
         for tick in schedule.due(moment, grace):
             fired.append(await _fire(runtime, schedule, tick))
     return fired
 
 
-def _schedules(runtime: Runtime) -> dict[str, Schedule]:
-    found: dict[str, Schedule] = getattr(runtime.app, "schedules", {})
+async def live(runtime: Runtime, seen_at: float) -> dict[str, Schedule]:
+    """Every schedule as a pass sees it: those declared on the app, with their state from
+    the store (when first seen — recorded now, at ``seen_at``, for one seen for the first
+    time — and whether paused), and those made at run time (:mod:`.schedule_admin`).
+    A store that keeps no schedules gives the declared ones alone, with no state."""
+    code = declared(runtime.app)
+    try:
+        book = runtime.store.schedules()
+    except ConfigurationError:
+        return dict(code)
+    records = {r.name: r for r in await book.list()}
+    found: dict[str, Schedule] = {}
+    for name, schedule in code.items():
+        record = records.get(name) or await _first_seen(book, name, seen_at)
+        found[name] = replace(
+            schedule, since=record.since, paused=record.paused, note=record.note
+        )
+    for name, record in records.items():
+        if record.declared or name in code or record.cron is None or record.flow is None:
+            continue  # (a declared schedule since removed from the code, or one it shadows)
+        try:
+            found[name] = from_record(record)
+        except ConfigurationError as exc:  # (a zone this Python lacks, say): the others fire
+            log.error("schedule %s is unusable here: %s", name, exc.message)
     return found
+
+
+def from_record(record: ScheduleRecord) -> Schedule:
+    """The schedule a run-time record defines.
+
+    Raises:
+        ConfigurationError: Its cron expression or zone is unusable here.
+    """
+    assert record.cron is not None and record.flow is not None
+    return build(
+        record.name,
+        record.cron,
+        record.timezone,
+        record.flow,
+        record.input,
+        record.catch_up,
+        record.start_at,
+        record.end_at,
+        since=record.since,
+        paused=record.paused,
+        declared=False,
+        note=record.note,
+    )
+
+
+async def _first_seen(book: ScheduleStore, name: str, at: float) -> ScheduleRecord:
+    """Record when a declared schedule was first seen (a racing pass may record it first:
+    then its moment stands)."""
+    record = ScheduleRecord(name, declared=True, since=at, updated_at=at)
+    if await book.put(record, None):
+        return record
+    return await book.get(name) or record
 
 
 async def _fire(
@@ -251,8 +372,10 @@ async def _check_own(runtime: Runtime, schedule: Schedule, eid: str, by: str) ->
     if eid in own:
         return
     first = (await runtime.store.read(eid))[0]
+    # (A schedule made at run time may have changed its flow since the tick started.)
+    flow = schedule.flow if schedule.declared else getattr(first, "flow", None)
     mine = isinstance(first, ev.ExecutionStarted) and (
-        (first.by, first.flow, first.parent, first.forked_from) == (by, schedule.flow, None, None)
+        (first.by, first.flow, first.parent, first.forked_from) == (by, flow, None, None)
     )
     if not mine:
         raise ReservedExecutionIdError(
@@ -282,7 +405,7 @@ def schedule_shards(count: int) -> int:
 async def start_schedules(runtime: Runtime, *, grace: float = DEFAULT_GRACE) -> dict[str, Any]:
     """The minutely tick where jobs travel: a pass job per schedule shard and minute of the
     grace window (see the module docstring); what it asked for."""
-    schedules = _schedules(runtime)
+    schedules = await live(runtime, runtime.clock())
     if not schedules:
         return {"shards": 0, "minutes": 0}
     shards = schedule_shards(len(schedules))
@@ -304,11 +427,11 @@ async def run_schedules_job(runtime: Runtime, job: jobs.Job) -> dict[str, Any]:
     shard, shards = int(job.args["shard"]), int(job.args["shards"])
     minute = datetime.fromtimestamp(float(job.args["minute"]), UTC)
     fired: list[Fired] = []
-    for schedule in _schedules(runtime).values():
-        if shard_of(schedule.name, shards) != shard:
+    for schedule in (await live(runtime, runtime.clock())).values():
+        if shard_of(schedule.name, shards) != shard or schedule.paused:
             continue
         tick = schedule.cron.last_at_or_before(minute)
-        if (minute - tick).total_seconds() < 60:
+        if (minute - tick).total_seconds() < 60 and schedule.eligible(tick):
             fired.append(await _fire(runtime, schedule, tick, read_first=False))
         grace = float(job.args.get("grace") or DEFAULT_GRACE)
         for older in _missed(schedule, tick, minute, grace):
@@ -324,9 +447,11 @@ def _missed(schedule: Schedule, tick: datetime, minute: datetime, grace: float) 
     while schedule.catch_up and (minute - tick).total_seconds() <= grace:
         tick = schedule.previous(tick)
     for _ in range(schedule.catch_up):
+        if not schedule.begun(tick):
+            break
         older.append(tick)
         tick = schedule.previous(tick)
-    return older[::-1]
+    return [t for t in older[::-1] if schedule.eligible(t)]
 
 
 PRIMITIVE = Primitive("schedules", jobs={"schedules": run_schedules_job})

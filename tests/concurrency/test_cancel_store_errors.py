@@ -11,6 +11,7 @@ import pytest
 
 from loom import FlowContext, Loom
 from loom.errors import StoreUnavailableError
+from loom.events import CancelRequested
 from loom.runtime import Runtime
 from loom.store.base import AppendRequest, EventStore, LoadedLog
 from loom.wire import ExecutionPackage
@@ -94,4 +95,36 @@ async def test_a_failed_hand_over_ends_the_call_even_where_the_flow_swallows_err
         await asyncio.wait_for(rt.cancel("s", "stop"), 20)
     assert flaky.failed == 1
     again = await asyncio.wait_for(rt.execute(ExecutionPackage(execution_id="s")), 20)
+    assert again.status == "cancelled"
+
+
+class CancelsWhileSuspending(FailsOneHandOver):
+    """The store, where a cancel lands just before the flow's suspension is recorded (the
+    suspension conflicts and merges it), and the hand-over's record then fails."""
+
+    cancelled = False
+
+    async def append(self, request: AppendRequest) -> int:
+        suspending = any(e.type == "ExecutionSuspended" for e in request.events)
+        if suspending and not self.cancelled:
+            self.cancelled = True
+            cancel = CancelRequested(
+                seq=request.expected_seq + 1, reason="stop", by="client", cleanup_s=30.0
+            )
+            await self.inner.append(
+                AppendRequest(request.execution_id, request.expected_seq, [cancel])
+            )
+        return await super().append(request)
+
+
+async def test_a_failed_hand_over_to_a_flow_blocked_on_a_gate_ends_the_call(store: EventStore):
+    """The hand-over to a flow that waits on its gate is recorded by the session's watcher, not
+    by a flow task: its failure must still end the execute call (once, it left the flow
+    waiting for good and the call never answered); the next call hands the cancel over."""
+    flaky = CancelsWhileSuspending(store)
+    rt = Runtime(make_app(), flaky)
+    with pytest.raises(StoreUnavailableError):
+        await asyncio.wait_for(rt.start("child", None, execution_id="c"), 20)
+    assert flaky.cancelled and flaky.failed == 1
+    again = await asyncio.wait_for(rt.execute(ExecutionPackage(execution_id="c")), 20)
     assert again.status == "cancelled"

@@ -32,11 +32,6 @@ def _summary(failing: list[Report], seeds: int) -> str:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)  # two minutes idle; several times that on a busy machine
-@pytest.mark.xfail(
-    strict=True,
-    raises=ViolationsFoundError,
-    reason="issue 31 items 1, 2, 3 and 6 and the simulator's other findings, not fixed yet",
-)
 def test_many_seeds_break_no_invariant():
     start = int(os.environ.get("LOOM_SIM_START", "0"))
     seeds = int(os.environ.get("LOOM_SIM_SEEDS", str(SEEDS)))

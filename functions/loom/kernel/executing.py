@@ -30,7 +30,14 @@ from loom.kernel.decide import MAX_DECISIONS, write
 from loom.kernel.durability import BatchedJournal
 from loom.kernel.fold import ExecutionState, fold
 from loom.kernel.follow_up import follow_up, nothing_to_do
-from loom.kernel.inbox import drain, remove, wants_drain
+from loom.kernel.inbox import (
+    after_call,
+    drain,
+    remove,
+    reported_after,
+    wake_after,
+    wants_drain,
+)
 from loom.kernel.poison import decide_poison, poisoned
 from loom.kernel.primitive import INSTALLED
 from loom.kernel.session import Session
@@ -59,10 +66,7 @@ async def _execute(rt: Runtime, package: ExecutionPackage) -> ExecutionResult:
     if (handed := run_handed(rt, package)) is not None:  # claimed with its create
         return await handed
     state, tail = await rt._load(package.execution_id)  # pyright: ignore[reportPrivateUsage]
-    # Fan-in: the inbox first, unless another call runs it (superseded below; the follow-up
-    # of this same wake drains once that call is over, rather than racing its session).
-    drain_now = wants_drain(package) and not claim_is_live(state.claim, rt.clock())
-    drained = await drain(rt, state) if drain_now else []
+    drained = await drain(rt, state) if _drains_now(rt, package, state) else []
     if drained:
         state, tail = await rt._load(package.execution_id)  # pyright: ignore[reportPrivateUsage]
         try:
@@ -72,9 +76,35 @@ async def _execute(rt: Runtime, package: ExecutionPackage) -> ExecutionResult:
     return await _decided(rt, state, tail)
 
 
+def _drains_now(rt: Runtime, package: ExecutionPackage, state: ExecutionState) -> bool:
+    """Whether this call drains the inbox first (fan-in): a wake's, unless another call runs
+    the execution (superseded below, rather than racing its session). A call of this
+    process wakes it again once it is over; another's, the follow-up of this delivery or
+    the sweep does."""
+    if not wants_drain(package):
+        return False
+    if not claim_is_live(state.claim, rt.clock()):
+        return True
+    holder = str(state.claim["holder"])  # type: ignore[index]
+    if holder in ACTIVE_HOLDERS:  # (checked with the claim: no await in between)
+        wake_after(holder, state.execution_id)
+    return False
+
+
 async def _decided(rt: Runtime, state: ExecutionState, tail: int) -> ExecutionResult:
     holder = new_holder()
     ACTIVE_HOLDERS.add(holder)  # live for this process's other calls from its claim on
+    try:
+        result = await _run_decided(rt, state, tail, holder)
+    finally:
+        ACTIVE_HOLDERS.discard(holder)
+        woke = await after_call(rt, holder, state.flow)
+    return await reported_after(rt, result, woke)
+
+
+async def _run_decided(
+    rt: Runtime, state: ExecutionState, tail: int, holder: str
+) -> ExecutionResult:
     admitted = False
     try:
         for _ in range(MAX_DECISIONS):
@@ -112,7 +142,6 @@ async def _decided(rt: Runtime, state: ExecutionState, tail: int) -> ExecutionRe
             details={"execution_id": state.execution_id},
         )
     finally:
-        ACTIVE_HOLDERS.discard(holder)
         if admitted and INSTALLED.admission is not None:  # (else nothing to give back)
             await INSTALLED.admission.release(rt, state, holder)
 

@@ -33,7 +33,7 @@ from loom.store.inbox import InboxItem
 
 if TYPE_CHECKING:
     from loom.kernel.runtime import Runtime
-    from loom.wire import ExecutionPackage
+    from loom.wire import ExecutionPackage, ExecutionResult
 
 log = logging.getLogger("loom")
 
@@ -88,10 +88,11 @@ async def post(rt: Runtime, execution_id: str, item: InboxItem, flow: str = "") 
     return posted
 
 
-async def wake(rt: Runtime, execution_id: str, flow: str = "") -> None:
+async def wake(rt: Runtime, execution_id: str, flow: str = "", tag: str = "") -> None:
     """Dispatch the execution to drain its inbox: at the end of the current wake interval
     (every post of the interval makes this same dispatch), or at once without one (or
-    when it runs in this process)."""
+    when it runs in this process); ``tag`` makes it a dispatch of its own (a wake after a
+    call, which the interval's wake already used up)."""
     inbox = rt.store.inbox()
     interval = 0.0 if inbox is None else inbox.wake_interval
     if rt.dispatcher is None or rt.dispatcher.inline:
@@ -102,7 +103,43 @@ async def wake(rt: Runtime, execution_id: str, flow: str = "") -> None:
         dispatch_id = f"{execution_id}{WAKE_MARK}{at:.3f}"
     else:
         at, dispatch_id = None, f"{execution_id}{WAKE_MARK}{now!r}"
+    if tag:
+        dispatch_id = f"{dispatch_id}:{tag}"
     await rt._dispatch(execution_id, flow, "resume", dispatch_id, not_before=at)  # pyright: ignore[reportPrivateUsage]
+
+
+_WAKE_AFTER: dict[str, str] = {}
+"""Holders of this process's running calls that an inbox wake found running their
+execution: holder -> execution id, to wake again when that call is over."""
+
+
+def wake_after(holder: str, execution_id: str) -> None:
+    """Have the call of ``holder`` (this process's, running) wake ``execution_id`` once it
+    is over: a wake that finds it running drains nothing rather than race its session."""
+    _WAKE_AFTER[holder] = execution_id
+
+
+async def after_call(rt: Runtime, holder: str, flow: str = "") -> bool:
+    """At the end of ``holder``'s call: the wake :func:`wake_after` asked for, if any (a
+    failed dispatch is logged: the sweep wakes inboxes left undrained); whether it woke."""
+    execution_id = _WAKE_AFTER.pop(holder, None)
+    if execution_id is None:
+        return False
+    try:
+        await wake(rt, execution_id, flow, tag=f"after-{holder.rsplit(':', 1)[-1]}")
+    except Exception:
+        log.warning("the wake of %s after its call failed", execution_id, exc_info=True)
+        return False
+    return True
+
+
+async def reported_after(rt: Runtime, result: ExecutionResult, woke: bool) -> ExecutionResult:
+    """What a call answers: ``result``, or where the execution stands now when the wake
+    after the call ran it here (no dispatcher, or an inline one) further than ``result``
+    says."""
+    if not woke or (rt.dispatcher is not None and not rt.dispatcher.inline):
+        return result
+    return await rt.report(await rt.load_state(result.execution_id))
 
 
 def wants_drain(package: ExecutionPackage) -> bool:

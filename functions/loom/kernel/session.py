@@ -28,6 +28,7 @@ from loom.kernel.context import (
     StopSignal,
     SupersededSignal,
     SuspendSignal,
+    _Signal,  # pyright: ignore[reportPrivateUsage]
     reap,
     reaped,
     root_scope,
@@ -272,6 +273,16 @@ class Session(EffectSteps):
 
     async def _watch(self, flow_task: asyncio.Task[Any]) -> None:
         """Suspend the flow once it waits on gates only and nothing else can move it."""
+        try:
+            await self._watch_until_done(flow_task)
+        except _Signal as signal:  # a failed hand-over's record, a supersession
+            # Raised in this watcher, it would leave the flow waiting on its gates for good
+            # and the execute call never answering: wake the flow with it.
+            self._halt(signal)
+        except Exception as exc:  # the engine's own bug: fail the call, never hang it
+            self._halt(AbortSignal(exc))
+
+    async def _watch_until_done(self, flow_task: asyncio.Task[Any]) -> None:
         wake = self._wake  # (set before the watcher is started)
         assert wake is not None
         while not flow_task.done():

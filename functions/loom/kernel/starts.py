@@ -35,6 +35,7 @@ from loom.kernel.claims import ACTIVE_HOLDERS, claim_is_live, new_holder
 from loom.kernel.context import SupersededSignal
 from loom.kernel.fold import ExecutionState, fold
 from loom.kernel.follow_up import follow_up, has_follow_up
+from loom.kernel.inbox import after_call, reported_after
 from loom.kernel.payloads import canonical_json
 from loom.wire import ExecutionPackage, ExecutionResult, known_valid
 
@@ -149,13 +150,15 @@ async def start_here(
         package = known_valid(ExecutionPackage, fields)
         _HANDED[id(package)] = Claimed(state, flow, holder)
         try:  # through ``execute``: its tracing, a subclass's checks
-            return await rt.execute(package)
+            result = await rt.execute(package)
         except ExecutionSupersededError:  # overtaken: report where the winner got to
-            return await rt.report(await rt.load_state(eid))
+            result = await rt.report(await rt.load_state(eid))
         finally:
             _HANDED.pop(id(package), None)
     finally:
         ACTIVE_HOLDERS.discard(holder)
+        woke = await after_call(rt, holder, flow.name)  # an inbox wake that found it running
+    return await reported_after(rt, result, woke)
 
 
 def first_claim(holder: str, now: float, until: float) -> ev.ExecutionClaimed:

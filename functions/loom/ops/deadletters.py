@@ -265,8 +265,9 @@ async def _one(
     by, note = who
     if row.status != "failed":
         plan = Redrive(row.execution_id, row.flow, row.parked_reason or "", "retry")
-        retried = runtime.retry(row.execution_id, by=recorded_by(by, note) or by)
-        return plan if dry_run else await _attempt(plan, retried)
+        if dry_run:
+            return plan  # (the retry's coroutine is not even built: never awaited, it warns)
+        return await _attempt(plan, runtime.retry(row.execution_id, by=recorded_by(by, note) or by))
     events = await runtime.history(row.execution_id)
     cut, step = failure_point(events)
     new_id = redrive_id(row.execution_id, cut)

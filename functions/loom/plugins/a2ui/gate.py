@@ -24,51 +24,56 @@ Call ids are call-site-unique: by default ``{execution_id}:{name}#{step}`` from 
 step's position, and an id derived only from the function name (``getLocale`` or
 ``{execution_id}:getLocale``) gets the same ``#{step}`` suffix, so two calls of one function
 in one execution can never take each other's replies.
+
+The application side lives in :mod:`loom.plugins.a2ui.replies`, the records both sides share
+in :mod:`loom.plugins.a2ui.sent_calls`; their names are re-exported here.
 """
 
 from __future__ import annotations
 
 import abc
-import asyncio
-import json
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from loom.app import EffectDef, FlowContext, Loom, Retry
-from loom.errors import ConfigurationError, GateTimedOutError
+from loom.errors import ConfigurationError
 from loom.kernel.context import EffectContext
-from loom.kernel.fold import ExecutionState, resume_key
-from loom.kernel.late_replies import timed_out_gate
-from loom.plugins.a2ui.auth import ResumeAuthenticator
+from loom.kernel.fold import ExecutionState
 from loom.plugins.a2ui.bridge import A2UISurfaceBridge
 from loom.plugins.a2ui.capabilities import RendererCapabilities
 from loom.plugins.a2ui.catalog import A2UICatalog
-from loom.plugins.a2ui.errors import (
-    A2UIProtocolError,
-    ClientFunctionError,
-    CorrelationError,
-    LateReplyError,
-    ResumeAuthenticationError,
-)
-from loom.plugins.a2ui.protocol import (
-    CallRendererFunctionMessage,
-    FunctionResponse,
-    WireInput,
-    parse_function_outcome,
+from loom.plugins.a2ui.errors import ClientFunctionError
+from loom.plugins.a2ui.protocol import CallRendererFunctionMessage
+from loom.plugins.a2ui.replies import admit_reply, deliver_function_response, pending_function_calls
+from loom.plugins.a2ui.sent_calls import (
+    A2UI_FUNCTION_RESULT,
+    SEND_EFFECT,
+    SendCallFunction,
+    SentCall,
+    as_reply,
+    gate_call_id,
 )
 
 if TYPE_CHECKING:
     from loom.kernel.runtime import Runtime
-    from loom.wire import ExecutionResult
 
-A2UI_FUNCTION_RESULT = "A2UIFunctionResult"
-"""The ``on`` of every grain-A gate."""
-
-SEND_EFFECT = "a2ui.send"
-"""The default name of the effect that sends grain-A requests."""
+# The application side and the shared records live in ``loom.plugins.a2ui.replies`` and
+# ``loom.plugins.a2ui.sent_calls``; importing them from here goes on working.
+__all__ = [
+    "A2UI_FUNCTION_RESULT",
+    "SEND_EFFECT",
+    "A2UIMessageSender",
+    "SendCallFunction",
+    "SentCall",
+    "admit_reply",
+    "deliver_function_response",
+    "gate_call_id",
+    "pending_function_calls",
+    "register_a2ui_sender",
+    "request_client_function",
+    "result_of",
+]
 
 
 class A2UIMessageSender(abc.ABC):
@@ -82,48 +87,6 @@ class A2UIMessageSender(abc.ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""
-
-
-class SendCallFunction(BaseModel):
-    """Input of the send effect: what to ask, of which surface, from which catalog."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    surfaceId: str = Field(min_length=1)
-    name: str = Field(min_length=1)
-    catalogId: str = Field(min_length=1)
-    args: dict[str, Any] | None = None
-    callId: str | None = None
-
-
-class SentCall(BaseModel):
-    """Loom's record of a call it sent: what a reply is matched against.
-
-    Official replies name only the ``functionCallId``; the surface, the function and the
-    catalog come from here.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    surfaceId: str
-    functionCallId: str
-    name: str
-    catalogId: str
-    args: dict[str, Any] | None = None
-
-
-def gate_call_id(execution_id: str, step_id: str, name: str, requested: str | None) -> str:
-    """The call id a grain-A request carries: call-site-unique and deterministic.
-
-    ``requested`` is used as given unless it is derived only from the function name (``name``
-    or ``{execution_id}:{name}``), which would collide when the function is called twice in
-    one execution; then, as when none is given, the send step's id makes it unique.
-    """
-    if requested is None:
-        return f"{execution_id}:{name}#{step_id}"
-    if requested in (name, f"{execution_id}:{name}"):
-        return f"{requested}#{step_id}"
-    return requested
 
 
 def register_a2ui_sender(
@@ -228,28 +191,12 @@ async def request_client_function(
     return result_of(sent, payload, catalog)
 
 
-def _as_reply(sent_call_id: str, payload: Any) -> FunctionResponse:
-    try:
-        reply = FunctionResponse.model_validate(payload)
-    except ValidationError as exc:
-        raise A2UIProtocolError(
-            f"resume payload for call {sent_call_id!r} is not a function response: "
-            f"{exc.errors()[0]['msg']}"
-        ) from None
-    if reply.functionCallId != sent_call_id:
-        raise CorrelationError(
-            f"reply answers call {reply.functionCallId!r}, expected {sent_call_id!r}",
-            details={"functionCallId": reply.functionCallId, "expected": sent_call_id},
-        )
-    return reply
-
-
 def result_of(sent: SentCall, payload: Any, catalog: A2UICatalog | None) -> Any:
     """Check a resume payload against the call it answers and return its result.
 
     On replay the same recorded payload gives the same answer.
     """
-    reply = _as_reply(sent.functionCallId, payload)
+    reply = as_reply(sent.functionCallId, payload)
     if reply.error is not None:
         raise ClientFunctionError(
             f"renderer function {sent.name!r} (call {sent.functionCallId!r}) failed: "
@@ -257,159 +204,3 @@ def result_of(sent: SentCall, payload: Any, catalog: A2UICatalog | None) -> Any:
             details={"functionCallId": sent.functionCallId, "error": reply.error.to_wire()},
         )
     return catalog.validate_result(sent.name, reply.value) if catalog else reply.value
-
-
-# -- application side ------------------------------------------------------------------------
-
-
-async def _sent_calls(
-    runtime: Runtime, state: ExecutionState, send_effect: str
-) -> tuple[dict[str, SentCall], set[str]]:
-    pending: dict[str, SentCall] = {}
-    answered: set[str] = set()
-    for rec in state.steps.values():
-        if rec.get("effect") != send_effect or rec.get("status") != "completed":
-            continue
-        output = await runtime.payloads.decode(rec.get("output"), state.execution_id)
-        sent = SentCall.model_validate(output)
-        if resume_key(A2UI_FUNCTION_RESULT, sent.functionCallId) in state.resumes:
-            answered.add(sent.functionCallId)
-        else:
-            pending[sent.functionCallId] = sent
-    return pending, answered
-
-
-async def pending_function_calls(
-    runtime: Runtime, execution_id: str, *, send_effect: str = SEND_EFFECT
-) -> tuple[dict[str, SentCall], set[str]]:
-    """The grain-A calls of an execution, by call id: ``(awaiting a reply, answered)``.
-
-    Read from the folded state (snapshot + tail), not the whole log. A call awaits a reply
-    once its send step is recorded and until a resume for its call id is (a reply, or the
-    gate's timeout).
-    """
-    return await _sent_calls(runtime, await runtime.load_state(execution_id), send_effect)
-
-
-def _unawaited(execution_id: str, call_id: str, answered: set[str]) -> CorrelationError:
-    if call_id in answered:
-        return CorrelationError(
-            f"call {call_id!r} of execution {execution_id!r} was already answered or timed "
-            "out; late reply refused",
-            details={"functionCallId": call_id, "reason": "late"},
-        )
-    return CorrelationError(
-        f"execution {execution_id!r} issued no call {call_id!r}; unsolicited reply refused",
-        details={"functionCallId": call_id, "reason": "unsolicited"},
-    )
-
-
-async def admit_reply(
-    runtime: Runtime,
-    state: ExecutionState,
-    call_id: str,
-    payload: Any,
-    catalogs: Mapping[str, A2UICatalog],
-    send_effect: str = SEND_EFFECT,
-) -> dict[str, Any]:
-    """The resume check of ``A2UIFunctionResult`` gates: admit a reply, or refuse it.
-
-    Raises:
-        A2UIProtocolError: The payload is not a function response.
-        CorrelationError: It answers another call, or a call not awaiting a reply.
-        CatalogValidationError: The result fails the function's ``returns`` schema.
-    """
-    reply = _as_reply(call_id, payload)
-    pending, answered = await _sent_calls(runtime, state, send_effect)
-    sent = pending.get(call_id)
-    if sent is None:
-        raise _unawaited(state.execution_id, call_id, answered)
-    catalog = catalogs.get(sent.catalogId)
-    if catalog is not None and reply.error is None and sent.name in catalog:
-        catalog.validate_result(sent.name, reply.value)
-    return reply.to_wire()
-
-
-async def deliver_function_response(
-    runtime: Runtime,
-    execution_id: str,
-    message: WireInput,
-    *,
-    headers: Mapping[str, str] | None = None,
-    authenticate: ResumeAuthenticator | None = None,
-    catalog: A2UICatalog | None = None,
-    send_effect: str = SEND_EFFECT,
-    grace: float = 0.5,
-) -> ExecutionResult:
-    """Resume a grain-A gate with a renderer's reply, after checking it.
-
-    Args:
-        runtime: The runtime of the execution.
-        execution_id: The execution that issued the call.
-        message: The request body as received (bytes or text, so an authenticator can check
-            the exact bytes), or a decoded message: a ``rendererFunctionResponse``, or an
-            ``error`` naming the call's ``functionCallId``.
-        headers: The request's headers, for the authenticator.
-        authenticate: Admits or refuses the request; refused → nothing is resumed.
-        catalog: Validates the result before it becomes a recorded fact.
-        send_effect: The name the send effect was registered under.
-        grace: Seconds to wait for the log to record a send the renderer already answered
-            (the reply can overtake the send effect's completion record).
-
-    Raises:
-        ResumeAuthenticationError: The authenticator refused the request.
-        A2UIProtocolError: Another version, or not an answer to a call.
-        CorrelationError: Not a reply to a call this execution awaits (unsolicited, forged,
-            late).
-        LateReplyError: The call's gate timed out before this reply (a
-            ``CorrelationError`` and a ``GateTimedOutError``: 409 ``gate_timed_out``).
-        CatalogValidationError: The result fails the catalog.
-    """
-    if authenticate is not None and not authenticate(dict(headers or {}), _body_bytes(message)):
-        raise ResumeAuthenticationError(
-            f"reply for execution {execution_id!r} refused by the authenticator"
-        )
-    reply = parse_function_outcome(message)
-    sent = await _awaited_call(runtime, execution_id, reply.functionCallId, send_effect, grace)
-    if catalog is not None and reply.error is None:
-        catalog.validate_result(sent.name, reply.value)
-    try:
-        return await runtime.resume(
-            execution_id, A2UI_FUNCTION_RESULT, reply.functionCallId, reply.to_wire()
-        )
-    except GateTimedOutError as exc:  # its deadline passed, its timer not run yet
-        raise _late(exc, reply.functionCallId) from None
-
-
-def _late(late: GateTimedOutError, call_id: str) -> LateReplyError:
-    details = {**late.details, "functionCallId": call_id, "reason": "late"}
-    return LateReplyError(f"{late.message} (late reply)", details=details)
-
-
-async def _awaited_call(
-    runtime: Runtime, execution_id: str, call_id: str, send_effect: str, grace: float
-) -> SentCall:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + grace
-    while True:
-        state = await runtime.load_state(execution_id)
-        pending, answered = await _sent_calls(runtime, state, send_effect)
-        if call_id in pending:
-            return pending[call_id]
-        if call_id in answered or loop.time() >= deadline:
-            # (a call whose gate timed out: refused as every route refuses it, 409)
-            late = timed_out_gate(state, A2UI_FUNCTION_RESULT, call_id)
-            if late is not None:
-                raise _late(late, call_id)
-            raise _unawaited(execution_id, call_id, answered)
-        await asyncio.sleep(0.02)
-
-
-def _body_bytes(message: WireInput) -> bytes:
-    if isinstance(message, bytes):
-        return message
-    if isinstance(message, str):
-        return message.encode()
-    if isinstance(message, BaseModel):
-        return message.model_dump_json(exclude_none=True).encode()
-    return json.dumps(message, separators=(",", ":")).encode()

@@ -55,7 +55,6 @@ from loom.store.base import (
 )
 from loom.store.browse import BrowseQuery
 from loom.store.inbox import Inbox, InboxItem
-from loom.store.schedule_store import ScheduleRecord, ScheduleStore
 from loom.store.leases import (
     Admitted,
     DedupHolder,
@@ -64,6 +63,7 @@ from loom.store.leases import (
     QueueDepth,
     QueueLimits,
 )
+from loom.store.schedule_store import ScheduleRecord, ScheduleStore
 from loom.workers.base import WorkerRuntime
 from loom.workers.local import LocalWorkerRuntime
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop

@@ -33,7 +33,9 @@ class FirestoreScheduleStore(ScheduleStore):
         self._client = client
 
     def _ref(self, name: str) -> AsyncDocumentReference:
-        return cast(AsyncDocumentReference, self._client.collection(COLLECTION).document(doc_id(name)))
+        return cast(
+            AsyncDocumentReference, self._client.collection(COLLECTION).document(doc_id(name))
+        )
 
     async def get(self, name: str) -> ScheduleRecord | None:
         """See :class:`~loom.store.schedule_store.ScheduleStore`."""

@@ -161,8 +161,6 @@ def started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
     s.queue_options = dict(e.queue_options) if e.queue_options else {}
 
 
-
-
 # -- deduplication ids -------------------------------------------------------------------------
 
 

@@ -194,7 +194,11 @@ def build(
     Raises:
         ConfigurationError: See :func:`declare`.
     """
-    if isinstance(catch_up, bool) or not isinstance(cast(object, catch_up), int) or not 0 <= catch_up <= 1000:
+    if (
+        isinstance(catch_up, bool)
+        or not isinstance(cast(object, catch_up), int)
+        or not 0 <= catch_up <= 1000
+    ):
         raise ConfigurationError(f"schedule {name!r}: catch_up must be 0 to 1000, not {catch_up}")
     start, end = _moment(name, "start_at", start_at), _moment(name, "end_at", end_at)
     if start is not None and end is not None and end < start:
@@ -281,9 +285,7 @@ async def live(runtime: Runtime, seen_at: float) -> dict[str, Schedule]:
     found: dict[str, Schedule] = {}
     for name, schedule in code.items():
         record = records.get(name) or await _first_seen(book, name, seen_at)
-        found[name] = replace(
-            schedule, since=record.since, paused=record.paused, note=record.note
-        )
+        found[name] = replace(schedule, since=record.since, paused=record.paused, note=record.note)
     for name, record in records.items():
         if record.declared or name in code or record.cron is None or record.flow is None:
             continue  # (a declared schedule since removed from the code, or one it shadows)

@@ -8,6 +8,7 @@ The tree::
     │   │   └── UnknownFlowVersionError  the flow, but not the version asked or recorded
     │   ├── UnknownEffectError         no effect registered under that name
     │   ├── UnknownExecutionError      no execution with that id
+    │   ├── UnknownScheduleError       no schedule of that name (HTTP 404)
     │   ├── InvalidExecutionIdError    an id that breaks the one id rule (loom.ids)
     │   │   └── ReservedExecutionIdError  an outside start of an id of a form the engine
     │   │                                     derives (loom.reserved_ids)
@@ -120,6 +121,12 @@ class UnknownExecutionError(InputError):
     """No execution exists with the requested id."""
 
     code = "unknown_execution"
+
+
+class UnknownScheduleError(InputError):
+    """No schedule of that name, declared or made at run time."""
+
+    code = "unknown_schedule"
 
 
 class InvalidExecutionIdError(InputError):

@@ -15,6 +15,7 @@ from loom.errors import InputError
 from loom.kernel import runtime as kernel
 from loom.ops.fork import fork as fork_from
 from loom.primitives import messages, published, queue_options, queues
+from loom.primitives.schedule_admin import Schedules
 
 if TYPE_CHECKING:
     from loom.primitives.queues import QueueRef
@@ -91,3 +92,9 @@ class Runtime(kernel.Runtime):
         return await published.get_event(self, execution_id, key, timeout=timeout)
 
     fork = fork_from  # a new execution reusing a recorded prefix (loom.ops.fork)
+
+    @property
+    def schedules(self) -> Schedules:
+        """Schedules at run time: create, update, pause, unpause, trigger, backfill,
+        delete, list (:mod:`loom.primitives.schedule_admin`)."""
+        return Schedules(self)

@@ -6,7 +6,7 @@ version it read; listing is one query of a small collection."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from google.api_core import exceptions as gexc
 from google.cloud import firestore
@@ -33,9 +33,7 @@ class FirestoreScheduleStore(ScheduleStore):
         self._client = client
 
     def _ref(self, name: str) -> AsyncDocumentReference:
-        return cast(
-            AsyncDocumentReference, self._client.collection(COLLECTION).document(doc_id(name))
-        )
+        return self._client.collection(COLLECTION).document(doc_id(name))
 
     async def get(self, name: str) -> ScheduleRecord | None:
         """See :class:`~loom.store.schedule_store.ScheduleStore`."""

@@ -328,10 +328,23 @@ async def _first_seen(book: ScheduleStore, name: str, at: float) -> ScheduleReco
     return await book.get(name) or record
 
 
-async def _fire(
-    runtime: Runtime, schedule: Schedule, tick: datetime, *, read_first: bool = True
+async def fire_as(
+    runtime: Runtime, schedule: Schedule, tick: datetime, execution_id: str | None = None
 ) -> Fired:
-    eid = schedule.execution_id(tick)
+    """Start ``schedule``'s execution of ``tick`` (under ``execution_id``, a reserved form
+    of its own, if given: a trigger's), unless it exists; what happened."""
+    return await _fire(runtime, schedule, tick, eid=execution_id)
+
+
+async def _fire(
+    runtime: Runtime,
+    schedule: Schedule,
+    tick: datetime,
+    *,
+    read_first: bool = True,
+    eid: str | None = None,
+) -> Fired:
+    eid = eid or schedule.execution_id(tick)
     iso = tick.strftime("%Y-%m-%dT%H:%M:%SZ")
     by = f"{PREFIX}{schedule.name}"
     try:

@@ -35,6 +35,7 @@ from loom.errors import (
     StoreError,
     UnknownExecutionError,
     UnknownFlowError,
+    UnknownScheduleError,
     WorkerError,
 )
 from loom.workers.auth import AuthError
@@ -50,6 +51,7 @@ _INPUT_STATUS: list[tuple[type[InputError], int]] = [
     (LimitExceededError, 409),
     (UnknownFlowError, 404),
     (UnknownExecutionError, 404),
+    (UnknownScheduleError, 404),
     (ExecutionConflictError, 409),
     (MessageConflictError, 409),
     (QueueDeduplicatedError, 409),

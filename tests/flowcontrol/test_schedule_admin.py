@@ -192,7 +192,9 @@ async def test_racing_changes_are_each_decided_on_the_record_that_won(store: Eve
     await rt.schedules.create("r", "* * * * *", flow="report")
     others = [Runtime(schedule_app.app, store, clock=FakeClock(T0)) for _ in range(4)]
     notes = [f"n{i}" for i in range(4)]
-    await asyncio.gather(*(o.schedules.pause("r", note=n) for o, n in zip(others, notes, strict=True)))
+    await asyncio.gather(
+        *(o.schedules.pause("r", note=n) for o, n in zip(others, notes, strict=True))
+    )
     record = await store.schedules().get("r")
     assert record is not None and record.version == 1 + 4 and record.paused
     assert record.note in notes

@@ -35,6 +35,7 @@ from loom.workers.http_versions import list_versions
 from loom.workers.operator_routes import verdict as _verdict
 from loom.workers.queue_routes import list_queues as _queues
 from loom.workers.retry_route import retry as _retry
+from loom.workers.schedule_admin_routes import ROUTES as _SCHEDULE_ROUTES
 from loom.workers.schedule_routes import list_schedules as _schedules
 
 __all__ = [
@@ -58,7 +59,12 @@ __all__ = [
     "run",
 ]
 
-BODY_SCOPED: set[Route] = {execute, start, _dead.redrive_dead_letters}
+BODY_SCOPED: set[Route] = {
+    execute,
+    start,
+    _dead.redrive_dead_letters,
+    *(route for _, _, route in _SCHEDULE_ROUTES),  # (they act on no execution)
+}
 """Routes whose execution is named in the body, not the path: the server leaves their
 caller check to them (:func:`check_caller`, after the body is parsed). By identity, not
 name, so no other route can skip the check by sharing a name."""
@@ -77,6 +83,7 @@ ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("GET", ("dead-letters",), _dead.list_dead_letters),
     ("POST", ("dead-letters", "retry"), _dead.redrive_dead_letters),
     ("GET", ("schedules",), _schedules),
+    *_SCHEDULE_ROUTES,
     ("GET", ("queues",), _queues),
     ("POST", ("executions", "*", "messages"), _send_message),
     ("GET", ("executions", "*", "events", "*"), _get_event),

@@ -31,7 +31,9 @@ from loom.workers.http_models import (
     VerdictRequest,
 )
 from loom.workers.openapi_ops import operator_paths
+from loom.workers.openapi_schedules import schedule_paths
 from loom.workers.retry_route import RetryRequest
+from loom.workers.schedule_admin_routes import Backfill, CreateSchedule, Note, UpdateSchedule
 
 _REF = "#/components/schemas/{model}"
 
@@ -45,6 +47,10 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (MessageRequest, "validation"),
     (RetryRequest, "validation"),
     (RedriveRequest, "validation"),
+    (CreateSchedule, "validation"),
+    (UpdateSchedule, "validation"),
+    (Note, "validation"),
+    (Backfill, "validation"),
     (PublishedEvent, "serialization"),
     (ExecutionResult, "serialization"),
     (ExecutionView, "serialization"),
@@ -57,7 +63,7 @@ _ERRORS = {
     400: "Malformed JSON, or a body that does not fit the schema",
     401: "No credential came with the request",
     403: "The credential does not allow this",
-    404: "Unknown execution or flow",
+    404: "Unknown execution, flow or schedule",
     405: "Method not allowed on this path",
     409: "Superseded (another holder owns the execution), a conflicting start or "
     "message, a request for a finished execution, a reply to a gate whose timeout "
@@ -321,6 +327,7 @@ def _paths() -> dict[str, Any]:
             )
         },
         **operator_paths(_operation, _plain, _ID),
+        **schedule_paths(_plain),
     }
 
 

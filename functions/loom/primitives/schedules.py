@@ -271,11 +271,12 @@ async def fire_due(
     return fired
 
 
-async def live(runtime: Runtime, seen_at: float) -> dict[str, Schedule]:
+async def live(runtime: Runtime, seen_at: float | None) -> dict[str, Schedule]:
     """Every schedule as a pass sees it: those declared on the app, with their state from
     the store (when first seen — recorded now, at ``seen_at``, for one seen for the first
-    time — and whether paused), and those made at run time (:mod:`.schedule_admin`).
-    A store that keeps no schedules gives the declared ones alone, with no state."""
+    time; ``None``: a reader, which records nothing — and whether paused), and those made
+    at run time (:mod:`.schedule_admin`). A store that keeps no schedules gives the
+    declared ones alone, with no state."""
     code = declared(runtime.app)
     try:
         book = runtime.store.schedules()
@@ -284,7 +285,11 @@ async def live(runtime: Runtime, seen_at: float) -> dict[str, Schedule]:
     records = {r.name: r for r in await book.list()}
     found: dict[str, Schedule] = {}
     for name, schedule in code.items():
-        record = records.get(name) or await _first_seen(book, name, seen_at)
+        record = records.get(name)
+        if record is None and seen_at is None:
+            found[name] = schedule
+            continue
+        record = record or await _first_seen(book, name, seen_at or 0.0)
         found[name] = replace(schedule, since=record.since, paused=record.paused, note=record.note)
     for name, record in records.items():
         if record.declared or name in code or record.cron is None or record.flow is None:

@@ -196,3 +196,59 @@ async def test_bad_options_are_refused_naming_what_was_wrong(runtime: Runtime):
             await runtime.start("job", job("x"), execution_id="x", queue=q)
     with pytest.raises(UnknownExecutionError):
         await runtime.store.summary("x")
+
+
+def test_the_options_reach_http_and_the_command_line(tmp_path: Path) -> None:
+    """``POST /executions`` and ``loom start`` take the options (and refuse them without a
+    queue, and a held deduplication id with 409 / exit 1, naming the holder)."""
+    import functions_framework
+    from click.testing import CliRunner
+
+    from loom.cli import main
+    from tests.functions.conftest import MAIN
+
+    store = f"sqlite:///{tmp_path / 'loom.db'}"
+    app = "tests.flowcontrol.options_app:app"
+    base = ["--app", app, "--store", store, "start", "job"]
+    opts = ["--queue", "dedup", "--priority", "3", "--dedup-id", "d", "--delay", "30"]
+    cli = CliRunner().invoke(main, [*base, "--input", '{"name": "c"}', "--id", "c", *opts])
+    assert cli.exit_code == 0, cli.output
+    again = CliRunner().invoke(main, [*base, "--input", '{"name": "c2"}', "--id", "c2", *opts])
+    assert again.exit_code != 0 and "'c'" in again.output and "deduplication" in again.output
+    orphan = CliRunner().invoke(main, [*base, "--id", "c3", "--priority", "1"])
+    assert orphan.exit_code != 0 and "needs a queue" in orphan.output
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LOOM_APP", app)
+    mp.setenv("LOOM_STORE", store)
+    try:
+        client = functions_framework.create_app("worker", str(MAIN)).test_client()
+        body = {"flow": "job", "input": {"name": "h"}, "queue": "dedup", "deduplication_id": "d"}
+        held = client.post("/executions", json={**body, "execution_id": "h"})
+        assert held.status_code == 409 and held.json is not None
+        assert held.json["code"] == "queue_deduplicated", held.json
+        assert held.json["details"]["execution_id"] == "c"
+        ok = client.post(
+            "/executions",
+            json={**body, "execution_id": "h", "deduplication_id": "e", "priority": 2,
+                  "delay": 60, "queue_timeout": 5},
+        )  # fmt: skip
+        assert ok.status_code == 200, ok.json
+        bad = client.post("/executions", json={"flow": "job", "priority": 1})
+        assert bad.status_code == 400
+    finally:
+        mp.undo()
+    first = asyncio.run(_first(store, "h"))
+    assert first.queue_options == {"priority": 2, "dedup": "e", "not_before": pytest.approx(
+        first.at + 60, abs=1), "timeout": 5.0}  # fmt: skip
+
+
+async def _first(url: str, eid: str) -> ev.ExecutionStarted:
+    from loom.config import open_store
+
+    store = open_store(url)
+    try:
+        first = (await store.read(eid))[0]
+    finally:
+        await store.aclose()
+    assert isinstance(first, ev.ExecutionStarted)
+    return first

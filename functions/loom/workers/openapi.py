@@ -67,8 +67,9 @@ _ERRORS = {
     405: "Method not allowed on this path",
     409: "Superseded (another holder owns the execution), a conflicting start or "
     "message, a request for a finished execution, a reply to a gate whose timeout "
-    "passed first (code gate_timed_out), or an execution at one of its limits (code "
-    "limit_exceeded)",
+    "passed first (code gate_timed_out), an execution at one of its limits (code "
+    "limit_exceeded), or a queue's deduplication id held by a queued or running execution "
+    "(code queue_deduplicated)",
     413: "Request body over the limit (default 1 MiB), or a payload over a store limit "
     "(code store_limit, the limit in details; not worth a retry)",
     415: "Content-Type is not application/json",

@@ -31,6 +31,9 @@ CHILD_POINTS = ("child_created", "child_dispatched", "child_ended")
 MESSAGE_POINTS = ("before_send", "after_send", "after_sent")
 # ``ctx.continue_as_new`` (loom.primitives.continuation): the next run appended, not yet dispatched.
 CONTINUE_POINTS = ("after_continue",)
+# A queued start's deduplication id held (loom.primitives.queue_options), its start not
+# written yet.
+QUEUE_POINTS = ("after_dedup_held",)
 # Store points, numbered by transaction instead of step: ``in_group_commit:3`` dies in the
 # third SQLite group transaction after its statements ran, before its ``COMMIT``.
 STORE_POINTS = ("in_group_commit",)

@@ -41,6 +41,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from loom import crash
 from loom import events as ev
 from loom.errors import InputError, QueueDeduplicatedError, UnknownExecutionError
 
@@ -174,6 +175,8 @@ async def hold_dedup(runtime: Runtime, queue: str, dedup_id: str, execution_id: 
     leases = runtime.store.leases()
     now = runtime.clock()
     held = await leases.deduplicate(queue, dedup_id, execution_id, now)
+    if crash.ARMED:
+        crash.point("after_dedup_held")
     if held.holder == execution_id:
         return held.since == now
     if await _still_holds(runtime, held.holder, now - held.since):

@@ -39,14 +39,16 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def _start_and_die(db: str, side: Path, point: str, eid: str, *queue: str) -> int:
-    args = ("start", "job", "--input", f'{{"name": "{eid}"}}', "--id", eid, *queue)
+    # (--wait: on Firestore a queued start runs once the next admit pass grants it)
+    args = ("start", "job", "--input", f'{{"name": "{eid}"}}', "--id", eid, *queue, "--wait", "5")
     return run_loom(APP, db, side, *args, env={"LOOM_CRASH_AT": point})
 
 
 async def test_a_start_killed_holding_its_deduplication_id(db: str, tmp_path: Path):
+    options_app.reset()
     opts = ("--queue", "dedup", "--dedup-id", "welcome")
     assert _start_and_die(db, tmp_path / "side", "after_dedup_held", "a", *opts) == -signal.SIGKILL
-    clock = FakeClock(time.time())  # (the dead worker held the id on the real clock)
+    clock = FakeClock(time.time())
     rt = Runtime(options_app.app, open_store(db), clock=clock)
     try:
         with pytest.raises(UnknownExecutionError):
@@ -65,7 +67,7 @@ async def test_a_start_killed_holding_its_deduplication_id(db: str, tmp_path: Pa
         other = QueueRef("dedup", deduplication_id="e")
         with pytest.raises(QueueDeduplicatedError):
             await rt.start("job", {"name": "d"}, execution_id="d", queue=other, run=False)
-        clock.now += STALE_HOLD + 1
+        clock.now = time.time() + STALE_HOLD + 1  # (the hold was taken on the real clock)
         await rt.start("job", {"name": "d"}, execution_id="d", queue=other, run=False)
         assert (await rt.store.summary("d")).status == "running"
     finally:

@@ -67,6 +67,7 @@ from loom.store.leases import (
     shard_limits,
     waits_behind,
 )
+from loom_gcp._firestore_dedup import FirestoreDedup
 from loom_gcp._firestore_io import translate
 from loom_gcp._firestore_queue_docs import (
     ShardState,
@@ -99,6 +100,7 @@ class FirestoreLeaseSet(LeaseSet):
 
     def __init__(self, client: firestore.AsyncClient) -> None:
         self._client = client
+        self._dedup = FirestoreDedup(client, COLLECTION)
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]
         self._locks = weakref.WeakKeyDictionary()
 
@@ -371,38 +373,12 @@ class FirestoreLeaseSet(LeaseSet):
     async def deduplicate(
         self, queue: str, dedup_id: str, holder: str, now: float, replaces: str | None = None
     ) -> DedupHolder:
-        """See :class:`~loom.store.leases.LeaseSet` (a transaction on the id's document)."""
-        ref = cast(
-            AsyncDocumentReference,
-            self._queue(queue).collection("dedup").document(hid(dedup_id)),
-        )
-
-        @async_transactional
-        async def body(txn: AsyncTransaction) -> DedupHolder:
-            doc = (await self._read(txn, [ref]))[ref.path]
-            if doc is None or doc.get("h") == replaces:
-                txn.set(ref, {"h": holder, "since": now, "id": dedup_id})
-                return DedupHolder(holder, now)
-            return DedupHolder(str(doc["h"]), float(doc["since"]))
-
-        key = f"{queue}/d/{dedup_id}"
-        return await self._retried("holding a deduplication id", key, lambda: body(self._txn()))
+        """See :class:`~loom.store.leases.LeaseSet` (:mod:`loom_gcp._firestore_dedup`)."""
+        return await self._dedup.deduplicate(queue, dedup_id, holder, now, replaces)
 
     async def forget(self, queue: str, dedup_id: str, holder: str) -> None:
         """See :class:`~loom.store.leases.LeaseSet`."""
-        ref = cast(
-            AsyncDocumentReference,
-            self._queue(queue).collection("dedup").document(hid(dedup_id)),
-        )
-
-        @async_transactional
-        async def body(txn: AsyncTransaction) -> None:
-            doc = (await self._read(txn, [ref]))[ref.path]
-            if doc is not None and doc.get("h") == holder:
-                txn.delete(ref)
-
-        key = f"{queue}/d/{dedup_id}"
-        await self._retried("dropping a deduplication id", key, lambda: body(self._txn()))
+        await self._dedup.forget(queue, dedup_id, holder)
 
     async def depth(self, queue: str, now: float) -> QueueDepth:
         """See :class:`~loom.store.leases.LeaseSet`: live holder documents; queued and

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -48,6 +49,49 @@ from loom.errors import InputError, QueueDeduplicatedError, UnknownExecutionErro
 if TYPE_CHECKING:
     from loom.kernel.runtime import Runtime
     from loom.kernel.state import ExecutionState
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRef:
+    """Where a start goes: a declared queue, and a partition key serializing its executions;
+    and its options (:mod:`loom.primitives.queue_options`).
+
+    Attributes:
+        name: The queue.
+        partition_key: Executions of one key run one at a time.
+        priority: Lower is granted first when the queue is saturated (0 to 2**31-1).
+        deduplication_id: Refuse another start with this id while one is queued or running.
+        delay: Seconds before it may be admitted (or ``not_before``, a moment).
+        not_before: When it may be admitted (epoch seconds or an aware datetime).
+        timeout: Seconds it may run from when the queue first admits it.
+    """
+
+    name: str
+    partition_key: str | None = None
+    priority: int = 0
+    deduplication_id: str | None = None
+    delay: float | timedelta | None = None
+    not_before: float | datetime | None = None
+    timeout: float | timedelta | None = None
+
+
+def queue_ref(name: str | None, partition_key: str | None, **given: Any) -> QueueRef | None:
+    """The :class:`QueueRef` of a start's ``queue``/``partition_key`` options and the
+    :class:`QueueRef` fields in ``given`` (those ``None`` left out), if any.
+
+    Raises:
+        InputError: A partition key or another queue option without a queue.
+    """
+    given = {k: v for k, v in given.items() if v is not None}
+    if name is None:
+        if partition_key is not None or given:
+            what = "a partition key" if partition_key is not None else ", ".join(sorted(given))
+            raise InputError(
+                f"{what} needs a queue", details={"partition_key": partition_key, **given}
+            )
+        return None
+    return QueueRef(name, partition_key, **given)
+
 
 MAX_PRIORITY: Final = 2**31 - 1
 MAX_DELAY: Final = 366 * 86400.0  # a year and a day

@@ -2,33 +2,27 @@
 
 Declared on the app, and used when starting::
 
-    app.queue("emails", concurrency=10, rate_per_second=5)
+    app.queue("emails", concurrency=10, rate_per_second=5, worker_concurrency=2)
     await runtime.start("send", value, queue=QueueRef("emails", partition_key="cust-42"))
 
 (``loom start --queue emails --partition-key cust-42``, ``POST /executions`` with ``queue``
-and ``partition_key``). Each execute call of such an execution first holds a lease from the
-store's :class:`~loom.store.leases.LeaseSet`, shared by every worker instance over the same
-store: at most ``concurrency`` leases live at once, at most ``rate_per_second`` new ones per
-second, and at most one per partition key, so the executions of one key run one at a time
-while other keys go on. The lease is held for the execute call (a suspended execution frees
-its slot) and released when it ends. While the call runs, the lease is renewed every third
-of ``lease_ttl`` (default 60 s), so a long call keeps its slot, and a worker that dies
-without releasing holds it only until ``lease_ttl`` passes after its last renewal.
+and ``partition_key``; a start's priority, deduplication id, delay and timeout from dequeue:
+:mod:`loom.primitives.queue_options`). Each execute call of such an execution first holds a
+lease from the store's :class:`~loom.store.leases.LeaseSet`, shared by every worker over the
+same store: at most ``concurrency`` live at once, ``rate_per_second`` new ones a second, one
+per partition key. The lease is held for the execute call (a suspended execution frees its
+slot), renewed every third of ``lease_ttl`` (60 s) while it runs, and released when it ends;
+a worker that dies holds it until ``lease_ttl`` passes after its last renewal.
 
-An execute call that finds no room claims nothing and runs nothing. Where the dispatcher
-carries jobs (Cloud Tasks, ``loom serve``), the execution *waits in the queue*: its wait is
-recorded (:meth:`~loom.store.leases.LeaseSet.enqueue`) and an *admit pass* of its shard is
-scheduled (:func:`run_admit_job`, a job keyed by the queue, the shard and the interval, so
-at most one runs per shard and interval however many ask). A pass grants a batch of the
-oldest waiting executions in one transaction and wakes each (a dispatch); the woken call
-takes its grant. Every release schedules a pass too, so a freed slot is handed on. On a
-store whose grants contend on one document (``LeaseSet.batched``, Firestore) every new
-lease comes from a pass; elsewhere a call takes a free slot at once and only waits when
-there is none. A waiting execution is also re-dispatched once per ``lease_ttl`` as a safety
-net (a lost wake, a grant that lapsed), never polled more often.
-
-Without such a dispatcher, a call that finds no room records the wait and re-dispatches
-the execution a second or so later (the execution asks again). ``loom queues`` and
+An execute call that finds no room claims and runs nothing. Where the dispatcher carries
+jobs (Cloud Tasks, ``loom serve``), the execution *waits in the queue*: its wait is recorded
+(:meth:`~loom.store.leases.LeaseSet.enqueue`) and an *admit pass* of its shard is scheduled
+(:func:`run_admit_job`, one per shard and interval), which grants a batch of waiters by
+priority, then oldest first, and wakes each; every release schedules a pass too. On a store
+whose grants contend (``LeaseSet.batched``, Firestore) every new lease comes from a pass;
+elsewhere a call takes a free slot at once unless a better waiter could take it. A waiting
+execution is re-dispatched once per ``lease_ttl`` as a safety net (ADR 0096). Without such
+a dispatcher, a refused call re-dispatches itself a second or so later. ``loom queues`` and
 ``GET /queues`` show each queue's leases in flight and executions waiting.
 """
 
@@ -39,7 +33,6 @@ import logging
 import math
 import random
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from loom import events as ev
@@ -48,6 +41,7 @@ from loom.kernel import jobs
 from loom.kernel.fold import ExecutionState
 from loom.kernel.primitive import Admission, Primitive
 from loom.primitives import queue_options as qo
+from loom.primitives.queue_options import QueueRef, queue_ref
 from loom.store.leases import (
     DEFAULT_GRANT_TTL,
     LeaseRequest,
@@ -61,6 +55,18 @@ if TYPE_CHECKING:
     from loom.kernel.app import App
     from loom.kernel.runtime import Runtime
     from loom.wire import ExecutionResult
+
+__all__ = [
+    "PRIMITIVE",
+    "QueueDef",
+    "QueueRef",
+    "declare",
+    "declared",
+    "depths",
+    "queue_ref",
+    "run_admit_job",
+    "started_fields",
+]
 
 log = logging.getLogger("loom")
 DEFAULT_LEASE_TTL: Final = 60.0
@@ -98,48 +104,6 @@ class QueueDef:
         """The limits an admit pass applies."""
         grant_ttl = min(DEFAULT_GRANT_TTL, self.lease_ttl)
         return QueueLimits(self.concurrency, self.rate_per_second, grant_ttl, self.shards)
-
-
-@dataclass(frozen=True, slots=True)
-class QueueRef:
-    """Where a start goes: a declared queue, and a partition key serializing its executions;
-    and its options (:mod:`loom.primitives.queue_options`).
-
-    Attributes:
-        name: The queue.
-        partition_key: Executions of one key run one at a time.
-        priority: Lower is granted first when the queue is saturated (0 to 2**31-1).
-        deduplication_id: Refuse another start with this id while one is queued or running.
-        delay: Seconds before it may be admitted (or ``not_before``, a moment).
-        not_before: When it may be admitted (epoch seconds or an aware datetime).
-        timeout: Seconds it may run from when the queue first admits it.
-    """
-
-    name: str
-    partition_key: str | None = None
-    priority: int = 0
-    deduplication_id: str | None = None
-    delay: float | timedelta | None = None
-    not_before: float | datetime | None = None
-    timeout: float | timedelta | None = None
-
-
-def queue_ref(name: str | None, partition_key: str | None, **given: Any) -> QueueRef | None:
-    """The :class:`QueueRef` of a start's ``queue``/``partition_key`` options and the
-    :class:`QueueRef` fields in ``given`` (those ``None`` left out), if any.
-
-    Raises:
-        InputError: A partition key or another queue option without a queue.
-    """
-    given = {k: v for k, v in given.items() if v is not None}
-    if name is None:
-        if partition_key is not None or given:
-            what = "a partition key" if partition_key is not None else ", ".join(sorted(given))
-            raise InputError(
-                f"{what} needs a queue", details={"partition_key": partition_key, **given}
-            )
-        return None
-    return QueueRef(name, partition_key, **given)
 
 
 def declare(

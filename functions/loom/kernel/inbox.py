@@ -126,7 +126,7 @@ async def after_call(rt: Runtime, holder: str, flow: str = "") -> bool:
     if execution_id is None:
         return False
     try:
-        await wake(rt, execution_id, flow, tag=f"after-{holder.rsplit(':', 1)[-1]}")
+        await wake(rt, execution_id, flow, tag=f"after-{holder}")
     except Exception:
         log.warning("the wake of %s after its call failed", execution_id, exc_info=True)
         return False

@@ -352,7 +352,11 @@ async def _tell_parent(rt: Runtime, state: ExecutionState) -> None:
     one (one write of its own, and a wake its siblings share: ``loom.kernel.inbox``), else as a
     resume appended to the parent's log."""
     parent = state.parent or {}
-    if rt.store.inbox() is None:
+    # In process (no dispatcher, or an inline one) the parent's own call is usually still
+    # running its child: a resume reaches its live session at once, and there is no
+    # network dispatch for an inbox's shared wake to save.
+    in_process = rt.dispatcher is None or rt.dispatcher.inline
+    if rt.store.inbox() is None or in_process:
         with contextlib.suppress(ExecutionFinishedError, UnknownExecutionError):
             await rt.resume(parent["execution_id"], CHILD_GATE, state.execution_id, None)
         return

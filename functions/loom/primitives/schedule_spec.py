@@ -180,12 +180,15 @@ def declared(app: App) -> dict[str, Schedule]:
     return cast("dict[str, Schedule]", app.declared.setdefault("schedules", {}))
 
 
-async def live(runtime: Runtime, seen_at: float | None) -> dict[str, Schedule]:
+async def live(
+    runtime: Runtime, seen_at: float | None, *, record: bool = True
+) -> dict[str, Schedule]:
     """Every schedule as a pass sees it: those declared on the app, with their state from
     the store (when first seen — recorded now, at ``seen_at``, for one seen for the first
     time; ``None``: a reader, which records nothing — and whether paused), and those made
     at run time (:mod:`.schedule_admin`). A store that keeps no schedules gives the
-    declared ones alone, with no state."""
+    declared ones alone, with no state. With ``record`` false (a shard's pass: the minutely
+    fan-out records them, once), one never seen counts as seen at ``seen_at``, unwritten."""
     code = declared(runtime.app)
     try:
         book = runtime.store.schedules()
@@ -194,17 +197,20 @@ async def live(runtime: Runtime, seen_at: float | None) -> dict[str, Schedule]:
     records = {r.name: r for r in await book.list()}
     found: dict[str, Schedule] = {}
     for name, schedule in code.items():
-        record = records.get(name)
-        if record is None and seen_at is None:
+        known = records.get(name)
+        if known is None and seen_at is None:
             found[name] = schedule
             continue
-        record = record or await _first_seen(book, name, seen_at or 0.0)
-        found[name] = replace(schedule, since=record.since, paused=record.paused, note=record.note)
-    for name, record in records.items():
-        if record.declared or name in code or record.cron is None or record.flow is None:
+        if known is None and not record:
+            found[name] = replace(schedule, since=seen_at)
+            continue
+        known = known or await _first_seen(book, name, seen_at or 0.0)
+        found[name] = replace(schedule, since=known.since, paused=known.paused, note=known.note)
+    for name, made in records.items():
+        if made.declared or name in code or made.cron is None or made.flow is None:
             continue  # (a declared schedule since removed from the code, or one it shadows)
         try:
-            found[name] = from_record(record)
+            found[name] = from_record(made)
         except ConfigurationError as exc:  # (a zone this Python lacks, say): the others fire
             log.error("schedule %s is unusable here: %s", name, exc.message)
     return found

@@ -6,6 +6,7 @@ those made at run time (:mod:`loom.primitives.schedule_admin`)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -181,14 +182,19 @@ def declared(app: App) -> dict[str, Schedule]:
 
 
 async def live(
-    runtime: Runtime, seen_at: float | None, *, record: bool = True
+    runtime: Runtime,
+    seen_at: float | None,
+    *,
+    record: bool = True,
+    mine: Callable[[str], bool] | None = None,
 ) -> dict[str, Schedule]:
     """Every schedule as a pass sees it: those declared on the app, with their state from
     the store (when first seen — recorded now, at ``seen_at``, for one seen for the first
     time; ``None``: a reader, which records nothing — and whether paused), and those made
     at run time (:mod:`.schedule_admin`). A store that keeps no schedules gives the
-    declared ones alone, with no state. With ``record`` false (a shard's pass: the minutely
-    fan-out records them, once), one never seen counts as seen at ``seen_at``, unwritten."""
+    declared ones alone, with no state. With ``record`` false, or for a name ``mine`` says is
+    another pass's to record (a shard's pass records its own schedules only), one never seen
+    counts as seen at ``seen_at``, unwritten."""
     code = declared(runtime.app)
     try:
         book = runtime.store.schedules()
@@ -201,7 +207,7 @@ async def live(
         if known is None and seen_at is None:
             found[name] = schedule
             continue
-        if known is None and not record:
+        if known is None and not (record and (mine is None or mine(name))):
             found[name] = replace(schedule, since=seen_at)
             continue
         known = known or await _first_seen(book, name, seen_at or 0.0)

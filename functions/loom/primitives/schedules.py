@@ -223,7 +223,7 @@ def schedule_shards(count: int) -> int:
 async def start_schedules(runtime: Runtime, *, grace: float = DEFAULT_GRACE) -> dict[str, Any]:
     """The minutely tick where jobs travel: a pass job per schedule shard and minute of the
     grace window (see the module docstring); what it asked for."""
-    schedules = await live(runtime, runtime.clock())
+    schedules = await live(runtime, runtime.clock(), record=False)  # (the shards record them)
     if not schedules:
         return {"shards": 0, "minutes": 0}
     shards = schedule_shards(len(schedules))
@@ -245,8 +245,10 @@ async def run_schedules_job(runtime: Runtime, job: jobs.Job) -> dict[str, Any]:
     shard, shards = int(job.args["shard"]), int(job.args["shards"])
     minute = datetime.fromtimestamp(float(job.args["minute"]), UTC)
     fired: list[Fired] = []
-    # (The minutely fan-out recorded when each was first seen: the shards only read.)
-    for schedule in (await live(runtime, runtime.clock(), record=False)).values():
+    # (Each shard records when its own declared schedules were first seen: no two passes
+    # write one schedule's record.)
+    own = await live(runtime, runtime.clock(), mine=lambda n: shard_of(n, shards) == shard)
+    for schedule in own.values():
         if shard_of(schedule.name, shards) != shard or schedule.paused:
             continue
         tick = schedule.cron.last_at_or_before(minute)

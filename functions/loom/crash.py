@@ -46,6 +46,9 @@ UPDATE_POINTS = ("after_update_accepted", "before_update_completed", "after_upda
 # (loom.primitives.streams): the value appended.
 EVENT_READ_POINTS = ("after_event_awaited", "after_event_read")
 STREAM_POINTS = ("after_stream_written",)
+# A queued start's deduplication id held (loom.primitives.queue_options), its start not
+# written yet.
+QUEUE_POINTS = ("after_dedup_held",)
 # Store points, numbered by transaction instead of step: ``in_group_commit:3`` dies in the
 # third SQLite group transaction after its statements ran, before its ``COMMIT``.
 STORE_POINTS = ("in_group_commit",)

@@ -8,11 +8,14 @@ The tree::
     │   │   └── UnknownFlowVersionError  the flow, but not the version asked or recorded
     │   ├── UnknownEffectError         no effect registered under that name
     │   ├── UnknownExecutionError      no execution with that id
+    │   ├── UnknownScheduleError       no schedule of that name (HTTP 404)
     │   ├── InvalidExecutionIdError    an id that breaks the one id rule (loom.ids)
     │   │   └── ReservedExecutionIdError  an outside start of an id of a form the engine
     │   │                                     derives (loom.reserved_ids)
     │   ├── ExecutionConflictError     same execution id, other flow or input
     │   ├── MessageConflictError       same message id, other topic or payload
+    │   ├── QueueDeduplicatedError     a queue's deduplication id held by a queued or
+    │   │                                  running execution (HTTP 409)
     │   ├── PayloadTooLargeError       a body or payload over the configured limit
     │   ├── InvalidPayloadError        input/output that fails its model
     │   ├── VerdictError               verdict for a step that is not in doubt
@@ -129,6 +132,12 @@ class UnknownExecutionError(InputError):
     code = "unknown_execution"
 
 
+class UnknownScheduleError(InputError):
+    """No schedule of that name, declared or made at run time."""
+
+    code = "unknown_schedule"
+
+
 class InvalidExecutionIdError(InputError):
     """An execution or case id breaks the id rule of :mod:`loom.ids`. Nothing was written."""
 
@@ -157,6 +166,14 @@ class MessageConflictError(InputError):
     """
 
     code = "conflicting_message"
+
+
+class QueueDeduplicatedError(InputError):
+    """A start on a queue with a deduplication id that another execution of the queue,
+    still queued or running, holds (DBOS's ``DBOSQueueDeduplicatedError``). Nothing was
+    started; ``details`` names the queue, the id and the execution holding it."""
+
+    code = "queue_deduplicated"
 
 
 class PayloadTooLargeError(InputError):

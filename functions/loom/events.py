@@ -76,6 +76,10 @@ class ExecutionStarted(_Event):
     forked_from: ForkOrigin | None = None
     queue: str | None = None  # started on a queue (loom.primitives.queues)
     partition_key: str | None = None
+    # A queued start's options (loom.primitives.queue_options): ``priority`` (lower runs
+    # first), ``dedup`` (its deduplication id), ``not_before`` (epoch seconds) and
+    # ``timeout`` (seconds from its dequeue). Absent: none.
+    queue_options: dict[str, str | int | float] | None = None
     # How its step ids are numbered (loom.kernel.context.STEP_NUMBERING); absent: recorded before
     # the numbering was fixed across Python versions, numbered by the task tree as it comes.
     step_numbering: int | None = None
@@ -87,6 +91,14 @@ class ExecutionClaimed(_Event):
     type: Literal["ExecutionClaimed"] = "ExecutionClaimed"
     holder: str
     until: float
+
+
+class ExecutionDequeued(_Event):
+    """A queued execution was first admitted by its queue (recorded with that claim):
+    its ``deadline``, if the start gave a timeout from dequeue (loom.primitives.queue_options)."""
+
+    type: Literal["ExecutionDequeued"] = "ExecutionDequeued"
+    deadline: float | None = None
 
 
 class EffectStarted(_Event):
@@ -449,6 +461,7 @@ class ExecutionCancelled(_Event):
 Event = Annotated[
     ExecutionStarted
     | ExecutionClaimed
+    | ExecutionDequeued
     | EffectStarted
     | EffectCompleted
     | EffectFailed

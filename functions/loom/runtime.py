@@ -7,13 +7,16 @@ messages, published values, queues' start option, forks, bulk operations.
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from loom.errors import InputError
 from loom.kernel import runtime as kernel
 from loom.ops.bulk import bulk as bulk_operation
 from loom.ops.fork import fork as fork_from
-from loom.primitives import messages, published, queries, queues, streams, update_calls
+from loom.primitives import messages, published, queries, queue_options, queues, streams, update_calls
+from loom.primitives.schedule_admin import Schedules
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -49,24 +52,38 @@ class Runtime(kernel.Runtime):
         derived: IdForm | None = None,
     ) -> ExecutionResult:
         """Start ``flow``: :meth:`loom.kernel.runtime.Runtime.start`, on ``queue`` if given
-        (a declared queue and partition key, :mod:`loom.primitives.queues`).
+        (a declared queue, a partition key and options, :mod:`loom.primitives.queues`).
 
         Raises:
-            InputError: ``queue`` is not declared.
+            InputError: ``queue`` is not declared, or one of its options is bad.
+            QueueDeduplicatedError: The queue's deduplication id is held by a queued or
+                running execution (:mod:`loom.primitives.queue_options`).
         """
-        return await super().start(
-            flow,
-            input,
-            execution_id=execution_id,
-            capabilities=capabilities,
-            budgets=budgets,
-            run=run,
-            by=by,
-            version=version,
-            timeout=timeout,
-            fields=queues.started_fields(self.app, queue) if queue is not None else None,
-            derived=derived,
-        )
+        fields = queues.started_fields(self.app, queue, self.clock()) if queue else None
+        dedup = queue.deduplication_id if queue is not None else None
+        if queue is not None and dedup is not None:
+            execution_id = execution_id or str(uuid.uuid4())
+            held = await queue_options.hold_dedup(self, queue.name, dedup, execution_id)
+        else:
+            held = False
+        try:
+            return await super().start(
+                flow,
+                input,
+                execution_id=execution_id,
+                capabilities=capabilities,
+                budgets=budgets,
+                run=run,
+                by=by,
+                version=version,
+                timeout=timeout,
+                fields=fields,
+                derived=derived,
+            )
+        except InputError:  # (refused: nothing written, the id is free again)
+            if held and queue is not None and dedup is not None and execution_id is not None:
+                await queue_options.forget_dedup(self, queue.name, dedup, execution_id)
+            raise
 
     async def send(
         self, execution_id: str, topic: str, payload: Any = None, **kw: Any
@@ -153,3 +170,9 @@ class Runtime(kernel.Runtime):
 
     fork = fork_from  # a new execution reusing a recorded prefix (loom.ops.fork)
     bulk = bulk_operation  # cancel, resume or retry what a filter selects (loom.ops.bulk)
+
+    @property
+    def schedules(self) -> Schedules:
+        """Schedules at run time: create, update, pause, unpause, trigger, backfill,
+        delete, list (:mod:`loom.primitives.schedule_admin`)."""
+        return Schedules(self)

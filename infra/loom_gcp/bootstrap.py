@@ -55,7 +55,15 @@ from loom.store.base import (
 )
 from loom.store.browse import BrowseQuery
 from loom.store.inbox import Inbox, InboxItem
-from loom.store.leases import Admitted, LeaseRequest, LeaseSet, QueueDepth, QueueLimits
+from loom.store.leases import (
+    Admitted,
+    DedupHolder,
+    LeaseRequest,
+    LeaseSet,
+    QueueDepth,
+    QueueLimits,
+)
+from loom.store.schedule_store import ScheduleRecord, ScheduleStore
 from loom.workers.base import WorkerRuntime
 from loom.workers.local import LocalWorkerRuntime
 from loom.workers.loop import PROCESS_LOOP, BackgroundLoop
@@ -194,6 +202,13 @@ class PinnedEventStore(EventStore):
             found = self._inbox = PinnedInbox(inner, self)
         return found
 
+    def schedules(self) -> ScheduleStore:
+        """The inner store's schedule records, their calls on the same loop."""
+        found: ScheduleStore | None = getattr(self, "_schedule_store", None)
+        if found is None:
+            found = self._schedule_store = PinnedScheduleStore(self.inner.schedules(), self)
+        return found
+
     def leases(self) -> LeaseSet:
         """The inner store's queue leases, their calls on the same loop."""
         found: LeaseSet | None = getattr(self, "_lease_set", None)
@@ -227,6 +242,30 @@ class PinnedInbox(Inbox):
     ) -> builtins.list[str]:
         """See :class:`Inbox`."""
         return await self.store._on_loop(self.inner.stranded(before, shard, shards, limit))  # pyright: ignore[reportPrivateUsage]
+
+
+class PinnedScheduleStore(ScheduleStore):
+    """A :class:`ScheduleStore` whose calls run on its pinned store's loop."""
+
+    def __init__(self, inner: ScheduleStore, store: PinnedEventStore) -> None:
+        self.inner = inner
+        self.store = store
+
+    async def get(self, name: str) -> ScheduleRecord | None:
+        """See :class:`ScheduleStore`."""
+        return await self.store._on_loop(self.inner.get(name))  # pyright: ignore[reportPrivateUsage]
+
+    async def list(self) -> builtins.list[ScheduleRecord]:
+        """See :class:`ScheduleStore`."""
+        return await self.store._on_loop(self.inner.list())  # pyright: ignore[reportPrivateUsage]
+
+    async def put(self, record: ScheduleRecord, expected: int | None) -> bool:
+        """See :class:`ScheduleStore`."""
+        return await self.store._on_loop(self.inner.put(record, expected))  # pyright: ignore[reportPrivateUsage]
+
+    async def delete(self, name: str, expected: int) -> bool:
+        """See :class:`ScheduleStore`."""
+        return await self.store._on_loop(self.inner.delete(name, expected))  # pyright: ignore[reportPrivateUsage]
 
 
 class PinnedLeaseSet(LeaseSet):
@@ -267,6 +306,17 @@ class PinnedLeaseSet(LeaseSet):
     async def depth(self, queue: str, now: float) -> QueueDepth:
         """See :class:`LeaseSet`."""
         return await self.store._on_loop(self.inner.depth(queue, now))  # pyright: ignore[reportPrivateUsage]
+
+    async def deduplicate(
+        self, queue: str, dedup_id: str, holder: str, now: float, replaces: str | None = None
+    ) -> DedupHolder:
+        """See :class:`LeaseSet`."""
+        held = self.inner.deduplicate(queue, dedup_id, holder, now, replaces)
+        return await self.store._on_loop(held)  # pyright: ignore[reportPrivateUsage]
+
+    async def forget(self, queue: str, dedup_id: str, holder: str) -> None:
+        """See :class:`LeaseSet`."""
+        await self.store._on_loop(self.inner.forget(queue, dedup_id, holder))  # pyright: ignore[reportPrivateUsage]
 
 
 def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:

@@ -124,6 +124,7 @@ from loom_gcp._firestore_shards import (
 from loom_gcp._firestore_writes import delete_tree
 from loom_gcp.firestore_inbox import FirestoreInbox
 from loom_gcp.firestore_leases import FirestoreLeaseSet
+from loom_gcp.firestore_schedules import FirestoreScheduleStore
 
 
 class FirestoreEventStore(FirestoreAppends, FirestoreLoads, FirestoreListings):
@@ -312,6 +313,13 @@ class FirestoreEventStore(FirestoreAppends, FirestoreLoads, FirestoreListings):
         found: FirestoreLeaseSet | None = getattr(self, "_lease_set", None)
         if found is None:
             found = self._lease_set = FirestoreLeaseSet(self._client)
+        return found
+
+    def schedules(self) -> FirestoreScheduleStore:
+        """Schedule records in this database (``loom_schedules``)."""
+        found: FirestoreScheduleStore | None = getattr(self, "_schedule_store", None)
+        if found is None:
+            found = self._schedule_store = FirestoreScheduleStore(self._client)
         return found
 
     def inbox(self) -> FirestoreInbox:

@@ -50,6 +50,7 @@ from loom.errors import StoreUnavailableError
 from loom.store.leases import (
     GRANT,
     Admitted,
+    DedupHolder,
     LeaseRequest,
     LeaseSet,
     QueueDepth,
@@ -64,7 +65,9 @@ from loom.store.leases import (
     owned_elsewhere,
     rate_window,
     shard_limits,
+    waits_behind,
 )
+from loom_gcp._firestore_dedup import FirestoreDedup
 from loom_gcp._firestore_io import translate
 from loom_gcp._firestore_queue_docs import (
     ShardState,
@@ -81,6 +84,7 @@ BACKOFF: Final = (0.05, 2.0)  # first and longest pause between attempts (jitter
 ADMIT_MOST: Final = 150  # grants one pass makes (2 writes each, within 500 per commit)
 MARKERS: Final = 100  # freed markers one settle reads
 QUEUED_PAGE: Final = 400  # queued holders one pass looks at
+UNRANKED_PAGE: Final = 50  # queued holders of an older release (no rank) one pass looks at
 _RETRIED = (gexc.Aborted, gexc.DeadlineExceeded, gexc.ServiceUnavailable, TimeoutError)
 
 log = logging.getLogger("loom")
@@ -96,6 +100,7 @@ class FirestoreLeaseSet(LeaseSet):
 
     def __init__(self, client: firestore.AsyncClient) -> None:
         self._client = client
+        self._dedup = FirestoreDedup(client, COLLECTION)
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]
         self._locks = weakref.WeakKeyDictionary()
 
@@ -239,6 +244,8 @@ class FirestoreLeaseSet(LeaseSet):
             "p": request.partition,
             "since": request.now,
             "flow": request.flow,
+            "r": request.priority,
+            "rk": rank(request.priority, request.now),
         }
         try:
             await ref.create(fields)
@@ -253,11 +260,7 @@ class FirestoreLeaseSet(LeaseSet):
         """See :class:`~loom.store.leases.LeaseSet` and the module docstring."""
         most = min(most, ADMIT_MOST)
         markers = await self._freed(queue, shard)
-        queued = await self._query(
-            "reading a queue's waiting holders",
-            self._under(queue, shard, "queued").order_by("since").limit(QUEUED_PAGE),
-        )
-        waiters = [_waiter(d.to_dict() or {}) for d in queued]
+        waiters = await self._queued(queue, shard)
         part = shard_limits(limits, shard)
         window = rate_window(part.rate)
         sref = self._shard(queue, shard)
@@ -291,6 +294,16 @@ class FirestoreLeaseSet(LeaseSet):
             "admitting from a queue", f"{queue}/{shard}", lambda: body(self._txn())
         )
 
+    async def _queued(self, queue: str, shard: int) -> list[Waiter]:
+        """The shard's first waiting holders by rank (priority, then since), and the oldest
+        queued by an older release, which wrote no rank."""
+        under = self._under(queue, shard, "queued")
+        what = "reading a queue's waiting holders"
+        ranked = await self._query(what, under.order_by("rk").limit(QUEUED_PAGE))
+        oldest = await self._query(what, under.order_by("since").limit(UNRANKED_PAGE))
+        found = {d.id: _waiter(d.to_dict() or {}) for d in [*ranked, *oldest]}
+        return sorted(found.values(), key=Waiter.order)
+
     async def _settled(
         self,
         txn: AsyncTransaction,
@@ -315,6 +328,7 @@ class FirestoreLeaseSet(LeaseSet):
         """See :class:`~loom.store.leases.LeaseSet` (a transaction on the shard document)."""
         shard = admit_shard(request)
         markers = await self._freed(request.queue, shard)
+        queued = await self._queued(request.queue, shard)
         sref = self._shard(request.queue, shard)
         href = self._holder(request.queue, request.holder)
         window = rate_window(shard_limits(QueueLimits.of(request), shard).rate)
@@ -333,6 +347,8 @@ class FirestoreLeaseSet(LeaseSet):
                 live = state.live()
                 live.pop(request.holder, None)  # a lapsed entry of its own is no lease
                 if not admits(request, live, state.grants):
+                    return False
+                if is_new_grant(request, live) and waits_behind(request, queued, live):
                     return False
                 grant, k = uuid.uuid4().hex, shard
                 if is_new_grant(request, live):
@@ -353,6 +369,16 @@ class FirestoreLeaseSet(LeaseSet):
 
         key = f"{request.queue}/{shard}"
         return bool(await self._retried("acquiring a queue lease", key, lambda: body(self._txn())))
+
+    async def deduplicate(
+        self, queue: str, dedup_id: str, holder: str, now: float, replaces: str | None = None
+    ) -> DedupHolder:
+        """See :class:`~loom.store.leases.LeaseSet` (:mod:`loom_gcp._firestore_dedup`)."""
+        return await self._dedup.deduplicate(queue, dedup_id, holder, now, replaces)
+
+    async def forget(self, queue: str, dedup_id: str, holder: str) -> None:
+        """See :class:`~loom.store.leases.LeaseSet`."""
+        await self._dedup.forget(queue, dedup_id, holder)
 
     async def depth(self, queue: str, now: float) -> QueueDepth:
         """See :class:`~loom.store.leases.LeaseSet`: live holder documents; queued and
@@ -388,7 +414,14 @@ def _h(doc: Any) -> str:
 
 
 def _waiter(fields: dict[str, Any]) -> Waiter:
-    return Waiter(str(fields["h"]), fields.get("p"), float(fields["since"]), fields.get("flow"))
+    since, priority = float(fields["since"]), int(fields.get("r") or 0)
+    return Waiter(str(fields["h"]), fields.get("p"), since, fields.get("flow"), priority)
+
+
+def rank(priority: int, since: float) -> str:
+    """A queued document's ``rk``: ordered as strings as ``(priority, since)`` is (one
+    single-field index orders the waiters, no composite one)."""
+    return f"{priority:010d}:{since:020.6f}"
 
 
 def _gave_up(what: str, exc: BaseException) -> StoreUnavailableError:

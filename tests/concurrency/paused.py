@@ -21,6 +21,7 @@ from loom.store.base import (
     Snapshot,
 )
 from loom.store.leases import LeaseSet
+from loom.store.schedule_store import ScheduleStore
 
 
 class PausedLoads(EventStore):
@@ -95,3 +96,6 @@ class PausedLoads(EventStore):
 
     def leases(self) -> LeaseSet:
         return self.inner.leases()
+
+    def schedules(self) -> ScheduleStore:
+        return self.inner.schedules()

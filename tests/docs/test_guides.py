@@ -22,6 +22,7 @@ COMPOSE = "docs/guides/compose.md"
 MESSAGES = "docs/guides/messages.md"
 CLI = "docs/guides/cli.md"
 INTERACT = "docs/guides/interact.md"
+QUEUES = "docs/guides/queues-and-schedules.md"
 EXPECTED = {
     Ref(COMPOSE, 'Loom("trips")'): "undid flight\nundid hotel\ncancelled",
     Ref(COMPOSE, 'Loom("approvals")'): "a-2 cancelled the flow's timeout passed",
@@ -37,6 +38,11 @@ EXPECTED = {
     "\n['ada', 'alan']\ncompleted",
     Ref(INTERACT, 'Loom("writer")'): "['depends', 'upon'] 4 True\nso much depends upon",
     Ref(INTERACT, 'Loom("handoff")'): "mail https://pay.example/o-9 (receipt: None)",
+    Ref(
+        QUEUES, 'Loom("mailer")'
+    ): "queue_deduplicated w-1\n['first', 'welcome', 'high', 'low', 'later']",
+    Ref(QUEUES, 'Loom("digests")'): "['schedule:daily@2026-06-01T09:00:00Z']\ncompleted\n"
+    "['2026-05-30T09:00:00Z', '2026-05-31T09:00:00Z']\n[]",
 }
 COMPOSE_CLI = Ref(COMPOSE, "loom cancel t-1")
 ORDERS_CLI = Ref(CLI, "loom start order.fulfil --id cli-1")
@@ -68,7 +74,7 @@ def test_snippet_runs_and_prints_what_it_says(ref: Ref) -> None:
 def test_each_python_snippet_of_the_two_guides_is_checked() -> None:
     from tests.docs.blocks import blocks
 
-    for page in (COMPOSE, MESSAGES, INTERACT):
+    for page in (COMPOSE, MESSAGES, INTERACT, QUEUES):
         python = [b for b in blocks(page) if b.lang == "python"]
         assert len(python) == sum(1 for r in EXPECTED if r.page == page)
 

@@ -1,6 +1,7 @@
 """Schedules fire exactly one execution per tick, on SQLite (on disk) and the Firestore
 emulator: a tick delivered twice, late, or by concurrent passes starts one execution; missed
-ticks after downtime are skipped, or caught up to ``catch_up``; a broken schedule does not
+ticks after downtime are skipped, or caught up to ``catch_up``; no tick from before a
+schedule was declared starts unless ``start_at`` asks for it; a broken schedule does not
 stop the others; declarations are checked."""
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ def _runtime(store: EventStore, app: Loom = schedule_app.app) -> Runtime:
     return Runtime(app, store, clock=FakeClock(T0))
 
 
+async def _declared(runtime: Runtime, at: float) -> None:
+    """A first pass at ``at``: the app's schedules are declared from then on (it starts
+    nothing: a schedule's first tick is the first after it was declared)."""
+    assert not any(f.started for f in await fire_due(runtime, at))
+
+
 async def _ticks(store: EventStore) -> Counter[str]:
     rows = await store.list(limit=10_000)
     return Counter(r.execution_id for r in rows if r.execution_id.startswith("schedule:"))
@@ -34,6 +41,7 @@ async def _ticks(store: EventStore) -> Counter[str]:
 
 async def test_one_execution_per_tick_when_delivered_twice_late_and_at_once(store: EventStore):
     runtime = _runtime(store)
+    await _declared(runtime, T0 - 86400)
     runtime.clock.now = T0 + 10  # type: ignore[attr-defined]
     first = await fire_due(runtime)
     assert {f.execution_id for f in first if f.started} == {
@@ -76,9 +84,10 @@ async def test_passes_racing_on_a_tick_report_one_start(
     async def unseen(runtime: Runtime, eid: str) -> None:
         return None
 
-    monkeypatch.setattr(schedules, "_summary", unseen)
     runtime = _runtime(store)
     other = _runtime(store)  # another process's pass, on the same store
+    await _declared(runtime, T0 - 86400)
+    monkeypatch.setattr(schedules, "_summary", unseen)
     runtime.clock.now = other.clock.now = T0 + 10  # type: ignore[attr-defined]
     passes = [await fire_due(runtime), await fire_due(other)]
     passes += await asyncio.gather(fire_due(runtime), fire_due(other))
@@ -91,6 +100,7 @@ async def test_passes_racing_on_a_tick_report_one_start(
 
 async def test_missed_ticks_are_skipped_or_caught_up(store: EventStore):
     runtime = _runtime(store)
+    await _declared(runtime, T0 - 86400)
     runtime.clock.now = T0 + 10 * 3600 + 30  # type: ignore[attr-defined]  # down for ten hours
     await fire_due(runtime)
     counts = await _ticks(store)
@@ -111,6 +121,7 @@ async def test_a_broken_schedule_does_not_stop_the_others(store: EventStore):
     app.schedule("*/5 * * * *", flow="missing", name="broken")
     app.schedule("*/5 * * * *", flow="ok")
     runtime = _runtime(store, app)
+    await fire_due(runtime, T0 - 60)  # declared a minute before
     fired = {f.schedule: f for f in await fire_due(runtime)}
     assert fired["broken"].status == "error" and "unknown flow 'missing'" in (
         fired["broken"].error or ""
@@ -131,3 +142,52 @@ def test_declarations_are_checked():
         app.schedule("@daily", flow="g", name="a/b")
     with pytest.raises(TypeError):
         app.schedule("@daily", flow="g", every="day")
+
+
+async def test_a_schedule_starts_no_tick_from_before_it_was_declared(store: EventStore):
+    """First seen at 06:00:30, ``* * * * *`` starts nothing at once (the ticks of 05:56 to
+    06:00 are from before it existed); its first execution is 06:01's."""
+    app = Loom("new schedule")
+
+    @app.flow("ok")
+    async def ok(ctx: object, value: object) -> str:
+        return "ok"
+
+    app.schedule("* * * * *", flow="ok", name="each-minute")
+    runtime = _runtime(store, app)
+    assert await fire_due(runtime, T0 + 30) == []
+    assert not await _ticks(store)
+    fired = await fire_due(runtime, T0 + 75)
+    assert [(f.execution_id, f.started) for f in fired] == [
+        ("schedule:each-minute@2026-11-30T06:01:00Z", True)
+    ]
+    # Another process seeing it later keeps the first moment it was seen.
+    later = _runtime(store, app)
+    assert [f.tick for f in await fire_due(later, T0 + 130)] == [
+        "2026-11-30T06:01:00Z",
+        "2026-11-30T06:02:00Z",
+    ]
+
+
+async def test_start_at_catches_up_ticks_from_before_it_was_declared(store: EventStore):
+    app = Loom("catching up")
+
+    @app.flow("ok")
+    async def ok(ctx: object, value: object) -> str:
+        return "ok"
+
+    app.schedule("* * * * *", flow="ok", name="from-0", start_at=0)  # every due tick
+    app.schedule("* * * * *", flow="ok", name="from-0558", start_at=T0 - 120)
+    app.schedule("* * * * *", flow="ok", name="until-0558", start_at=0, end_at=T0 - 120)
+    runtime = _runtime(store, app)
+    ticks = {(f.schedule, f.tick[11:16]) for f in await fire_due(runtime, T0 + 30)}
+    assert ticks == {
+        *(("from-0", f"05:{m}") for m in ("56", "57", "58", "59")),
+        ("from-0", "06:00"),
+        ("from-0558", "05:58"),
+        ("from-0558", "05:59"),
+        ("from-0558", "06:00"),
+        ("until-0558", "05:56"),
+        ("until-0558", "05:57"),
+        ("until-0558", "05:58"),
+    }

@@ -17,7 +17,7 @@ from loom.dispatch.base import Dispatcher
 from loom.errors import InputError
 from loom.kernel.jobs import Job
 from loom.ops.retention import run_purge_job, start_purge
-from loom.primitives.schedules import SPREAD, run_schedules_job, start_schedules
+from loom.primitives.schedules import SPREAD, live, run_schedules_job, start_schedules
 from loom.runtime import Runtime
 from loom.store import EventStore, SqliteEventStore
 from loom.testing import FakeClock
@@ -112,6 +112,7 @@ async def test_a_schedule_pass_starts_its_minute_without_reading_and_only_once(
 ) -> None:
     clock = FakeClock(datetime(2026, 5, 4, 10, 0, 12, tzinfo=UTC).timestamp())
     rt = Runtime(schedule_app.app, store, dispatcher=Jobs(), clock=clock)
+    await live(rt, clock.now - 86400)  # declared a day before (first seen by a pass then)
     asked = await start_schedules(rt, grace=300.0)
     jobs = _jobs(rt).jobs
     minute = int(clock.now // 60) * 60

@@ -70,7 +70,8 @@ def test_the_rules_a_generated_client_needs_are_in_the_document() -> None:
         and "not starting with '.'" in (execution_id["description"])
     )
     start = doc["components"]["schemas"]["StartRequest"]
-    assert start["dependentRequired"] == {"partition_key": ["queue"]}
+    queued = ("partition_key", "priority", "deduplication_id", "delay", "queue_timeout")
+    assert start["dependentRequired"] == {k: ["queue"] for k in queued}
     timeout = next(s for s in start["properties"]["timeout"]["anyOf"] if s.get("type") == "number")
     assert timeout["exclusiveMinimum"] == 0
     wait = doc["paths"]["/executions/{execution_id}/events/{key}"]["get"]["parameters"]
@@ -80,6 +81,7 @@ def test_the_rules_a_generated_client_needs_are_in_the_document() -> None:
     validator = Draft202012Validator(start)
     assert list(validator.iter_errors({"flow": "f", "partition_key": "k"}))
     assert not list(validator.iter_errors({"flow": "f", "partition_key": "k", "queue": "q"}))
+    assert list(validator.iter_errors({"flow": "f", "priority": 1}))  # a queue's option
 
 
 def test_the_partition_key_rule_is_what_the_route_enforces(client: FlaskClient) -> None:
@@ -123,8 +125,9 @@ def test_listings_of_an_app_with_queues_and_schedules_fit(app: Any, tmp_path: Pa
 def test_loom_serve_answers_any_other_method_405_with_allow(method: str, tmp_path: Path) -> None:
     runtime = Runtime(schedule_app.app, SqliteEventStore(str(tmp_path / "l.db")))
     client = create_wsgi_app(WorkerHandler(runtime)).test_client()
-    for path, allowed in (("/health", "GET"), ("/executions", "POST"), ("/schedules", "GET")):
+    paths = (("/health", ["GET"]), ("/executions", ["POST"]), ("/schedules", ["GET", "POST"]))
+    for path, allowed in paths:
         answer = client.open(path, method=method)
         assert answer.status_code == 405, (path, method)
-        assert answer.headers["Allow"] == allowed
-        assert answer.json["details"]["allowed"] == [allowed]
+        assert answer.headers["Allow"] == ", ".join(allowed)
+        assert answer.json["details"]["allowed"] == allowed

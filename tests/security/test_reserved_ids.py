@@ -150,6 +150,7 @@ async def test_a_schedule_does_not_take_a_squatted_tick_as_its_own(rt: Runtime) 
     eid = schedule.execution_id(tick)
     await squat(rt, eid, "sec.echo", {"evil": True})
     before = await rt.history(eid)
+    assert await fire_due(rt, now=at - 86400) == []  # declared (first seen) a day before
     (fired,) = await fire_due(rt, now=at)
     assert (fired.execution_id, fired.started, fired.status) == (eid, False, "error")
     assert fired.error is not None and fired.error.startswith("reserved_execution_id")

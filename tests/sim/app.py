@@ -43,6 +43,7 @@ def _ledger() -> Any:
 app = Loom("sim")
 app.queue("q1", concurrency=1, lease_ttl=15.0)
 app.queue("q2", concurrency=2, lease_ttl=15.0)
+app.queue("q3", concurrency=3, worker_concurrency=1, lease_ttl=15.0)
 
 DURABLE = Retry(max_attempts=3, initial_interval=20.0, backoff=1.0, jitter=0.0)
 """Backoffs of 20 s: longer than the runtimes' inline limit, so each waits on a timer."""

@@ -60,6 +60,7 @@ INVARIANTS: dict[str, str] = {
     "budgets": "no step starts once max_attempts attempts were made",
     "queues.concurrency": "a queue never runs more executions than its concurrency",
     "queues.partition": "a queue never runs two executions of one partition key at once",
+    "queues.worker_concurrency": "a worker never runs more of a queue than its worker_concurrency",
     "engine.error": "the engine raises nothing but its own errors",
     "engine.hang": "every request is answered",
     "engine.loop": "no task error goes unretrieved",

@@ -166,6 +166,7 @@ class Ledger:
                 f"{len(running)} executions of queue {queue!r} in flight at once (limit "
                 f"{limit}): {', '.join(running)}",
             )
+        self._per_worker(queue, eid, flight)
         keys = [self.partitions[e] for e in running if self.partitions[e] is not None]
         if len(keys) != len(set(keys)):
             self.world.violation(
@@ -173,6 +174,25 @@ class Ledger:
                 eid,
                 f"two executions of one partition key of {queue!r} in flight: {running}",
             )
+
+    def _per_worker(self, queue: str, eid: str, flight: dict[tuple[str, str | None], int]) -> None:
+        """A worker (alive) never runs more of ``queue`` than its ``worker_concurrency``."""
+        limit = self.world.app.queues[queue].worker_concurrency
+        loop = self.world.loop
+        if limit is None:
+            return
+        by_worker: dict[str, set[str]] = {}
+        for (e, w), n in flight.items():
+            if n and w is not None and loop.alive(w):
+                by_worker.setdefault(w, set()).add(e)
+        for worker, running in by_worker.items():
+            if len(running) > limit:
+                self.world.violation(
+                    "queues.worker_concurrency",
+                    eid,
+                    f"worker {worker} runs {len(running)} executions of {queue!r} at once "
+                    f"(worker_concurrency {limit}): {', '.join(sorted(running))}",
+                )
 
     def _leave(self, queue: str, eid: str, worker: str | None) -> None:
         flight = self.inflight[queue]

@@ -44,8 +44,16 @@ from loom.store.base import (
     LoadedLog,
     Snapshot,
 )
-from loom.store.leases import Admitted, LeaseRequest, LeaseSet, QueueDepth, QueueLimits
+from loom.store.leases import (
+    Admitted,
+    DedupHolder,
+    LeaseRequest,
+    LeaseSet,
+    QueueDepth,
+    QueueLimits,
+)
 from loom.store.memory import InMemoryEventStore
+from loom.store.schedule_store import ScheduleStore
 
 if TYPE_CHECKING:
     from tests.sim.world import World
@@ -70,6 +78,9 @@ class SimStore(EventStore):
 
     def leases(self) -> LeaseSet:
         return self._leases
+
+    def schedules(self) -> ScheduleStore:
+        return self.raw.schedules()
 
     async def create(
         self, started: ExecutionStarted, then: Sequence[Event] = ()
@@ -166,6 +177,16 @@ class SimLeases(LeaseSet):
 
     async def take(self, request: LeaseRequest) -> bool:
         return await self._call(lambda: self._take(request))
+
+    async def deduplicate(
+        self, queue: str, dedup_id: str, holder: str, now: float, replaces: str | None = None
+    ) -> DedupHolder:
+        return await self._call(
+            lambda: self.raw.deduplicate(queue, dedup_id, holder, now, replaces)
+        )
+
+    async def forget(self, queue: str, dedup_id: str, holder: str) -> None:
+        await self._call(lambda: self.raw.forget(queue, dedup_id, holder))
 
     async def _take(self, request: LeaseRequest) -> bool:
         taken = await self.raw.take(request)

@@ -297,3 +297,14 @@ def test_an_attempt_begun_and_lost_before_it_ran_may_be_counted_but_no_more():
         final = _final({"e1": _numbered(_start(), retried, completed)}, [_inv(0, "e1:1", 1)])
         check_attempts(final)
         assert [v.invariant for v in final.world.violations] == broken
+
+
+def test_the_per_worker_limit_is_watched(monkeypatch: pytest.MonkeyPatch):
+    """With the worker's own count ignored, some worker runs two executions of ``q3`` (its
+    ``worker_concurrency`` is 1) at once, and the ledger says so; with it, none does."""
+    import loom.primitives.queue_options as qo
+
+    assert run_seed(2).ok
+    counted = qo.take_worker_slot
+    monkeypatch.setattr(qo, "take_worker_slot", lambda rt, q, limit: counted(rt, q, None))
+    assert "queues.worker_concurrency" in run_seed(2).by_invariant()

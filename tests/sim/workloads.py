@@ -128,14 +128,15 @@ class Clients:
 
     def _queued(self, t: float) -> None:
         rng = self.rng
-        queue = rng.choice(("q1", "q2"))
+        queue = rng.choice(("q1", "q2", "q3"))
         for _ in range(rng.randint(2, 4)):
             eid = self._eid("queued")
             part = rng.choice(("a", "b", None)) if queue == "q2" else None
             inp = {"q": queue, "p": part, "dur": self.world.config.effect_seconds + 1.0}
             inp["steps"] = rng.randint(1, 3)
             when = t + rng.uniform(0.0, 3.0)
-            self.start(when, "sim.queued", inp, eid, queue=QueueRef(queue, part))
+            ref = QueueRef(queue, part, priority=rng.choice((0, 0, 1, 5)))
+            self.start(when, "sim.queued", inp, eid, queue=ref)
             self.maybe_cancel(eid, when)
 
     def _family(self, t: float) -> None:

@@ -40,6 +40,14 @@ from loom.primitives.queues import queue_ref
 @click.option("--version", default=None, help="Flow version to start (default: the latest).")
 @click.option("--queue", default=None, help="A declared queue to run on.")
 @click.option("--partition-key", default=None, help="With --queue: run one per key at a time.")
+@click.option("--priority", type=int, default=None, help="With --queue: lower runs first.")
+@click.option(
+    "--dedup-id", default=None, help="With --queue: refused while one with it is queued/running."
+)
+@click.option("--delay", type=float, default=None, help="With --queue: seconds before it may run.")
+@click.option(
+    "--queue-timeout", type=float, default=None, help="With --queue: seconds from its dequeue."
+)
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds (override).")
 @click.option(
     "--limit",
@@ -59,6 +67,10 @@ def start(
     version: str | None,
     queue: str | None,
     partition_key: str | None,
+    priority: int | None,
+    dedup_id: str | None,
+    delay: float | None,
+    queue_timeout: float | None,
     timeout: float | None,
     limits: tuple[str, ...],
 ) -> None:
@@ -75,7 +87,14 @@ def start(
             capabilities=set(capabilities),
             by=local_principal(),
             version=version,
-            queue=queue_ref(queue, partition_key),
+            queue=queue_ref(
+                queue,
+                partition_key,
+                priority=priority,
+                deduplication_id=dedup_id,
+                delay=delay,
+                timeout=queue_timeout,
+            ),
             timeout=timeout,
             budgets=budgets,
         )

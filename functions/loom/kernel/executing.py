@@ -170,6 +170,9 @@ async def claim(
     now = runtime.clock()
     batch: list[ev.Event] = [ev.ExecutionClaimed(holder=holder, until=now + runtime.claim_ttl)]
     batch.extend(overdue(runtime, state))  # a passed flow deadline goes before gate timeouts
+    gate = INSTALLED.admission  # what the admission writes with its claim (a first dequeue)
+    if gate is not None and gate.applies(state):
+        batch.extend(gate.on_claim(runtime, state, now))
     for gate in sorted(state.open_gates().values(), key=lambda g: g["wake_at"] or 0.0):
         if gate["wake_at"] is not None and gate["wake_at"] <= now:  # earliest fires first
             batch.append(

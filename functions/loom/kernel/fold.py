@@ -356,6 +356,7 @@ _KEEPS_PARK: set[str] = {
     "ExecutionParked",
     "ExecutionResumed",
     "ExecutionClaimed",
+    "ExecutionDequeued",  # (rides a claim: no progress of its own)
     "MessageReceived",
     "ExecutionStarted",
     "ChildShared",

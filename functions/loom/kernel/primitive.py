@@ -108,6 +108,11 @@ class Admission(abc.ABC):
     def applies(self, state: ExecutionState) -> bool:
         """Whether executions like ``state`` need a grant at all."""
 
+    def on_claim(self, rt: Runtime, state: ExecutionState, now: float) -> list[Event]:
+        """Events the claim of an admitted call writes with it, in the same append (a
+        queue's first dequeue); decided from ``state`` like the claim. None by default."""
+        return []
+
 
 @dataclass(frozen=True)
 class Primitive:

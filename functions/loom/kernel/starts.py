@@ -200,6 +200,7 @@ def started_event(fields: dict[str, Any]) -> ev.ExecutionStarted:
         or (deadline is not None and type(deadline) is not float)
         or (caps and not all(type(c) is str for c in caps))
         or ("queue" in fields and not _queue_fields(fields))
+        or fields.get("queue_options")  # (a queue's options: the validated way)
         or (numbering is not None and type(numbering) is not int)
     ):
         return ev.ExecutionStarted(**fields)
@@ -220,6 +221,7 @@ def started_event(fields: dict[str, Any]) -> ev.ExecutionStarted:
         "forked_from": None,
         "queue": fields.get("queue"),
         "partition_key": fields.get("partition_key"),
+        "queue_options": None,
         "step_numbering": numbering,
     }
     return ev.unvalidated(ev.ExecutionStarted, values, set(fields))

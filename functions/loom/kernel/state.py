@@ -105,6 +105,8 @@ class ExecutionState:
     patches: list[str] = field(default_factory=_list)  # change ids (loom.primitives.patches)
     queue: str | None = None  # the queue it runs on, and its partition key (loom.primitives.queues)
     partition_key: str | None = None
+    # A queued start's options and, once admitted, ``dequeued_at`` (loom.primitives.queue_options)
+    queue_options: dict[str, Any] = field(default_factory=_dict)
     mailbox: dict[str, int] = field(default_factory=_dict)  # loom.primitives.messages
     message_ids: dict[str, str] = field(default_factory=_dict)  # loom.primitives.messages
     # Message ids of runs before the current one, by when their run ended: still refused as

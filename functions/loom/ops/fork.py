@@ -116,7 +116,14 @@ _CUT_AT: Final = _STEP_TYPES | _PRIMITIVE_STEPS
 # of a fork copies its copied events like any others; a child's record of the forks that
 # share it: a fork of the child is no one's child).
 _DROPPED: Final = frozenset(
-    {"ExecutionClaimed", "ExecutionParked", "ExecutionRetried", "ExecutionForked", "ChildShared"}
+    {
+        "ExecutionClaimed",
+        "ExecutionDequeued",  # (a fork is admitted by its queue again: its own deadline)
+        "ExecutionParked",
+        "ExecutionRetried",
+        "ExecutionForked",
+        "ChildShared",
+    }
 )
 _UNSETTLED: Final = frozenset({"started", "retrying", "backoff"})
 
@@ -257,6 +264,11 @@ async def fork(
         forked_from=origin,
         queue=first.queue,  # a fork runs on its origin's queue, with its partition key
         partition_key=first.partition_key,
+        # its priority and timeout from dequeue, not its delay nor its deduplication id
+        queue_options={
+            k: v for k, v in (first.queue_options or {}).items() if k in ("priority", "timeout")
+        }
+        or None,
         step_numbering=first.step_numbering,  # the copied prefix is numbered the origin's way
     )
     ended = await fork_children.ends(runtime, eid, children)

@@ -2,33 +2,27 @@
 
 Declared on the app, and used when starting::
 
-    app.queue("emails", concurrency=10, rate_per_second=5)
+    app.queue("emails", concurrency=10, rate_per_second=5, worker_concurrency=2)
     await runtime.start("send", value, queue=QueueRef("emails", partition_key="cust-42"))
 
 (``loom start --queue emails --partition-key cust-42``, ``POST /executions`` with ``queue``
-and ``partition_key``). Each execute call of such an execution first holds a lease from the
-store's :class:`~loom.store.leases.LeaseSet`, shared by every worker instance over the same
-store: at most ``concurrency`` leases live at once, at most ``rate_per_second`` new ones per
-second, and at most one per partition key, so the executions of one key run one at a time
-while other keys go on. The lease is held for the execute call (a suspended execution frees
-its slot) and released when it ends. While the call runs, the lease is renewed every third
-of ``lease_ttl`` (default 60 s), so a long call keeps its slot, and a worker that dies
-without releasing holds it only until ``lease_ttl`` passes after its last renewal.
+and ``partition_key``; a start's priority, deduplication id, delay and timeout from dequeue:
+:mod:`loom.primitives.queue_options`). Each execute call of such an execution first holds a
+lease from the store's :class:`~loom.store.leases.LeaseSet`, shared by every worker over the
+same store: at most ``concurrency`` live at once, ``rate_per_second`` new ones a second, one
+per partition key. The lease is held for the execute call (a suspended execution frees its
+slot), renewed every third of ``lease_ttl`` (60 s) while it runs, and released when it ends;
+a worker that dies holds it until ``lease_ttl`` passes after its last renewal.
 
-An execute call that finds no room claims nothing and runs nothing. Where the dispatcher
-carries jobs (Cloud Tasks, ``loom serve``), the execution *waits in the queue*: its wait is
-recorded (:meth:`~loom.store.leases.LeaseSet.enqueue`) and an *admit pass* of its shard is
-scheduled (:func:`run_admit_job`, a job keyed by the queue, the shard and the interval, so
-at most one runs per shard and interval however many ask). A pass grants a batch of the
-oldest waiting executions in one transaction and wakes each (a dispatch); the woken call
-takes its grant. Every release schedules a pass too, so a freed slot is handed on. On a
-store whose grants contend on one document (``LeaseSet.batched``, Firestore) every new
-lease comes from a pass; elsewhere a call takes a free slot at once and only waits when
-there is none. A waiting execution is also re-dispatched once per ``lease_ttl`` as a safety
-net (a lost wake, a grant that lapsed), never polled more often.
-
-Without such a dispatcher, a call that finds no room records the wait and re-dispatches
-the execution a second or so later (the execution asks again). ``loom queues`` and
+An execute call that finds no room claims and runs nothing. Where the dispatcher carries
+jobs (Cloud Tasks, ``loom serve``), the execution *waits in the queue*: its wait is recorded
+(:meth:`~loom.store.leases.LeaseSet.enqueue`) and an *admit pass* of its shard is scheduled
+(:func:`run_admit_job`, one per shard and interval), which grants a batch of waiters by
+priority, then oldest first, and wakes each; every release schedules a pass too. On a store
+whose grants contend (``LeaseSet.batched``, Firestore) every new lease comes from a pass;
+elsewhere a call takes a free slot at once unless a better waiter could take it. A waiting
+execution is re-dispatched once per ``lease_ttl`` as a safety net (ADR 0096). Without such
+a dispatcher, a refused call re-dispatches itself a second or so later. ``loom queues`` and
 ``GET /queues`` show each queue's leases in flight and executions waiting.
 """
 
@@ -46,6 +40,8 @@ from loom.errors import ConfigurationError, InputError, StoreError
 from loom.kernel import jobs
 from loom.kernel.fold import ExecutionState
 from loom.kernel.primitive import Admission, Primitive
+from loom.primitives import queue_options as qo
+from loom.primitives.queue_options import QueueRef, queue_ref
 from loom.store.leases import (
     DEFAULT_GRANT_TTL,
     LeaseRequest,
@@ -59,6 +55,18 @@ if TYPE_CHECKING:
     from loom.kernel.app import App
     from loom.kernel.runtime import Runtime
     from loom.wire import ExecutionResult
+
+__all__ = [
+    "PRIMITIVE",
+    "QueueDef",
+    "QueueRef",
+    "declare",
+    "declared",
+    "depths",
+    "queue_ref",
+    "run_admit_job",
+    "started_fields",
+]
 
 log = logging.getLogger("loom")
 DEFAULT_LEASE_TTL: Final = 60.0
@@ -81,6 +89,8 @@ class QueueDef:
             shard's passes can: one write a second each on Firestore). Partition keys
             stay exact (a key always lands in the same shard); the limits are split, so a
             full shard waits while another may have room.
+        worker_concurrency: At most this many run at once on one worker (one runtime),
+            besides ``concurrency`` (:mod:`loom.primitives.queue_options`).
     """
 
     name: str
@@ -88,34 +98,12 @@ class QueueDef:
     rate_per_second: float | None = None
     lease_ttl: float = DEFAULT_LEASE_TTL
     shards: int = 1
+    worker_concurrency: int | None = None
 
     def limits(self) -> QueueLimits:
         """The limits an admit pass applies."""
         grant_ttl = min(DEFAULT_GRANT_TTL, self.lease_ttl)
         return QueueLimits(self.concurrency, self.rate_per_second, grant_ttl, self.shards)
-
-
-@dataclass(frozen=True, slots=True)
-class QueueRef:
-    """Where a start goes: a declared queue, and a partition key serializing its executions."""
-
-    name: str
-    partition_key: str | None = None
-
-
-def queue_ref(name: str | None, partition_key: str | None) -> QueueRef | None:
-    """The :class:`QueueRef` of a start's ``queue``/``partition_key`` options, if any.
-
-    Raises:
-        InputError: A partition key without a queue.
-    """
-    if name is None:
-        if partition_key is not None:
-            raise InputError(
-                "a partition key needs a queue", details={"partition_key": partition_key}
-            )
-        return None
-    return QueueRef(name, partition_key)
 
 
 def declare(
@@ -126,6 +114,7 @@ def declare(
     rate_per_second: float | None = None,
     lease_ttl: float = DEFAULT_LEASE_TTL,
     shards: int = 1,
+    worker_concurrency: int | None = None,
 ) -> QueueDef:
     """Register a queue (what ``Loom.queue`` does).
 
@@ -137,7 +126,12 @@ def declare(
         raise ConfigurationError(f"queue {name!r} is declared twice")
     if not name or "/" in name or name.startswith(".") or len(name) > 200:
         raise ConfigurationError(f"queue name {name!r} must be 1-200 chars, no '/', no leading '.'")
-    for what, value in (("concurrency", concurrency), ("rate_per_second", rate_per_second)):
+    limits = (
+        ("concurrency", concurrency),
+        ("rate_per_second", rate_per_second),
+        ("worker_concurrency", worker_concurrency),
+    )
+    for what, value in limits:
         if value is not None and value <= 0:
             raise ConfigurationError(f"queue {name!r}: {what} must be positive, not {value}")
     if lease_ttl <= 0:
@@ -146,15 +140,18 @@ def declare(
         raise ConfigurationError(
             f"queue {name!r}: shards must be 1 to {MAX_SHARDS}, not {shards!r}"
         )
-    registry[name] = QueueDef(name, concurrency, rate_per_second, lease_ttl, shards)
+    registry[name] = QueueDef(
+        name, concurrency, rate_per_second, lease_ttl, shards, worker_concurrency
+    )
     return registry[name]
 
 
-def started_fields(app: App, queue: QueueRef | None) -> dict[str, Any]:
-    """The ``ExecutionStarted`` fields of a start on ``queue``.
+def started_fields(app: App, queue: QueueRef | None, now: float = 0.0) -> dict[str, Any]:
+    """The ``ExecutionStarted`` fields of a start on ``queue`` at ``now``.
 
     Raises:
-        InputError: The queue is not declared.
+        InputError: The queue is not declared, or an option is bad
+            (:func:`loom.primitives.queue_options.options`).
     """
     if queue is None:
         return {}
@@ -163,7 +160,16 @@ def started_fields(app: App, queue: QueueRef | None) -> dict[str, Any]:
         raise InputError(
             f"unknown queue {queue.name!r} (declared: {names})", details={"queue": queue.name}
         )
-    return {"queue": queue.name, "partition_key": queue.partition_key}
+    found: dict[str, Any] = {"queue": queue.name, "partition_key": queue.partition_key}
+    given = qo.options(
+        priority=queue.priority,
+        deduplication_id=queue.deduplication_id,
+        delay=queue.delay,
+        not_before=queue.not_before,
+        timeout=queue.timeout,
+        now=now,
+    )
+    return {**found, "queue_options": given} if given else found
 
 
 def _request(
@@ -181,6 +187,7 @@ def _request(
         replaces=replaces,
         shards=q.shards,
         flow=state.flow,
+        priority=qo.priority_of(state),
     )
 
 
@@ -206,17 +213,41 @@ async def admit(runtime: Runtime, state: ExecutionState, owner: str) -> bool:
     q = _queue(runtime, state)
     if q is None:
         return True
+    if _delayed(runtime, state):
+        return False
+    if not qo.take_worker_slot(runtime, q.name, q.worker_concurrency):
+        await _hand_back(runtime, state, q, owner)
+        return False
     dead = state.claim["holder"] if state.claim is not None else None  # (checked not live)
     leases = runtime.store.leases()
     request = _request(runtime, state, q, owner, dead)
     # Where passes admit and grants contend, a call only takes what a pass granted it.
-    got = await (leases.take(request) if _passes_only(runtime, leases) else leases.acquire(request))
+    try:
+        passes = _passes_only(runtime, leases)
+        got = await (leases.take(request) if passes else leases.acquire(request))
+    except BaseException:
+        qo.give_worker_slot(runtime, q.name)
+        raise
     if not got:
+        qo.give_worker_slot(runtime, q.name)
         return False
     stop = asyncio.Event()
     beat = asyncio.ensure_future(_renew(runtime, state, q, owner, stop))
     _HEARTBEATS[owner] = (stop, beat)
     return True
+
+
+def _delayed(runtime: Runtime, state: ExecutionState) -> bool:
+    at = qo.not_before(state)
+    return at is not None and at > runtime.clock()
+
+
+async def _hand_back(runtime: Runtime, state: ExecutionState, q: QueueDef, owner: str) -> None:
+    """This worker runs as many of ``q`` as it may: a grant woken here goes back to the
+    queue (taken and released at once), for a pass a moment later to grant elsewhere."""
+    leases = runtime.store.leases()
+    if jobs.carries_jobs(runtime) and await leases.take(_request(runtime, state, q, owner)):
+        await leases.release(q.name, state.execution_id, owner)
 
 
 async def _renew(
@@ -259,6 +290,7 @@ async def release(runtime: Runtime, state: ExecutionState, owner: str) -> None:
     if q is None:
         return
     await _stop_heartbeat(owner)
+    qo.give_worker_slot(runtime, q.name)
     try:
         await runtime.store.leases().release(q.name, state.execution_id, owner)
         if jobs.carries_jobs(runtime):  # hand the slot on
@@ -278,9 +310,18 @@ async def defer(runtime: Runtime, state: ExecutionState) -> ExecutionResult:
     assert q is not None
     now = runtime.clock()
     leases = runtime.store.leases()
-    if jobs.carries_jobs(runtime):
+    at = qo.not_before(state)
+    if at is not None and at > now:  # delayed: a durable timer, not a place in the queue
+        later = at
+    elif jobs.carries_jobs(runtime):
         await leases.enqueue(_request(runtime, state, q, "-"))
-        await schedule_admit(runtime, q, _shard(runtime, state, q), now)
+        full = (
+            q.worker_concurrency is not None
+            and qo.worker_running(runtime, q.name) >= q.worker_concurrency
+        )
+        # (A worker at its own limit: the next pass a moment later, not at once, or its
+        # grant would come straight back here.)
+        await schedule_admit(runtime, q, _shard(runtime, state, q), now + (1.0 if full else 0.0))
         later = now + q.lease_ttl  # the safety net: a wake lost, a grant lapsed
     else:
         await leases.wait(q.name, state.execution_id, now)
@@ -350,6 +391,9 @@ class QueueAdmission(Admission):
     async def defer(self, rt: Runtime, state: ExecutionState) -> ExecutionResult:
         return await defer(rt, state)
 
+    def on_claim(self, rt: Runtime, state: ExecutionState, now: float) -> list[ev.Event]:
+        return qo.on_claim(state, now)
+
 
 def declared(app: App) -> dict[str, QueueDef]:
     """The queues declared on ``app`` (``Loom.queue``), by name."""
@@ -368,11 +412,14 @@ async def depths(runtime: Runtime) -> dict[str, QueueDepth]:
 
 def _started(s: ExecutionState, e: ev.ExecutionStarted) -> None:
     s.queue, s.partition_key = e.queue, e.partition_key
+    qo.started(s, e)
 
 
 PRIMITIVE = Primitive(
     "queues",
-    head={"ExecutionStarted": _started},
+    head={"ExecutionStarted": _started, "ExecutionDequeued": qo.dequeued},
     admission=QueueAdmission(),
     jobs={"admit": run_admit_job},
+    follow_up=qo.release_dedup,
+    follows_up=qo.holds_dedup,
 )

@@ -44,112 +44,48 @@ from __future__ import annotations
 import logging
 import weakref
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, cast
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
-from loom.errors import (
-    ConfigurationError,
-    LoomError,
-    ReservedExecutionIdError,
-    UnknownExecutionError,
-)
-from loom.ids import check_execution_id
+from loom.errors import LoomError, ReservedExecutionIdError, UnknownExecutionError
 from loom.kernel import jobs
 from loom.kernel.primitive import Primitive
 from loom.kernel.starts import noting_creates
-from loom.primitives.cron import Cron
+from loom.primitives.schedule_spec import (
+    DEFAULT_GRACE,
+    PREFIX,
+    Schedule,
+    build,
+    declare,
+    declared,
+    from_record,
+    live,
+)
 from loom.shards import shard_of
 
 if TYPE_CHECKING:
-    from loom.kernel.app import App
     from loom.kernel.runtime import Runtime
     from loom.store.base import EventStore, ExecutionSummary
 
 log = logging.getLogger("loom.schedules")
 
-DEFAULT_GRACE: Final = 300.0
-PREFIX: Final = "schedule:"
-
-
-@dataclass(frozen=True, slots=True)
-class Schedule:
-    """One declared schedule (see the module docstring).
-
-    Attributes:
-        name: Unique in the app; part of every tick's execution id.
-        cron: The parsed expression and its zone.
-        flow: The flow started on each tick.
-        input: The flow's input on each tick.
-        catch_up: Missed ticks run after downtime (0: skip them).
-    """
-
-    name: str
-    cron: Cron
-    flow: str
-    input: Any = None
-    catch_up: int = 0
-
-    def execution_id(self, tick: datetime) -> str:
-        """The id of the execution of ``tick``: ``schedule:{name}@{UTC ISO time}``."""
-        return f"{PREFIX}{self.name}@{tick.astimezone(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
-
-    def due(self, now: datetime, grace: float = DEFAULT_GRACE) -> list[datetime]:
-        """The ticks a pass at ``now`` starts, oldest first."""
-        chosen: list[datetime] = []
-        tick = self.cron.last_at_or_before(now)
-        while _fresh(now, tick, grace):
-            chosen.append(tick)
-            tick = self.previous(tick)
-        for _ in range(self.catch_up):  # the most recent missed ones
-            chosen.append(tick)
-            tick = self.previous(tick)
-        return chosen[::-1]
-
-    def previous(self, tick: datetime) -> datetime:
-        """The tick before ``tick``."""
-        return self.cron.last_at_or_before(tick - timedelta(minutes=1))
-
-    def next_tick(self, now: datetime) -> datetime:
-        """The first tick after ``now``."""
-        return self.cron.next_after(now)
-
-
-def _fresh(now: datetime, tick: datetime, grace: float) -> bool:
-    return (now - tick).total_seconds() <= grace
-
-
-def declare(
-    registry: dict[str, Schedule],
-    cron: str,
-    *,
-    flow: str,
-    input: Any = None,
-    name: str | None = None,
-    timezone: str = "UTC",
-    catch_up: int = 0,
-) -> Schedule:
-    """Parse and register a schedule in ``registry`` (what ``Loom.schedule`` does).
-
-    Raises:
-        ConfigurationError: A bad expression or zone, a name used twice or not usable in an
-            execution id, or a negative ``catch_up``.
-    """
-    name = name or flow
-    if name in registry:
-        raise ConfigurationError(
-            f"schedule {name!r} is declared twice; give each schedule of a flow its own name",
-            details={"schedule": name},
-        )
-    if catch_up < 0 or catch_up > 1000:
-        raise ConfigurationError(f"schedule {name!r}: catch_up must be 0 to 1000, not {catch_up}")
-    made = Schedule(name, Cron.parse(cron, timezone), flow, input, catch_up)
-    try:
-        check_execution_id(made.execution_id(datetime(2000, 1, 1, tzinfo=UTC)))
-    except LoomError as exc:
-        raise ConfigurationError(f"schedule name {name!r} is unusable: {exc.message}") from None
-    registry[name] = made
-    return made
+__all__ = [
+    "DEFAULT_GRACE",
+    "PREFIX",
+    "PRIMITIVE",
+    "Fired",
+    "Schedule",
+    "build",
+    "declare",
+    "declared",
+    "fire_as",
+    "fire_due",
+    "from_record",
+    "live",
+    "run_schedules_job",
+    "start_schedules",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,21 +130,29 @@ async def fire_due(
     """
     moment = datetime.fromtimestamp(runtime.clock() if now is None else now, UTC)
     fired: list[Fired] = []
-    for schedule in _schedules(runtime).values():
+    for schedule in (await live(runtime, moment.timestamp())).values():
         for tick in schedule.due(moment, grace):
             fired.append(await _fire(runtime, schedule, tick))
     return fired
 
 
-def _schedules(runtime: Runtime) -> dict[str, Schedule]:
-    found: dict[str, Schedule] = getattr(runtime.app, "schedules", {})
-    return found
+async def fire_as(
+    runtime: Runtime, schedule: Schedule, tick: datetime, execution_id: str | None = None
+) -> Fired:
+    """Start ``schedule``'s execution of ``tick`` (under ``execution_id``, a reserved form
+    of its own, if given: a trigger's), unless it exists; what happened."""
+    return await _fire(runtime, schedule, tick, eid=execution_id)
 
 
 async def _fire(
-    runtime: Runtime, schedule: Schedule, tick: datetime, *, read_first: bool = True
+    runtime: Runtime,
+    schedule: Schedule,
+    tick: datetime,
+    *,
+    read_first: bool = True,
+    eid: str | None = None,
 ) -> Fired:
-    eid = schedule.execution_id(tick)
+    eid = eid or schedule.execution_id(tick)
     iso = tick.strftime("%Y-%m-%dT%H:%M:%SZ")
     by = f"{PREFIX}{schedule.name}"
     try:
@@ -251,8 +195,10 @@ async def _check_own(runtime: Runtime, schedule: Schedule, eid: str, by: str) ->
     if eid in own:
         return
     first = (await runtime.store.read(eid))[0]
+    # (A schedule made at run time may have changed its flow since the tick started.)
+    flow = schedule.flow if schedule.declared else getattr(first, "flow", None)
     mine = isinstance(first, ev.ExecutionStarted) and (
-        (first.by, first.flow, first.parent, first.forked_from) == (by, schedule.flow, None, None)
+        (first.by, first.flow, first.parent, first.forked_from) == (by, flow, None, None)
     )
     if not mine:
         raise ReservedExecutionIdError(
@@ -263,11 +209,6 @@ async def _check_own(runtime: Runtime, schedule: Schedule, eid: str, by: str) ->
     if len(own) >= _OWN_MAX:
         own.clear()
     own.add(eid)
-
-
-def declared(app: App) -> dict[str, Schedule]:
-    """The schedules declared on ``app`` (``Loom.schedule``), by name."""
-    return cast("dict[str, Schedule]", app.declared.setdefault("schedules", {}))
 
 
 SHARDS: Final = 16  # at most this many schedule shards
@@ -282,7 +223,7 @@ def schedule_shards(count: int) -> int:
 async def start_schedules(runtime: Runtime, *, grace: float = DEFAULT_GRACE) -> dict[str, Any]:
     """The minutely tick where jobs travel: a pass job per schedule shard and minute of the
     grace window (see the module docstring); what it asked for."""
-    schedules = _schedules(runtime)
+    schedules = await live(runtime, runtime.clock(), record=False)  # (the shards record them)
     if not schedules:
         return {"shards": 0, "minutes": 0}
     shards = schedule_shards(len(schedules))
@@ -304,11 +245,14 @@ async def run_schedules_job(runtime: Runtime, job: jobs.Job) -> dict[str, Any]:
     shard, shards = int(job.args["shard"]), int(job.args["shards"])
     minute = datetime.fromtimestamp(float(job.args["minute"]), UTC)
     fired: list[Fired] = []
-    for schedule in _schedules(runtime).values():
-        if shard_of(schedule.name, shards) != shard:
+    # (Each shard records when its own declared schedules were first seen: no two passes
+    # write one schedule's record.)
+    own = await live(runtime, runtime.clock(), mine=lambda n: shard_of(n, shards) == shard)
+    for schedule in own.values():
+        if shard_of(schedule.name, shards) != shard or schedule.paused:
             continue
         tick = schedule.cron.last_at_or_before(minute)
-        if (minute - tick).total_seconds() < 60:
+        if (minute - tick).total_seconds() < 60 and schedule.eligible(tick):
             fired.append(await _fire(runtime, schedule, tick, read_first=False))
         grace = float(job.args.get("grace") or DEFAULT_GRACE)
         for older in _missed(schedule, tick, minute, grace):
@@ -324,9 +268,11 @@ def _missed(schedule: Schedule, tick: datetime, minute: datetime, grace: float) 
     while schedule.catch_up and (minute - tick).total_seconds() <= grace:
         tick = schedule.previous(tick)
     for _ in range(schedule.catch_up):
+        if not schedule.begun(tick):
+            break
         older.append(tick)
         tick = schedule.previous(tick)
-    return older[::-1]
+    return [t for t in older[::-1] if schedule.eligible(t)]
 
 
 PRIMITIVE = Primitive("schedules", jobs={"schedules": run_schedules_job})

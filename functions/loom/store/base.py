@@ -82,6 +82,7 @@ from loom.scope import off_scope_methods
 from loom.store.browse import BrowseQuery, browse_by_listing, count_by_scanning
 from loom.store.inbox import Inbox
 from loom.store.leases import LeaseSet
+from loom.store.schedule_store import ScheduleStore
 from loom.telemetry import trace_store_methods
 
 STATUSES = ("running", "suspended", "in_doubt", "completed", "failed", "cancelled")
@@ -476,6 +477,18 @@ class EventStore(abc.ABC):
         """
         raise ConfigurationError(
             f"{type(self).__name__} keeps no queue leases; queues need a store that does"
+        )
+
+    def schedules(self) -> ScheduleStore:
+        """The schedule records kept beside this store's logs
+        (:mod:`loom.store.schedule_store`), shared by every process that opens the store.
+
+        Raises:
+            ConfigurationError: The store keeps none (a wrapper must delegate this).
+        """
+        raise ConfigurationError(
+            f"{type(self).__name__} keeps no schedules; schedules made at run time need a "
+            "store that does"
         )
 
     def inbox(self) -> Inbox | None:

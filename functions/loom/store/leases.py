@@ -28,6 +28,20 @@ Contract (every backend passes ``tests/contracts/test_lease_set.py`` unchanged):
   still waiting.
 * Every failure of the backend is a :class:`~loom.errors.StoreError` with the cause chained.
 
+Priority (a waiter's ``priority``, lower first; 0 by default):
+
+* ``admit`` grants the shard's waiting holders by ``(priority, since, holder)``;
+  ``acquire`` grants no new lease to a request while a holder that could be granted now
+  (not leased, its partition free) waits in the shard ahead of it (:func:`waits_behind`),
+  so a newcomer never overtakes a waiting holder of a better priority.
+
+Deduplication ids (a queue's, held by one execution at a time):
+
+* ``deduplicate(queue, dedup_id, holder, now, replaces=None)`` makes ``holder`` hold the
+  id atomically when nobody holds it, ``holder`` does already (keeping its ``since``), or
+  ``replaces`` does; otherwise it changes nothing. It answers who holds it after the call.
+* ``forget(queue, dedup_id, holder)`` drops the id if ``holder`` holds it (else a no-op).
+
 Admission in batches (the queue's waiting executions are granted by an *admitter*, not by
 polling):
 
@@ -83,6 +97,7 @@ class LeaseRequest:
             holder, if it is still there, this one takes over.
         shards: The queue's admit shards (see :func:`admit_shard`).
         flow: The holder's flow, kept with a wait so an admitter can wake it by name.
+        priority: The holder's priority among the queue's waiters (lower first).
     """
 
     queue: str
@@ -96,6 +111,7 @@ class LeaseRequest:
     replaces: str | None = field(default=None, kw_only=True)
     shards: int = field(default=1, kw_only=True)
     flow: str | None = field(default=None, kw_only=True)
+    priority: int = field(default=0, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +144,19 @@ class Waiter:
     partition: str | None
     since: float
     flow: str | None = None
+    priority: int = 0
+
+    def order(self) -> tuple[int, float, str]:
+        """Where it stands among waiters: by priority (lower first), then oldest first."""
+        return (self.priority, self.since, self.holder)
+
+
+@dataclass(frozen=True, slots=True)
+class DedupHolder:
+    """Who holds a queue's deduplication id, since when (epoch seconds)."""
+
+    holder: str
+    since: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +281,7 @@ def choose(
     window = rate_window(limits.rate)
     times = sorted(t for t in recent if now - window < t <= now)
     blocked_by_rate = False
-    for w in sorted(waiters, key=lambda w: (w.since, w.holder)):
+    for w in sorted(waiters, key=Waiter.order):
         if len(granted) >= most:
             break
         if w.holder in live:
@@ -272,6 +301,26 @@ def choose(
     left = any(w not in granted and w.holder not in live for w in waiters)
     again = (times[0] + window) if left and blocked_by_rate and times else None
     return granted, again
+
+
+def waits_behind(
+    request: LeaseRequest, waiters: Sequence[Waiter], live: dict[str, str | None]
+) -> bool:
+    """Whether a waiter of ``request``'s shard that could be granted now (no lease, its
+    partition free) stands ahead of it (``request``'s own place if it waits, else a
+    newcomer's): then ``acquire`` grants it nothing new, the admitter grants that waiter."""
+    mine = next((w for w in waiters if w.holder == request.holder), None)
+    place = (
+        mine or Waiter(request.holder, request.partition, request.now, None, request.priority)
+    ).order()
+    used = {p for p in live.values() if p is not None}
+    return any(
+        w.order() < place
+        and w.holder not in live
+        and (w.partition is None or w.partition not in used)
+        for w in waiters
+        if w.holder != request.holder
+    )
 
 
 class LeaseSet(abc.ABC):
@@ -320,10 +369,22 @@ class LeaseSet(abc.ABC):
     ) -> Admitted:
         """Grant a batch of the shard's waiting holders (see the module docstring)."""
 
+    @abc.abstractmethod
+    async def deduplicate(
+        self, queue: str, dedup_id: str, holder: str, now: float, replaces: str | None = None
+    ) -> DedupHolder:
+        """Hold ``dedup_id`` for ``holder`` if free (or held by it, or by ``replaces``);
+        who holds it now (see the module docstring)."""
+
+    @abc.abstractmethod
+    async def forget(self, queue: str, dedup_id: str, holder: str) -> None:
+        """Drop ``dedup_id`` if ``holder`` holds it (else a no-op)."""
+
 
 __all__ = [
     "GRANT",
     "Admitted",
+    "DedupHolder",
     "LeaseRequest",
     "LeaseSet",
     "QueueDepth",
@@ -338,4 +399,5 @@ __all__ = [
     "owned_elsewhere",
     "rate_window",
     "shard_limits",
+    "waits_behind",
 ]

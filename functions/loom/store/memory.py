@@ -25,6 +25,7 @@ from loom.store.base import (
 )
 from loom.store.inbox import InMemoryInbox
 from loom.store.memory_leases import InMemoryLeaseSet
+from loom.store.schedule_store import InMemoryScheduleStore
 
 
 @dataclass(slots=True)
@@ -60,10 +61,15 @@ class InMemoryEventStore(EventStore):
         self._logs: dict[str, _Log] = {}
         self._leases = InMemoryLeaseSet()
         self._inbox = InMemoryInbox()
+        self._schedules = InMemoryScheduleStore()
 
     def leases(self) -> InMemoryLeaseSet:
         """Queue leases in memory, like the logs."""
         return self._leases
+
+    def schedules(self) -> InMemoryScheduleStore:
+        """Schedule records in memory, like the logs."""
+        return self._schedules
 
     def inbox(self) -> InMemoryInbox:
         """Inboxes in memory, like the logs."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from loom.store.leases import (
     GRANT,
     Admitted,
+    DedupHolder,
     LeaseRequest,
     LeaseSet,
     QueueDepth,
@@ -24,6 +25,7 @@ from loom.store.leases import (
     owned_elsewhere,
     rate_window,
     shard_limits,
+    waits_behind,
 )
 
 
@@ -41,6 +43,7 @@ class _Queue:
     waiting: set[str] = field(default_factory=set[str])
     queued: dict[str, tuple[int, Waiter]] = field(default_factory=dict[str, tuple[int, Waiter]])
     grants: dict[int, list[float]] = field(default_factory=dict[int, list[float]])
+    dedup: dict[str, DedupHolder] = field(default_factory=dict[str, DedupHolder])
 
     def prune(self, now: float) -> None:
         self.leases = {h: lease for h, lease in self.leases.items() if lease.expires > now}
@@ -73,6 +76,9 @@ class InMemoryLeaseSet(LeaseSet):
         shard = admit_shard(request) if mine is None else mine.shard
         live = q.live(shard)
         if not admits(request, live, q.grants.get(shard, [])):
+            return False
+        queued = [w for k, w in q.queued.values() if k == shard]
+        if is_new_grant(request, live) and waits_behind(request, queued, live):
             return False
         if is_new_grant(request, live):
             q.granted(shard, request.now, shard_limits(QueueLimits.of(request), shard).rate)
@@ -109,7 +115,9 @@ class InMemoryLeaseSet(LeaseSet):
         """See :class:`LeaseSet`."""
         q = self._queues.setdefault(request.queue, _Queue())
         if request.holder not in q.queued:
-            waiter = Waiter(request.holder, request.partition, request.now, request.flow)
+            waiter = Waiter(
+                request.holder, request.partition, request.now, request.flow, request.priority
+            )
             q.queued[request.holder] = (admit_shard(request), waiter)
 
     async def admit(
@@ -131,6 +139,22 @@ class InMemoryLeaseSet(LeaseSet):
             expiring = [x.expires for x in q.leases.values() if x.shard == shard]
             again = min(expiring) if expiring else None
         return Admitted(granted, left, again if left else None)
+
+    async def deduplicate(
+        self, queue: str, dedup_id: str, holder: str, now: float, replaces: str | None = None
+    ) -> DedupHolder:
+        """See :class:`LeaseSet`."""
+        held = self._queues.setdefault(queue, _Queue()).dedup
+        found = held.get(dedup_id)
+        if found is None or found.holder == replaces:
+            held[dedup_id] = DedupHolder(holder, now)
+        return held[dedup_id]
+
+    async def forget(self, queue: str, dedup_id: str, holder: str) -> None:
+        """See :class:`LeaseSet`."""
+        held = self._queues.get(queue, _Queue()).dedup
+        if dedup_id in held and held[dedup_id].holder == holder:
+            del held[dedup_id]
 
     async def depth(self, queue: str, now: float) -> QueueDepth:
         """See :class:`LeaseSet`."""

@@ -63,6 +63,7 @@ from loom.store.sqlite_faults import (
 from loom.store.sqlite_group import GroupCommitter
 from loom.store.sqlite_inbox import SqliteInbox, drop_inbox
 from loom.store.sqlite_leases import SqliteLeaseSet
+from loom.store.sqlite_schedules import SqliteScheduleStore
 from loom.store.sqlite_schema import SUMMARY_COLUMNS, prepare
 from loom.store.sqlite_wal import configure, release
 from loom.store.sqlite_writes import KEEP_SNAPSHOT, Append, Create, last_seq
@@ -129,6 +130,13 @@ class SqliteEventStore(EventStore):
         found: SqliteLeaseSet | None = getattr(self, "_lease_set", None)
         if found is None:
             found = self._lease_set = SqliteLeaseSet(self.path, self.busy_timeout)
+        return found
+
+    def schedules(self) -> SqliteScheduleStore:
+        """Schedule records in this database file, shared by every process that opens it."""
+        found: SqliteScheduleStore | None = getattr(self, "_schedule_store", None)
+        if found is None:
+            found = self._schedule_store = SqliteScheduleStore(self.path, self.busy_timeout)
         return found
 
     def inbox(self) -> SqliteInbox:

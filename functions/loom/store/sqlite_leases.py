@@ -15,6 +15,7 @@ from pathlib import Path
 from loom.store.leases import (
     GRANT,
     Admitted,
+    DedupHolder,
     LeaseRequest,
     LeaseSet,
     QueueDepth,
@@ -27,6 +28,7 @@ from loom.store.leases import (
     owned_elsewhere,
     rate_window,
     shard_limits,
+    waits_behind,
 )
 from loom.store.sqlite_faults import translate
 
@@ -43,12 +45,16 @@ CREATE TABLE IF NOT EXISTS queue_queued (
     queue TEXT NOT NULL, holder TEXT NOT NULL, partition_key TEXT, since REAL NOT NULL,
     shard INTEGER NOT NULL, flow TEXT, PRIMARY KEY (queue, holder));
 CREATE INDEX IF NOT EXISTS queue_queued_by_shard ON queue_queued (queue, shard, since);
+CREATE TABLE IF NOT EXISTS queue_dedup (
+    queue TEXT NOT NULL, dedup TEXT NOT NULL, holder TEXT NOT NULL, since REAL NOT NULL,
+    PRIMARY KEY (queue, dedup));
 """
 # Columns a table made by an older release lacks: (table, column, declaration).
 _ADDED = (
     ("queue_leases", "owner", "TEXT NOT NULL DEFAULT ''"),
     ("queue_leases", "shard", "INTEGER NOT NULL DEFAULT 0"),
     ("queue_grants", "shard", "INTEGER NOT NULL DEFAULT 0"),
+    ("queue_queued", "priority", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 
@@ -117,6 +123,19 @@ class SqliteLeaseSet(LeaseSet):
         assert isinstance(found, Admitted)
         return found
 
+    async def deduplicate(
+        self, queue: str, dedup_id: str, holder: str, now: float, replaces: str | None = None
+    ) -> DedupHolder:
+        """See :class:`~loom.store.leases.LeaseSet`."""
+        args = (queue, dedup_id, holder, now, replaces)
+        found = await self._run("holding a deduplication id", _deduplicate, *args)
+        assert isinstance(found, DedupHolder)
+        return found
+
+    async def forget(self, queue: str, dedup_id: str, holder: str) -> None:
+        """See :class:`~loom.store.leases.LeaseSet`."""
+        await self._run("dropping a deduplication id", _forget, queue, dedup_id, holder)
+
     async def depth(self, queue: str, now: float) -> QueueDepth:
         """See :class:`~loom.store.leases.LeaseSet`."""
         found = await self._run("reading a queue's depth", _depth, queue, now)
@@ -184,6 +203,8 @@ def _acquire(con: sqlite3.Connection, r: LeaseRequest) -> bool:
     live = _live(con, r.queue, shard)
     if not admits(r, live, _recent(con, r.queue, shard, r.now, rate)):
         return False
+    if is_new_grant(r, live) and waits_behind(r, _queued(con, r.queue, shard), live):
+        return False
     if is_new_grant(r, live):
         con.execute(
             "INSERT INTO queue_grants (queue, at, shard) VALUES (?, ?, ?)", (r.queue, r.now, shard)
@@ -214,9 +235,40 @@ def _wait(con: sqlite3.Connection, queue: str, holder: str, now: float) -> None:
 
 def _enqueue(con: sqlite3.Connection, r: LeaseRequest) -> None:
     con.execute(
-        "INSERT OR IGNORE INTO queue_queued (queue, holder, partition_key, since, shard, flow) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (r.queue, r.holder, r.partition, r.now, admit_shard(r), r.flow),
+        "INSERT OR IGNORE INTO queue_queued "
+        "(queue, holder, partition_key, since, shard, flow, priority) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (r.queue, r.holder, r.partition, r.now, admit_shard(r), r.flow, r.priority),
+    )
+
+
+def _queued(con: sqlite3.Connection, queue: str, shard: int) -> list[Waiter]:
+    rows = con.execute(
+        "SELECT holder, partition_key, since, flow, priority FROM queue_queued "
+        "WHERE queue = ? AND shard = ? ORDER BY priority, since, holder",
+        (queue, shard),
+    ).fetchall()
+    return [Waiter(h, p, float(t), f, int(k)) for h, p, t, f, k in rows]
+
+
+def _deduplicate(
+    con: sqlite3.Connection, queue: str, dedup: str, holder: str, now: float, replaces: str | None
+) -> DedupHolder:
+    row = con.execute(
+        "SELECT holder, since FROM queue_dedup WHERE queue = ? AND dedup = ?", (queue, dedup)
+    ).fetchone()
+    if row is None or row[0] == replaces:
+        con.execute(
+            "INSERT OR REPLACE INTO queue_dedup VALUES (?, ?, ?, ?)", (queue, dedup, holder, now)
+        )
+        return DedupHolder(holder, now)
+    return DedupHolder(str(row[0]), float(row[1]))
+
+
+def _forget(con: sqlite3.Connection, queue: str, dedup: str, holder: str) -> None:
+    con.execute(
+        "DELETE FROM queue_dedup WHERE queue = ? AND dedup = ? AND holder = ?",
+        (queue, dedup, holder),
     )
 
 
@@ -225,12 +277,7 @@ def _admit(
 ) -> Admitted:
     _prune(con, queue, now)
     mine = shard_limits(limits, shard)
-    rows = con.execute(
-        "SELECT holder, partition_key, since, flow FROM queue_queued "
-        "WHERE queue = ? AND shard = ? ORDER BY since, holder",
-        (queue, shard),
-    ).fetchall()
-    waiters = [Waiter(h, p, float(t), f) for h, p, t, f in rows]
+    waiters = _queued(con, queue, shard)
     live = _live(con, queue, shard)
     recent = _recent(con, queue, shard, now, mine.rate)
     granted, again = choose(waiters, live, recent, mine, now, most)

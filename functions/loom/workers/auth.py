@@ -49,7 +49,9 @@ from werkzeug.datastructures import Headers
 
 from loom.errors import ConfigurationError
 
-Action = Literal["start", "execute", "read", "list", "cancel", "resume", "verdict", "retry", "fork"]
+Action = Literal[
+    "start", "execute", "read", "list", "cancel", "resume", "verdict", "retry", "fork", "schedule"
+]
 DEFAULT_SIGNATURE_TTL = 300
 """Seconds a signature made by :func:`sign` stays good unless told otherwise."""
 

@@ -31,6 +31,7 @@ from loom.errors import (
     NotPermittedError,
     PayloadTooLargeError,
     QueryFailedError,
+    QueueDeduplicatedError,
     StaleVerdictError,
     StoreError,
     UnknownExecutionError,
@@ -39,6 +40,7 @@ from loom.errors import (
     UnknownUpdateError,
     UpdateConflictError,
     UpdateRejectedError,
+    UnknownScheduleError,
     WorkerError,
 )
 from loom.workers.auth import AuthError
@@ -54,8 +56,10 @@ _INPUT_STATUS: list[tuple[type[InputError], int]] = [
     (LimitExceededError, 409),
     (UnknownFlowError, 404),
     (UnknownExecutionError, 404),
+    (UnknownScheduleError, 404),
     (ExecutionConflictError, 409),
     (MessageConflictError, 409),
+    (QueueDeduplicatedError, 409),
     (ExecutionFinishedError, 409),
     (GateTimedOutError, 409),
     (NotForkableError, 409),

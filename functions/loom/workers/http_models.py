@@ -25,7 +25,13 @@ class StartRequest(BaseModel):
 
     # The route refuses a partition key without a queue (400); the schema says so too.
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"dependentRequired": {"partition_key": ["queue"]}}
+        extra="forbid",
+        json_schema_extra={
+            "dependentRequired": {
+                k: ["queue"]
+                for k in ("partition_key", "priority", "deduplication_id", "delay", "queue_timeout")
+            }
+        },
     )
 
     flow: str = Field(min_length=1, max_length=256)
@@ -47,6 +53,28 @@ class StartRequest(BaseModel):
         min_length=1,
         max_length=1024,
         description="With queue: executions of one key run one at a time",
+    )
+    priority: StrictInt | None = Field(
+        default=None, ge=0, le=2**31 - 1, description="With queue: lower is granted first"
+    )
+    deduplication_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=512,
+        description="With queue: refused (409 queue_deduplicated) while an execution started "
+        "with it is queued or running",
+    )
+    delay: float | None = Field(
+        default=None,
+        ge=0,
+        allow_inf_nan=False,
+        description="With queue: seconds before it may be admitted",
+    )
+    queue_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="With queue: seconds it may run from when the queue first admits it",
     )
     timeout: float | None = Field(
         default=None,

@@ -36,6 +36,7 @@ from loom.workers.http_versions import list_versions
 from loom.workers.operator_routes import verdict as _verdict
 from loom.workers.queue_routes import list_queues as _queues
 from loom.workers.retry_route import retry as _retry
+from loom.workers.schedule_admin_routes import ROUTES as _SCHEDULE_ROUTES
 from loom.workers.schedule_routes import list_schedules as _schedules
 from loom.workers.stream_routes import read_stream as _read_stream
 from loom.workers.update_routes import get_update as _get_update
@@ -70,6 +71,7 @@ BODY_SCOPED: set[Route] = {
     _bulk.bulk_cancel,
     _bulk.bulk_resume,
     _bulk.bulk_retry,
+    *(route for _, _, route in _SCHEDULE_ROUTES),  # (they act on no execution)
 }
 """Routes whose execution is named in the body, not the path: the server leaves their
 caller check to them (:func:`check_caller`, after the body is parsed). By identity, not
@@ -89,6 +91,7 @@ ROUTES: list[tuple[str, tuple[str, ...], Route]] = [
     ("GET", ("dead-letters",), _dead.list_dead_letters),
     ("POST", ("dead-letters", "retry"), _dead.redrive_dead_letters),
     ("GET", ("schedules",), _schedules),
+    *_SCHEDULE_ROUTES,
     ("GET", ("queues",), _queues),
     ("POST", ("executions", "*", "messages"), _send_message),
     ("GET", ("executions", "*", "events", "*"), _get_event),

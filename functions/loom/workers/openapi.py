@@ -35,7 +35,9 @@ from loom.workers.openapi_bulk import bulk_paths
 from loom.workers.openapi_interact import MODELS as _INTERACT_MODELS
 from loom.workers.openapi_interact import interaction_paths
 from loom.workers.openapi_ops import operator_paths
+from loom.workers.openapi_schedules import schedule_paths
 from loom.workers.retry_route import RetryRequest
+from loom.workers.schedule_admin_routes import Backfill, CreateSchedule, Note, UpdateSchedule
 
 _REF = "#/components/schemas/{model}"
 
@@ -52,6 +54,10 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (BulkCancelRequest, "validation"),
     (BulkResumeRequest, "validation"),
     (BulkRetryRequest, "validation"),
+    (CreateSchedule, "validation"),
+    (UpdateSchedule, "validation"),
+    (Note, "validation"),
+    (Backfill, "validation"),
     (PublishedEvent, "serialization"),
     (ExecutionResult, "serialization"),
     (ExecutionView, "serialization"),
@@ -65,12 +71,13 @@ _ERRORS = {
     400: "Malformed JSON, or a body that does not fit the schema",
     401: "No credential came with the request",
     403: "The credential does not allow this",
-    404: "Unknown execution or flow",
+    404: "Unknown execution, flow or schedule",
     405: "Method not allowed on this path",
     409: "Superseded (another holder owns the execution), a conflicting start or "
     "message, a request for a finished execution, a reply to a gate whose timeout "
-    "passed first (code gate_timed_out), or an execution at one of its limits (code "
-    "limit_exceeded)",
+    "passed first (code gate_timed_out), an execution at one of its limits (code "
+    "limit_exceeded), or a queue's deduplication id held by a queued or running execution "
+    "(code queue_deduplicated)",
     413: "Request body over the limit (default 1 MiB), or a payload over a store limit "
     "(code store_limit, the limit in details; not worth a retry)",
     415: "Content-Type is not application/json",
@@ -334,6 +341,7 @@ def _paths() -> dict[str, Any]:
         **operator_paths(_operation, _plain, _ID),
         **bulk_paths(_plain),
         **interaction_paths(_operation, _ID),
+        **schedule_paths(_plain),
     }
 
 

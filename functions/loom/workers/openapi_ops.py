@@ -1,5 +1,6 @@
 """The operators' routes of the OpenAPI document: re-running a parked execution, dead
-letters, queues and schedules (:mod:`loom.workers.openapi` holds the rest).
+letters and queues (:mod:`loom.workers.openapi` holds the rest; the schedules'
+:mod:`loom.workers.openapi_schedules`).
 
 Request bodies are the routes' own pydantic models; the listings, which the routes build as
 plain dicts, are described here by hand and checked against real answers by the tests.
@@ -76,31 +77,9 @@ QUEUES: dict[str, Any] = {
                     "name": {"type": "string"},
                     "concurrency": {"type": ["integer", "null"], "minimum": 1},
                     "rate_per_second": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                    "worker_concurrency": {"type": ["integer", "null"], "minimum": 1},
                     "in_flight": {"type": "integer", "minimum": 0},
                     "waiting": {"type": "integer", "minimum": 0},
-                },
-            },
-        }
-    },
-}
-
-SCHEDULES: dict[str, Any] = {
-    "type": "object",
-    "required": ["schedules"],
-    "properties": {
-        "schedules": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["name", "cron", "timezone", "flow", "catch_up", "next_fire"],
-                "properties": {
-                    "name": {"type": "string"},
-                    "cron": {"type": "string"},
-                    "timezone": {"type": "string", "description": "An IANA time zone"},
-                    "flow": {"type": "string"},
-                    "catch_up": {"type": "integer", "minimum": 0},
-                    "next_fire": {"type": "string", "description": "UTC, ISO 8601"},
-                    "next_execution_id": {"type": "string"},
                 },
             },
         }
@@ -175,14 +154,6 @@ def operator_paths(
                 "listQueues",
                 "Each declared queue's limits, leases in flight and executions waiting",
                 (QUEUES, "The queues"),
-                [401, 403],
-            )
-        },
-        "/schedules": {
-            "get": plain(
-                "listSchedules",
-                "The app's schedules with their next fire time",
-                (SCHEDULES, "The schedules"),
                 [401, 403],
             )
         },

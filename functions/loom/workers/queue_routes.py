@@ -22,6 +22,7 @@ async def describe_queues(runtime: Runtime) -> list[dict[str, Any]]:
             "name": q.name,
             "concurrency": q.concurrency,
             "rate_per_second": q.rate_per_second,
+            "worker_concurrency": q.worker_concurrency,
             "in_flight": found[q.name].in_flight,
             "waiting": found[q.name].waiting,
         }

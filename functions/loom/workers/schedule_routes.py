@@ -1,6 +1,8 @@
-"""Schedules on the workers: ``GET /schedules`` (the worker), ``POST /tasks/schedules`` (the
-tasks service's tick, called by Cloud Scheduler every minute), and the loop with which
-``loom serve`` fires them itself. What a pass does is :func:`loom.primitives.schedules.fire_due`.
+"""Schedules on the workers: ``GET /schedules`` and the run-time routes (the worker),
+``POST /tasks/schedules`` (the tasks service's tick, called by Cloud Scheduler every minute),
+and the loop with which ``loom serve`` fires them itself. What a pass does is
+:func:`loom.primitives.schedules.fire_due`; the run-time routes are
+:mod:`loom.workers.schedule_admin_routes`.
 """
 
 from __future__ import annotations
@@ -9,12 +11,12 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from loom.errors import LoomError, StoreError
 from loom.kernel.jobs import carries_jobs
-from loom.primitives.schedules import DEFAULT_GRACE, Schedule, fire_due, start_schedules
+from loom.primitives.schedule_admin import Schedules, describe
+from loom.primitives.schedules import DEFAULT_GRACE, fire_due, start_schedules
 
 if TYPE_CHECKING:
     from flask import Request
@@ -26,25 +28,15 @@ log = logging.getLogger("loom.schedules")
 DEFAULT_INTERVAL: Final = 5.0
 
 
-def describe(schedule: Schedule, now: datetime) -> dict[str, Any]:
-    """A schedule as listed by ``loom schedules`` and ``GET /schedules``."""
-    following = schedule.next_tick(now)
-    return {
-        "name": schedule.name,
-        "cron": schedule.cron.expression,
-        "timezone": schedule.cron.zone.key,
-        "flow": schedule.flow,
-        "catch_up": schedule.catch_up,
-        "next_fire": following.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "next_execution_id": schedule.execution_id(following),
-    }
+__all__ = ["describe", "fire_schedules_forever", "list_schedules", "schedule_tick"]
 
 
 def list_schedules(s: Services, request: Request, args: Sequence[str]) -> Reply:
-    """``GET /schedules``: the app's schedules with their next fire time."""
-    now = datetime.fromtimestamp(s.runtime.clock(), UTC)
-    schedules = getattr(s.runtime.app, "schedules", {})
-    return 200, {"schedules": [describe(x, now) for x in schedules.values()]}
+    """``GET /schedules``: every schedule, declared and made at run time, with its next fire
+    time."""
+    from loom.workers.http_base import run
+
+    return 200, {"schedules": run(Schedules(s.runtime).list())}
 
 
 def _grace() -> float:
@@ -68,13 +60,12 @@ async def fire_schedules_forever(
     every = interval or float(os.environ.get("LOOM_SCHEDULE_INTERVAL") or DEFAULT_INTERVAL)
     while True:
         try:
-            runtime = get_runtime()
-            if getattr(runtime.app, "schedules", None):
-                for fired in await fire_due(runtime, grace=_grace()):
-                    if fired.started or fired.error:
-                        log.info(
-                            "schedule %s tick %s: %s", fired.schedule, fired.tick, fired.status
-                        )
+            runtime = (
+                get_runtime()
+            )  # (a pass even with none declared: some may be made at run time)
+            for fired in await fire_due(runtime, grace=_grace()):
+                if fired.started or fired.error:
+                    log.info("schedule %s tick %s: %s", fired.schedule, fired.tick, fired.status)
         except (LoomError, StoreError) as exc:
             log.error("firing schedules failed: %s", exc)
         await asyncio.sleep(every)

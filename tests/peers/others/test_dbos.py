@@ -480,6 +480,9 @@ async def test_a_scheduled_workflow_runs_once_per_tick(engine: Engine):
     from loom.primitives.schedules import fire_due
 
     engine.clock.now = 1_700_000_100.0  # 22:15:00 UTC, on a tick of */5
+    # Deployed a minute before: a schedule's first run is the first tick after it was
+    # declared (DBOS too starts none from before the launch).
+    assert await fire_due(engine.runtime, engine.clock.now - 60, grace=60) == []
     first, second = await asyncio.gather(
         fire_due(engine.runtime, grace=60), fire_due(engine.runtime, grace=60)
     )

@@ -19,6 +19,8 @@ from flask import Request, Response
 from loom.errors import ExecutionSupersededError, InputError, StoreError
 from loom.workers.auth import AuthError, Forbidden
 from loom.workers.console import actions, bulk, execution, pages
+from loom.workers.console import actions, execution, pages
+from loom.workers.console import schedules as schedule_page
 from loom.workers.console.render import as_json, page, plain
 from loom.workers.console.security import (
     COOKIE_PATH,
@@ -94,6 +96,8 @@ def _route(services: Callable[[], Services], req: Request, token: str) -> Respon
     if segments == ["in-doubt"] and method == "GET":
         who = reader(s, req, "list")
         return page("in_doubt.html", _ctx(s, req, token, who, pages.in_doubt_page(s, req)))
+    if segments and segments[0] == "schedules":
+        return _schedules(s, req, token, method, segments[1:])
     if segments == ["live"] and method == "GET":
         reader(s, req, "list")
         return as_json(pages.list_token(s, req))
@@ -150,6 +154,26 @@ def _bulk(s: Services, req: Request, token: str, which: str) -> Response:
         samesite="Strict", secure=secure(req),
     )  # fmt: skip
     return response
+def _schedules(s: Services, req: Request, token: str, method: str, rest: list[str]) -> Response:
+    """The schedules page, and its actions (a redirect back to it, with a notice)."""
+    if not rest and method == "GET":
+        who = reader(s, req, "list")
+        context = schedule_page.schedules_page(s)
+        context["notice"] = read_notice(req.cookies.get(NOTICE_COOKIE, ""))
+        response = page("schedules.html", _ctx(s, req, token, who, context))
+        if NOTICE_COOKIE in req.cookies:
+            response.delete_cookie(NOTICE_COOKIE, path=COOKIE_PATH)
+        return response
+    if len(rest) == 2 and method == "POST":
+        who = reader(s, req, "schedule")
+        done = schedule_page.perform(s, req, rest[0], rest[1], who)
+        response = _redirect("/console/schedules")
+        response.set_cookie(
+            NOTICE_COOKIE, sign_notice(done.notice), max_age=60, path=COOKIE_PATH, httponly=True,
+            samesite="Strict", secure=secure(req),
+        )  # fmt: skip
+        return response
+    raise HttpError(404, "not_found", f"the console has no page {req.method} {req.path}")
 
 
 def _session(s: Services, req: Request, token: str, method: str, which: str) -> Response:

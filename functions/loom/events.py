@@ -31,7 +31,8 @@ timeouts (``ExecutionStarted.deadline``). Version 4 adds child handles and optio
 (``ChildCancelRequested``, ``ChildStarted.explicit_id``), children shared with a fork
 (``ChildShared``), updates (``UpdateAccepted``, ``UpdateCompleted``), reads of another
 execution's published values from a flow (``EventAwaited``, ``EventRead``) and streams
-(``StreamWritten``, ``StreamClosed``). Older events load unchanged: the new fields default
+(``StreamWritten``, ``StreamClosed``), and queue options on a start (``queue_options``)
+with its dequeue (``ExecutionDequeued``). Older events load unchanged: the new fields default
 to ``None`` or ``False`` (nobody recorded, no parent, no deadline, an id the engine
 derived)."""
 

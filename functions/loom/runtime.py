@@ -15,7 +15,15 @@ from loom.errors import InputError
 from loom.kernel import runtime as kernel
 from loom.ops.bulk import bulk as bulk_operation
 from loom.ops.fork import fork as fork_from
-from loom.primitives import messages, published, queries, queue_options, queues, streams, update_calls
+from loom.primitives import (
+    messages,
+    published,
+    queries,
+    queue_options,
+    queues,
+    streams,
+    update_calls,
+)
 from loom.primitives.schedule_admin import Schedules
 
 if TYPE_CHECKING:

@@ -37,10 +37,10 @@ from loom.errors import (
     UnknownExecutionError,
     UnknownFlowError,
     UnknownQueryError,
+    UnknownScheduleError,
     UnknownUpdateError,
     UpdateConflictError,
     UpdateRejectedError,
-    UnknownScheduleError,
     WorkerError,
 )
 from loom.workers.auth import AuthError

@@ -19,7 +19,6 @@ from flask import Request, Response
 from loom.errors import ExecutionSupersededError, InputError, StoreError
 from loom.workers.auth import AuthError, Forbidden
 from loom.workers.console import actions, bulk, execution, pages
-from loom.workers.console import actions, execution, pages
 from loom.workers.console import schedules as schedule_page
 from loom.workers.console.render import as_json, page, plain
 from loom.workers.console.security import (
@@ -154,6 +153,8 @@ def _bulk(s: Services, req: Request, token: str, which: str) -> Response:
         samesite="Strict", secure=secure(req),
     )  # fmt: skip
     return response
+
+
 def _schedules(s: Services, req: Request, token: str, method: str, rest: list[str]) -> Response:
     """The schedules page, and its actions (a redirect back to it, with a notice)."""
     if not rest and method == "GET":

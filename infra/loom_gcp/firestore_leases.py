@@ -1,7 +1,8 @@
 """``FirestoreLeaseSet``: queue leases in Firestore, exact across every worker instance,
 with no document written by every grant and release.
 
-The documents are those of :mod:`loom_gcp._firestore_queue_docs`. Who writes what:
+The documents are those of :mod:`loom_gcp._firestore_queue_docs` (referenced and read by
+:mod:`loom_gcp._firestore_lease_docs`). Who writes what:
 
 * **An admit pass** (one per admit shard and interval, :mod:`loom.queues`) is one
   transaction on the shard document: it settles it (drops the leases released since, read
@@ -36,7 +37,6 @@ import logging
 import random
 import time
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar, cast
 
@@ -69,6 +69,14 @@ from loom.store.leases import (
 )
 from loom_gcp._firestore_dedup import FirestoreDedup
 from loom_gcp._firestore_io import translate
+from loom_gcp._firestore_lease_docs import (
+    COLLECTION,
+    FirestoreLeaseDocs,
+    field_of,
+    holder_of,
+    rank,
+    waiter_of,
+)
 from loom_gcp._firestore_queue_docs import (
     ShardState,
     hid,
@@ -77,60 +85,27 @@ from loom_gcp._firestore_queue_docs import (
     marker_id,
 )
 
-COLLECTION: Final = "loom_queues"
 ATTEMPT_TIMEOUT: Final = 10.0  # seconds one transaction attempt may take
 BUDGET: Final = 30.0  # seconds all attempts of one change may take
 BACKOFF: Final = (0.05, 2.0)  # first and longest pause between attempts (jittered)
 ADMIT_MOST: Final = 150  # grants one pass makes (2 writes each, within 500 per commit)
-MARKERS: Final = 100  # freed markers one settle reads
 QUEUED_PAGE: Final = 400  # queued holders one pass looks at
 UNRANKED_PAGE: Final = 50  # queued holders of an older release (no rank) one pass looks at
 _RETRIED = (gexc.Aborted, gexc.DeadlineExceeded, gexc.ServiceUnavailable, TimeoutError)
 
 log = logging.getLogger("loom")
 T = TypeVar("T")
-Doc = dict[str, Any]
 
 
-class FirestoreLeaseSet(LeaseSet):
+class FirestoreLeaseSet(FirestoreLeaseDocs, LeaseSet):
     """See the module docstring and :class:`~loom.store.leases.LeaseSet`."""
 
     batched = True
     admit_interval = 1.0  # the shard document's one write a second
 
     def __init__(self, client: firestore.AsyncClient) -> None:
-        self._client = client
+        super().__init__(client)
         self._dedup = FirestoreDedup(client, COLLECTION)
-        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]
-        self._locks = weakref.WeakKeyDictionary()
-
-    # -- references ---------------------------------------------------------------------
-
-    def _queue(self, queue: str) -> Any:
-        return self._client.collection(COLLECTION).document(queue)
-
-    def _shard(self, queue: str, shard: int) -> AsyncDocumentReference:
-        return cast(
-            AsyncDocumentReference, self._queue(queue).collection("shards").document(str(shard))
-        )
-
-    def _holder(self, queue: str, holder: str) -> AsyncDocumentReference:
-        return cast(
-            AsyncDocumentReference, self._queue(queue).collection("leases").document(hid(holder))
-        )
-
-    def _under(self, queue: str, shard: int, name: str) -> Any:
-        return cast(Any, self._shard(queue, shard)).collection(name)
-
-    def _waiting(self, queue: str, holder: str) -> AsyncDocumentReference:
-        return cast(
-            AsyncDocumentReference, self._queue(queue).collection("waiting").document(holder)
-        )
-
-    def _lock(self, key: str) -> asyncio.Lock:
-        """This loop's lock for ``key`` (an asyncio lock only ever serves one loop)."""
-        per_loop = self._locks.setdefault(asyncio.get_running_loop(), {})
-        return per_loop.setdefault(key, asyncio.Lock())
 
     # -- transactions, retried --------------------------------------------------------------
 
@@ -160,31 +135,6 @@ class FirestoreLeaseSet(LeaseSet):
                 raise translate(exc, what) from exc
             await asyncio.sleep(random.uniform(0, pause))
             pause = min(pause * 2, BACKOFF[1])
-
-    def _txn(self) -> AsyncTransaction:
-        return self._client.transaction(max_attempts=1)  # the retries (with backoff) are ours
-
-    async def _read(
-        self, txn: AsyncTransaction, refs: list[AsyncDocumentReference]
-    ) -> dict[str, Doc | None]:
-        """Documents by reference inside ``txn``: path → fields (``None``: missing)."""
-        found: dict[str, Doc | None] = {}
-        if refs:
-            # (the client's own: ``AsyncTransaction.get_all`` awaits an async generator)
-            async for snap in self._client.get_all(refs, transaction=txn):
-                found[snap.reference.path] = (snap.to_dict() or {}) if snap.exists else None
-        return found
-
-    async def _query(self, what: str, query: Any) -> list[Any]:
-        try:
-            return [d async for d in query.stream()]
-        except gexc.GoogleAPIError as exc:
-            raise translate(exc, what) from exc
-
-    async def _freed(self, queue: str, shard: int) -> list[Any]:
-        return await self._query(
-            "reading released leases", self._under(queue, shard, "freed").limit(MARKERS)
-        )
 
     # -- the SPI ----------------------------------------------------------------------------
 
@@ -301,7 +251,7 @@ class FirestoreLeaseSet(LeaseSet):
         what = "reading a queue's waiting holders"
         ranked = await self._query(what, under.order_by("rk").limit(QUEUED_PAGE))
         oldest = await self._query(what, under.order_by("since").limit(UNRANKED_PAGE))
-        found = {d.id: _waiter(d.to_dict() or {}) for d in [*ranked, *oldest]}
+        found = {d.id: waiter_of(d.to_dict() or {}) for d in [*ranked, *oldest]}
         return sorted(found.values(), key=Waiter.order)
 
     async def _settled(
@@ -316,7 +266,7 @@ class FirestoreLeaseSet(LeaseSet):
         the holder documents of lapsed leases deleted."""
         data = (await self._read(txn, [sref]))[sref.path] or {}
         state = ShardState.of(data)
-        freed = {hid(_h(m)): _field(m, "g") for m in markers}
+        freed = {hid(holder_of(m)): field_of(m, "g") for m in markers}
         expired = [self._holder(queue, h) for h in state.expired(now)]
         found = await self._read(txn, expired)
         holders = {cast(str, ref.id): found.get(ref.path) for ref in expired}
@@ -387,7 +337,7 @@ class FirestoreLeaseSet(LeaseSet):
         live_docs = await self._query(
             "reading a queue's depth", leases.where(filter=FieldFilter("e", ">", now))
         )
-        live = {_h(d) for d in live_docs}
+        live = {holder_of(d) for d in live_docs}
         waiting: set[str] = set()
         shards = await self._query(
             "reading a queue's depth", self._queue(queue).collection("shards").select([])
@@ -396,32 +346,12 @@ class FirestoreLeaseSet(LeaseSet):
             queued = await self._query(
                 "reading a queue's depth", self._under(queue, k, "queued").select(["h"])
             )
-            waiting |= {_h(d) for d in queued}
+            waiting |= {holder_of(d) for d in queued}
         legacy = await self._query(
             "reading a queue's depth", self._queue(queue).collection("waiting").select([])
         )
         waiting |= {d.id for d in legacy}
         return QueueDepth(len(live), len(waiting - live))
-
-
-def _field(doc: Any, name: str) -> str:
-    fields: dict[str, Any] = doc.to_dict() or {}
-    return str(fields.get(name))
-
-
-def _h(doc: Any) -> str:
-    return _field(doc, "h")
-
-
-def _waiter(fields: dict[str, Any]) -> Waiter:
-    since, priority = float(fields["since"]), int(fields.get("r") or 0)
-    return Waiter(str(fields["h"]), fields.get("p"), since, fields.get("flow"), priority)
-
-
-def rank(priority: int, since: float) -> str:
-    """A queued document's ``rk``: ordered as strings as ``(priority, since)`` is (one
-    single-field index orders the waiters, no composite one)."""
-    return f"{priority:010d}:{since:020.6f}"
 
 
 def _gave_up(what: str, exc: BaseException) -> StoreUnavailableError:

@@ -10,7 +10,7 @@ less than a thread hand-off would add (ADR 0002), which is what the embedded CLI
 served worker calls :meth:`SqliteEventStore.serve_off_loop`: from then on writes run on one
 writer thread and reads on a small pool, so a lock held by another process blocks those
 threads, never the event loop that answers other requests (ADR 0013). Each thread has its
-own connection.
+own connection (:mod:`loom.store.sqlite_connections`).
 
 Every ``sqlite3`` error is translated here into a :class:`~loom.errors.StoreError` with the
 cause chained: busy or locked past the busy timeout, disk full, read-only and cannot-open
@@ -21,18 +21,12 @@ write transaction, it would otherwise be acknowledged into the unlinked file and
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import quote
 
-from loom.errors import StoreUnavailableError, UnknownExecutionError
+from loom.errors import UnknownExecutionError
 from loom.events import TERMINAL_TYPES, Event, ExecutionStarted, event_to_json
 from loom.ids import check_execution_id
 from loom.store import sqlite_browse
@@ -49,12 +43,10 @@ from loom.store.base import (
     settled_status,
 )
 from loom.store.browse import BrowseQuery
+from loom.store.sqlite_connections import SqliteConnections
 from loom.store.sqlite_faults import (
     busy_timeout_from_env,
-    check_same_file,
     check_sizes,
-    check_writable,
-    file_identity,
     guard,
     max_event_bytes_from_env,
     rollback,
@@ -65,18 +57,13 @@ from loom.store.sqlite_inbox import SqliteInbox, drop_inbox
 from loom.store.sqlite_leases import SqliteLeaseSet
 from loom.store.sqlite_schedules import SqliteScheduleStore
 from loom.store.sqlite_schema import SUMMARY_COLUMNS, prepare
-from loom.store.sqlite_wal import configure, release
 from loom.store.sqlite_writes import KEEP_SNAPSHOT, Append, Create, last_seq
 from loom.store.unreadable import parse_events
 
-T = TypeVar("T")
-
-_READ_THREADS = 4
-_REOPEN = frozenset({"read_only", "cannot_open", "io"})
 _PING_BUSY_MS = 1000  # a readiness check waits this long for the write lock, not 30 s
 
 
-class SqliteEventStore(EventStore):
+class SqliteEventStore(SqliteConnections, EventStore):
     """An event store in one SQLite file (``sqlite:///path``).
 
     Args:
@@ -103,16 +90,10 @@ class SqliteEventStore(EventStore):
         busy_timeout: float | None = None,
         max_event_bytes: int | None = None,
     ) -> None:
-        self.path = Path(path)
-        self.busy_timeout = busy_timeout_from_env() if busy_timeout is None else busy_timeout
+        super().__init__(
+            Path(path), busy_timeout_from_env() if busy_timeout is None else busy_timeout
+        )
         self.max_event_bytes = max_event_bytes or max_event_bytes_from_env()
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
-        self._writer: ThreadPoolExecutor | None = None
-        self._readers: ThreadPoolExecutor | None = None
-        self._file: tuple[int, int] | None = None  # (device, inode) of the file first opened
-        self._where = self.path.absolute()  # (fixed: a later chdir must not move the store)
         self._group = GroupCommitter(self._write_con, self._forget, self._check_file)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,101 +129,7 @@ class SqliteEventStore(EventStore):
 
     def serve_off_loop(self) -> None:
         """Run writes on one writer thread and reads on a small pool from now on."""
-        with self._lock:
-            if self._writer is None:
-                self._writer = ThreadPoolExecutor(1, thread_name_prefix="loom-sqlite-write")
-                self._readers = ThreadPoolExecutor(
-                    _READ_THREADS, thread_name_prefix="loom-sqlite-read"
-                )
-
-    async def _run(self, write: bool, fn: Callable[..., T], *args: Any) -> T:
-        pool = self._writer if write else self._readers
-        if pool is None:
-            return self._call(fn, *args)
-        return await asyncio.get_running_loop().run_in_executor(pool, self._call, fn, *args)
-
-    def _call(self, fn: Callable[..., T], *args: Any) -> T:
-        try:
-            return fn(*args)
-        except StoreUnavailableError as exc:
-            if exc.details.get("reason") in _REOPEN:
-                self._forget()  # a connection opened read-only stays so: reopen next time
-            raise
-
-    def _forget(self) -> None:
-        con: sqlite3.Connection | None = getattr(self._local, "con", None)
-        if con is None:
-            return
-        self._local.con = None
-        with self._lock:
-            if con in self._all:
-                self._all.remove(con)
-        with contextlib.suppress(sqlite3.Error):
-            release(con)
-
-    def _con(self) -> sqlite3.Connection:
-        con: sqlite3.Connection | None = getattr(self._local, "con", None)
-        if con is None:
-            con = self._open()
-            self._local.con = con
-            with self._lock:
-                self._all.append(con)
-        return con
-
-    def _open(self) -> sqlite3.Connection:
-        # Once the store has opened its file, a new connection opens it or fails (``rw``):
-        # one opened after the file was deleted must not create an empty database there.
-        uri = f"file:{quote(str(self._where))}?mode={'rw' if self._file else 'rwc'}"
-        check_writable(self._where)
-        try:
-            con = sqlite3.connect(
-                uri,
-                isolation_level=None,
-                timeout=self.busy_timeout,
-                check_same_thread=False,
-                uri=True,
-            )
-        except sqlite3.OperationalError:
-            if self._file is not None and file_identity(self._where) is None:
-                check_same_file(self._where, None)  # gone: say so, naming the path
-            raise
-        try:
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute("PRAGMA synchronous=FULL")
-            configure(con, self._where)  # commits overwrite a kept WAL (``sqlite_wal``)
-            self._file = self._file or file_identity(self._where)  # (for ``_write_con``)
-        except sqlite3.Error:
-            con.close()
-            raise
-        except OSError as exc:
-            con.close()
-            raise translate(exc, f"opening {self._where}") from exc
-        return con
-
-    def _write_con(self) -> sqlite3.Connection:
-        """This thread's connection for one write transaction, unless the file the store
-        opened is no longer the one at the path (deleted or replaced: ``check_same_file``)."""
-        con = self._con()
-        check_same_file(self._where, self._file)
-        return con
-
-    def _check_file(self) -> None:
-        """After a commit: was the file written still the one at the path, all along? (The
-        check before the transaction cannot see a deletion while it ran.)"""
-        check_same_file(self._where, self._file)
-
-    def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``body`` in one ``BEGIN IMMEDIATE`` transaction; roll back on any error."""
-        con = self._write_con()
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            result = body(con)
-            con.execute("COMMIT")
-            self._check_file()
-        except BaseException:
-            rollback(con)
-            raise
-        return result
+        self._serve_off_loop()
 
     async def create(
         self, started: ExecutionStarted, then: Sequence[Event] = ()
@@ -441,12 +328,4 @@ class SqliteEventStore(EventStore):
         return [ExecutionSummary(*row) for row in rows]
 
     async def aclose(self) -> None:
-        for pool in (self._writer, self._readers):
-            if pool is not None:
-                pool.shutdown(wait=True)
-        self._writer = self._readers = None
-        with self._lock:
-            for con in self._all:
-                release(con)
-            self._all.clear()
-        self._local = threading.local()
+        self._close()

@@ -3,15 +3,12 @@ shared by every process that opens it; each call one transaction, on a thread.""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
-from collections.abc import Callable
-from pathlib import Path
 
 from loom.shards import shard_of
 from loom.store.inbox import Inbox, InboxItem
-from loom.store.sqlite_faults import translate
+from loom.store.sqlite_tables import SqliteTable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS inbox (
@@ -20,32 +17,10 @@ CREATE TABLE IF NOT EXISTS inbox (
 """
 
 
-class SqliteInbox(Inbox):
+class SqliteInbox(SqliteTable, Inbox):
     """See the module docstring and :class:`~loom.store.inbox.Inbox`."""
 
-    def __init__(self, path: str | Path, busy_timeout: float = 30.0) -> None:
-        self.path = Path(path)
-        self.busy_timeout = busy_timeout
-        self._ready = False
-
-    async def _run(self, what: str, body: Callable[..., object], *args: object) -> object:
-        def call() -> object:
-            try:
-                con = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
-                try:
-                    if not self._ready:
-                        con.executescript(_SCHEMA)
-                        self._ready = True
-                    con.execute("BEGIN IMMEDIATE")
-                    result = body(con, *args)
-                    con.execute("COMMIT")
-                    return result
-                finally:
-                    con.close()
-            except (sqlite3.Error, OSError) as exc:
-                raise translate(exc, what) from exc
-
-        return await asyncio.to_thread(call)
+    schema = _SCHEMA
 
     async def post(self, execution_id: str, item: InboxItem) -> bool:
         """See :class:`~loom.store.inbox.Inbox`."""

@@ -5,13 +5,10 @@ the event loop."""
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-from collections.abc import Callable
-from pathlib import Path
 
 from loom.store.schedule_store import ScheduleRecord, ScheduleStore, check_version
-from loom.store.sqlite_faults import translate
+from loom.store.sqlite_tables import SqliteTable
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schedules (
@@ -19,32 +16,10 @@ CREATE TABLE IF NOT EXISTS schedules (
 """
 
 
-class SqliteScheduleStore(ScheduleStore):
+class SqliteScheduleStore(SqliteTable, ScheduleStore):
     """See the module docstring and :class:`~loom.store.schedule_store.ScheduleStore`."""
 
-    def __init__(self, path: str | Path, busy_timeout: float = 30.0) -> None:
-        self.path = Path(path)
-        self.busy_timeout = busy_timeout
-        self._ready = False
-
-    async def _run(self, what: str, body: Callable[..., object], *args: object) -> object:
-        def call() -> object:
-            try:
-                con = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
-                try:
-                    if not self._ready:
-                        con.executescript(_SCHEMA)
-                        self._ready = True
-                    con.execute("BEGIN IMMEDIATE")
-                    result = body(con, *args)
-                    con.execute("COMMIT")
-                    return result
-                finally:
-                    con.close()
-            except (sqlite3.Error, OSError) as exc:
-                raise translate(exc, what) from exc
-
-        return await asyncio.to_thread(call)
+    schema = _SCHEMA
 
     async def get(self, name: str) -> ScheduleRecord | None:
         """See :class:`~loom.store.schedule_store.ScheduleStore`."""

@@ -303,7 +303,7 @@ class Journal:
         fresh = await self.rt.load_state(self.execution_id)
         foreign = await self.rt.store.read(self.execution_id, after_seq=expected)
         for event in foreign:
-            if event.type in _INBOX or (
+            if event.type in _DELIVERIES or (
                 event.type == "ExecutionClaimed" and event.holder == self.holder
             ):
                 continue
@@ -312,14 +312,14 @@ class Journal:
 
 
 # What others may append beside a live session without overtaking it (see ``_merge_foreign``;
-# a primitive adds its own deliveries with ``add_inbox``).
-_INBOX: set[str] = {"ExecutionResumed", "MessageReceived", "CancelRequested"}
+# a primitive adds its own deliveries with ``add_deliveries``).
+_DELIVERIES: set[str] = {"ExecutionResumed", "MessageReceived", "CancelRequested"}
 
 
-def add_inbox(types: Iterable[str]) -> None:
+def add_deliveries(types: Iterable[str]) -> None:
     """Let events of ``types`` be appended beside a live session: it merges them on a
-    conflict and goes on, as it does a resume (``loom.kernel.primitive``'s ``inbox``)."""
-    _INBOX.update(types)
+    conflict and goes on, as it does a resume (``loom.kernel.primitive``'s ``deliveries``)."""
+    _DELIVERIES.update(types)
 
 
 class DryJournal(Journal):

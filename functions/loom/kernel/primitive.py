@@ -213,7 +213,7 @@ def _install_one(p: Primitive) -> None:
     INSTALLED.jobs.update(p.jobs)
     INSTALLED.inbox.update(p.inbox)
     if p.deliveries:
-        journal.add_inbox(p.deliveries)
+        journal.add_deliveries(p.deliveries)
         fold.keep_park(p.deliveries)
 
 

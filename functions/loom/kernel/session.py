@@ -383,6 +383,10 @@ class Session(EffectSteps):
             await record_end(self, flow_task)
         except AbortSignal as signal:
             raise signal.args[0] from None
+        except SupersededSignal as signal:
+            # Overtaken while recording the end (a cancel's, after a cleanup spent): the call
+            # answers as superseded (``run_session``), never with the signal itself.
+            self.signal = signal
         finally:
             if self.state.cancel is not None:  # (only a cancel's sessions are known there)
                 cancellation.forget(self)

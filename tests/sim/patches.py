@@ -88,7 +88,7 @@ def engine_patched(seed: int, clock: Callable[[], float], new_holder: Callable[[
         raise HarnessOutdatedError("no loom module calls loom.kernel.claims.new_holder any more")
     for module in takers:
         patch(module, "new_holder", new_holder)
-    patch(loom.primitives.queues, "_HEARTBEATS", PerOwner())
+    patch(loom.primitives.queues, "_GRANTS", PerOwner())
     patch(loom.store.memory, "time", SimpleNamespace(time=clock))
     state = random.getstate()
     random.seed(f"loom-sim-engine:{seed}")

@@ -66,6 +66,11 @@ class InDoubtSignal(_Signal):
     """An effect could not tell whether it ran: its step was parked in doubt; unwind."""
 
 
+class LapsedSignal(_Signal):
+    """The call's admission lapsed (its queue lease may be another call's now): unwind,
+    start no effect, give the claim back; the execution waits for its turn again."""
+
+
 class AbortSignal(_Signal):
     """The store failed under the session: unwind, record nothing more, fail the call."""
 

@@ -2,7 +2,8 @@
 
 A session's flow task ends on its return value, an exception, or a control-flow signal.
 What the log then needs is decided here: a suspension, an in-doubt park or a supersession
-is in the log already (or must not be written); a divergence parks the execution; a budget
+is in the log already (or must not be written); a lapsed admission gives the claim back (a
+claim that ends now); a divergence parks the execution; a budget
 stop or an exception fails it; a return value completes it (or fails it when the value is
 not exact JSON, see :func:`loom.kernel.payloads.completion_event`).
 """
@@ -18,6 +19,7 @@ from loom.kernel import cancellation
 from loom.kernel.context import (
     AbortSignal,
     InDoubtSignal,
+    LapsedSignal,
     ParkSignal,
     StopSignal,
     SupersededSignal,
@@ -45,6 +47,10 @@ async def record_end(session: Session, flow_task: asyncio.Task[Any]) -> None:
         raise signal.args[0]
     if isinstance(signal, SupersededSignal | SuspendSignal | InDoubtSignal):
         return  # overtaken, or the suspension (the in-doubt park) is already in the log
+    if isinstance(signal, LapsedSignal):  # the claim given back: the next grant runs it
+        until = session.rt.clock()
+        await session.append([ev.ExecutionClaimed(holder=session.holder, until=until)], False)
+        return
     if isinstance(signal, ParkSignal):
         err: NondeterminismError = signal.args[0]
         reason = f"nondeterminism: {err.message}"

@@ -11,6 +11,7 @@ One worker call, top to bottom::
         an intent with no outcome? -> park in doubt (likewise)
         not admitted?            -> wait            (a queue's lease, owned by this call)
         claim                    -> run the session, report
+        the lease lapsed in it?  -> its claim given back: reload, decide again (so wait)
 
 Every write here is decided from the state just loaded and conditioned on its seq
 (:mod:`loom.kernel.decide`); when the log changed meanwhile, the state is reloaded and the whole
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 from loom import events as ev
 from loom.errors import AppendConflictError, ExecutionSupersededError
 from loom.kernel.claims import ACTIVE_HOLDERS, claim_is_live, new_holder
+from loom.kernel.context import LapsedSignal
 from loom.kernel.decide import MAX_DECISIONS, write
 from loom.kernel.durability import BatchedJournal
 from loom.kernel.fold import ExecutionState, fold
@@ -133,10 +135,14 @@ async def _run_decided(
                     return await gate.defer(rt, state)
                 admitted = True
             session = await claim(rt, state, holder, flow)
-            if session is None:  # the log moved while claiming: reload, decide again
-                state, tail = await rt._load(state.execution_id)  # pyright: ignore[reportPrivateUsage]
-                continue
-            return await run_session(rt, session, tail)
+            if session is not None:
+                session.admitted = gate if admitted else None
+                try:
+                    return await run_session(rt, session, tail)
+                except LapsedSignal:  # its claim given back: wait for the next grant
+                    admitted = await _let_go_of(rt, state, holder)
+            # The log moved while claiming, or the admission lapsed: reload, decide again.
+            state, tail = await rt._load(state.execution_id)  # pyright: ignore[reportPrivateUsage]
         raise ExecutionSupersededError(
             f"the log of {state.execution_id!r} kept changing; nothing was run",
             details={"execution_id": state.execution_id},
@@ -144,6 +150,14 @@ async def _run_decided(
     finally:
         if admitted and INSTALLED.admission is not None:  # (else nothing to give back)
             await INSTALLED.admission.release(rt, state, holder)
+
+
+async def _let_go_of(rt: Runtime, state: ExecutionState, holder: str) -> bool:
+    """Give back a lapsed admission's grant (whatever of it is still this call's); False,
+    the call's new ``admitted``."""
+    assert INSTALLED.admission is not None
+    await INSTALLED.admission.release(rt, state, holder)
+    return False
 
 
 def _refuse_if_held(state: ExecutionState, now: float) -> None:

@@ -108,6 +108,16 @@ class Admission(abc.ABC):
     def applies(self, state: ExecutionState) -> bool:
         """Whether executions like ``state`` need a grant at all."""
 
+    def holds(self, rt: Runtime, state: ExecutionState, owner: str) -> Awaitable[bool] | None:
+        """Whether ``owner``'s grant still holds, asked right before each effect starts.
+
+        ``None`` when it surely does (nothing to await: the usual answer, and the default);
+        else an awaitable that renews the grant and answers. False means it lapsed (a
+        renewal came too late, another call may hold its place): the call starts nothing
+        more, gives its claim back and the execution waits again (``LapsedSignal``).
+        """
+        return None
+
     def on_claim(self, rt: Runtime, state: ExecutionState, now: float) -> list[Event]:
         """Events the claim of an admitted call writes with it, in the same append (a
         queue's first dequeue); decided from ``state`` like the claim. None by default."""

@@ -50,6 +50,7 @@ from loom.kernel.steps import EffectSteps
 from loom.kernel.task_factories import install_task_factory
 
 if TYPE_CHECKING:
+    from loom.kernel.primitive import Admission
     from loom.kernel.runtime import Runtime
 
 T = TypeVar("T")
@@ -71,6 +72,7 @@ class Session(EffectSteps):
         self.rt = runtime
         self.flow = flow
         self.holder = holder
+        self.admitted: Admission | None = None  # the grant the call runs under (a queue's)
         self.journal = new_journal(self, state)
         self.execution_id = state.execution_id
         self.signal: BaseException | None = None

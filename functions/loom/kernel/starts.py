@@ -32,7 +32,7 @@ from loom.errors import (
     ReservedExecutionIdError,
 )
 from loom.kernel.claims import ACTIVE_HOLDERS, claim_is_live, new_holder
-from loom.kernel.context import SupersededSignal
+from loom.kernel.context import LapsedSignal, SupersededSignal
 from loom.kernel.fold import ExecutionState, fold
 from loom.kernel.follow_up import follow_up, has_follow_up
 from loom.kernel.inbox import after_call, reported_after
@@ -272,6 +272,7 @@ async def run_session(rt: Runtime, session: Session, tail: int) -> ExecutionResu
 
     Raises:
         ExecutionSupersededError: Another writer overtook the session.
+        LapsedSignal: The call's admission lapsed; its claim was given back.
     """
     # (The caller keeps the holder in ``ACTIVE_HOLDERS`` from its claim to its reply.)
     session.journal.since_snapshot = tail
@@ -282,6 +283,8 @@ async def run_session(rt: Runtime, session: Session, tail: int) -> ExecutionResu
         session.journal.since_snapshot,
     )
     settled = let_go(session)  # (freed: nothing else holds the state any more)
+    if isinstance(signal, LapsedSignal):  # the caller, who admitted it, lets it wait again
+        raise signal
     if isinstance(signal, SupersededSignal):
         raise ExecutionSupersededError(
             f"execution {state.execution_id!r} was overtaken by another writer"

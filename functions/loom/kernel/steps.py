@@ -16,7 +16,7 @@ from loom import events as ev
 from loom.errors import EffectFailedError, failed_error
 from loom.kernel import cancellation, fast_step
 from loom.kernel.backoff import BACKOFF, scheduled, wait_for_retry
-from loom.kernel.context import SCOPE, EffectContext, InDoubtSignal, StopSignal
+from loom.kernel.context import SCOPE, EffectContext, InDoubtSignal, LapsedSignal, StopSignal
 from loom.kernel.defs import EffectDef
 from loom.kernel.durability import before_effect
 from loom.kernel.effects import (
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from loom.kernel.journal import Journal
     from loom.kernel.loop_timers import LoopTimers
     from loom.kernel.ordering import Ordering
+    from loom.kernel.primitive import Admission
     from loom.kernel.runtime import Runtime
 
 T = TypeVar("T")
@@ -47,6 +48,8 @@ class EffectSteps:
         rt: Runtime
         journal: Journal
         execution_id: str
+        holder: str
+        admitted: Admission | None
         signal: BaseException | None
         timers: LoopTimers
         tally: StepTally
@@ -120,6 +123,8 @@ class EffectSteps:
 
     async def _live(self, step_id: str, defn: EffectDef, value: Any, attempt: int) -> Any:
         await before_effect(self)  # no effect runs before a held completion is durable
+        if self.admitted is not None:  # (after the durable point: it may have waited long)
+            await self._still_admitted()
         state = self.journal.state  # (after the await: a conflict there reloads it)
         if state.cancel is not None or state.deadline is not None:
             await cancellation.checkpoint(self)  # type: ignore[arg-type]  # (nothing to check: no coroutine)
@@ -246,6 +251,16 @@ class EffectSteps:
             step_id=ectx.step_id, effect=ectx.effect, attempt=ectx.attempt, error=error
         )
         await self.append([retried])
+        if self.admitted is not None:  # the next attempt is an effect starting too
+            await self._still_admitted()
+
+    async def _still_admitted(self) -> None:
+        """Stop before an effect starts if the call's admission lapsed (a queue lease
+        renewed too late: another execution may run in its place)."""
+        assert self.admitted is not None
+        held = self.admitted.holds(self.rt, self.journal.state, self.holder)
+        if held is not None and not await held:
+            self._raise(LapsedSignal())
 
     def _check_budget(self, state: ExecutionState, effect: str) -> None:
         """Stop before a step invokes ``effect`` if a budget is spent."""

@@ -12,7 +12,10 @@ lease from the store's :class:`~loom.store.leases.LeaseSet`, shared by every wor
 same store: at most ``concurrency`` live at once, ``rate_per_second`` new ones a second, one
 per partition key. The lease is held for the execute call (a suspended execution frees its
 slot), renewed every third of ``lease_ttl`` (60 s) while it runs, and released when it ends;
-a worker that dies holds it until ``lease_ttl`` passes after its last renewal.
+a worker that dies holds it until ``lease_ttl`` passes after its last renewal. A call whose
+lease may have lapsed (not renewed in time: the store or the process stalled) checks before
+each effect starts, and renews it then: when it did lapse, the call starts nothing more,
+gives its claim back and the execution waits in its queue again (ADR 0113).
 
 An execute call that finds no room claims and runs nothing. Where the dispatcher carries
 jobs (Cloud Tasks, ``loom serve``), the execution *waits in the queue*: its wait is recorded
@@ -32,6 +35,8 @@ import asyncio
 import logging
 import math
 import random
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from loom import events as ev
@@ -105,9 +110,24 @@ def _queue(runtime: Runtime, state: ExecutionState) -> QueueDef | None:
     return declared(runtime.app).get(state.queue) or QueueDef(state.queue)
 
 
-# The renewal of each lease this process holds, by its owner (the claim's holder): a
-# second call of the same execution in this process has renewals of its own, if any.
-_HEARTBEATS: dict[str, tuple[asyncio.Event, asyncio.Task[None]]] = {}
+@dataclass(slots=True)
+class _Grant:
+    """A lease this process holds for a call, and how long it surely holds.
+
+    ``valid_until`` counts from the clock read *before* the taking or renewing request
+    went out (the store counts its expiry from that same reading), so a renewal answered
+    late never makes a lease look longer than the store keeps it.
+    """
+
+    stop: asyncio.Event
+    valid_until: float
+    lapsed: bool = False
+    beat: asyncio.Task[None] | None = None
+
+
+# The lease of each call this process runs, by its owner (the claim's holder): a second
+# call of the same execution in this process has a grant of its own, if any.
+_GRANTS: dict[str, _Grant] = {}
 
 
 async def admit(runtime: Runtime, state: ExecutionState, owner: str) -> bool:
@@ -138,9 +158,8 @@ async def admit(runtime: Runtime, state: ExecutionState, owner: str) -> bool:
     if not got:
         qo.give_worker_slot(runtime, q.name)
         return False
-    stop = asyncio.Event()
-    beat = asyncio.ensure_future(_renew(runtime, state, q, owner, stop))
-    _HEARTBEATS[owner] = (stop, beat)
+    grant = _GRANTS[owner] = _Grant(asyncio.Event(), request.now + q.lease_ttl)
+    grant.beat = asyncio.ensure_future(_renew(runtime, state, q, owner, grant))
     return True
 
 
@@ -158,32 +177,72 @@ async def _hand_back(runtime: Runtime, state: ExecutionState, q: QueueDef, owner
 
 
 async def _renew(
-    runtime: Runtime, state: ExecutionState, q: QueueDef, owner: str, stop: asyncio.Event
+    runtime: Runtime, state: ExecutionState, q: QueueDef, owner: str, grant: _Grant
 ) -> None:
-    """Renew the lease every third of its ttl, so it outlives the call but not a dead worker."""
-    while True:
+    """Renew the lease every third of its ttl, so it outlives the call but not a dead
+    worker; stop once it lapsed (the call stops before its next effect, see :func:`holds`)."""
+    while not grant.lapsed:
         try:
-            await asyncio.wait_for(stop.wait(), q.lease_ttl / 3)
+            await asyncio.wait_for(grant.stop.wait(), q.lease_ttl / 3)
             return
         except TimeoutError:
             pass
         try:
-            leases = runtime.store.leases()
-            request = _request(runtime, state, q, owner)
-            renew = leases.take if _passes_only(runtime, leases) else leases.acquire
-            if not await renew(request):
-                log.warning("queue lease of %s on %r lapsed", state.execution_id, q.name)
+            await _renew_once(runtime, state, q, owner, grant)
         except StoreError as exc:  # the next beat tries again, before the lease lapses
             log.warning("queue lease of %s not renewed: %s", state.execution_id, exc)
+
+
+async def _renew_once(
+    runtime: Runtime, state: ExecutionState, q: QueueDef, owner: str, grant: _Grant
+) -> None:
+    leases = runtime.store.leases()
+    request = _request(runtime, state, q, owner)
+    renew = leases.take if _passes_only(runtime, leases) else leases.acquire
+    if await renew(request):
+        grant.valid_until = max(grant.valid_until, request.now + q.lease_ttl)
+    elif not grant.lapsed:
+        grant.lapsed = True
+        log.warning("queue lease of %s on %r lapsed", state.execution_id, q.name)
+
+
+def holds(runtime: Runtime, state: ExecutionState, owner: str) -> Awaitable[bool] | None:
+    """Whether the call ``owner`` still holds its lease, before one of its effects starts
+    (``Admission.holds``): ``None`` while it surely does for a third of its ttl more; else
+    a renewal made now, answering whether the lease holds after it.
+
+    A lease renewed too late (the store or this process stalled past its ttl) may be
+    another execution's slot by now: its call must start nothing more, or the queue would
+    run more than its concurrency.
+    """
+    grant = _GRANTS.get(owner)
+    if grant is None or grant.stop.is_set():
+        return None
+    q = _queue(runtime, state)
+    if q is None or (not grant.lapsed and grant.valid_until - runtime.clock() > q.lease_ttl / 3):
+        return None
+    return _renewed(runtime, state, q, owner, grant)
+
+
+async def _renewed(
+    runtime: Runtime, state: ExecutionState, q: QueueDef, owner: str, grant: _Grant
+) -> bool:
+    if not grant.lapsed:
+        try:
+            await _renew_once(runtime, state, q, owner, grant)
+        except StoreError as exc:  # unproven: it holds only while it surely did
+            log.warning("queue lease of %s not renewed: %s", state.execution_id, exc)
+    return not grant.lapsed and grant.valid_until > runtime.clock()
 
 
 async def _stop_heartbeat(owner: str) -> None:
     """Stop the renewals, waiting out one in flight (never cancelled: a renewal landing
     after the release would take the slot again)."""
-    found = _HEARTBEATS.pop(owner, None)
-    if found is not None:
-        found[0].set()
-        await found[1]
+    grant = _GRANTS.pop(owner, None)
+    if grant is not None:
+        grant.stop.set()
+        if grant.beat is not None:
+            await grant.beat
 
 
 async def release(runtime: Runtime, state: ExecutionState, owner: str) -> None:
@@ -297,6 +356,9 @@ class QueueAdmission(Admission):
 
     async def defer(self, rt: Runtime, state: ExecutionState) -> ExecutionResult:
         return await defer(rt, state)
+
+    def holds(self, rt: Runtime, state: ExecutionState, owner: str) -> Awaitable[bool] | None:
+        return holds(rt, state, owner)
 
     def on_claim(self, rt: Runtime, state: ExecutionState, now: float) -> list[ev.Event]:
         return qo.on_claim(state, now)

@@ -50,6 +50,13 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--sweep-grace", type=float, default=30.0)
     parser.add_argument("--queued-every", type=int, default=10, help="one in N on the queue")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=32,
+        help="request threads per worker (as Cloud Run's concurrency plus two for the probes; "
+        "with too few, most deliveries are answered 503 busy and redelivered)",
+    )
     parser.add_argument("--json", type=Path, help="write the whole report here")
     parser.add_argument("--record", action="store_true", help="add the figures to RESULTS.md")
     return parser.parse_args()
@@ -68,6 +75,7 @@ def _config(args: argparse.Namespace) -> ChaosConfig:
         sweep_grace=args.sweep_grace,
         queued_every=args.queued_every,
         seed=args.seed,
+        threads=args.threads,
     )
 
 

@@ -187,7 +187,6 @@ class Cluster:
             **os.environ,
             **procs.OFFLINE_ENV,
             "PYTHONPATH": str(REPO),
-            "THREADS": "8",
             **self.env,
             "LOOM_CHAOS_INCARNATION": incarnation,
         }

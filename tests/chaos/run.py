@@ -60,6 +60,7 @@ class ChaosConfig:
     settle_seconds: float = 120.0
     sweep_grace: float = 5.0
     seed: int = 0
+    threads: int = 8  # each worker's request threads (``THREADS``; two kept for the probes)
 
 
 @dataclass
@@ -186,6 +187,7 @@ async def run_chaos(config: ChaosConfig, workdir: Path) -> ChaosReport:
         "LOOM_DISPATCH": "inprocess://",
         "LOOM_WORKER": queue.url,
         "LOOM_CHAOS_LEDGER": str(ledger),
+        "THREADS": str(config.threads),
         "FIRESTORE_EMULATOR_HOST": os.environ["FIRESTORE_EMULATOR_HOST"],
     }
     cluster = Cluster(config.workers, env, workdir / "logs", seed=config.seed)

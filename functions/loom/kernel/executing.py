@@ -140,7 +140,8 @@ async def _run_decided(
                 try:
                     return await run_session(rt, session, tail)
                 except LapsedSignal:  # its claim given back: wait for the next grant
-                    admitted = await _let_go_of(rt, state, holder)
+                    await _release(rt, state, holder)
+                    admitted = False
             # The log moved while claiming, or the admission lapsed: reload, decide again.
             state, tail = await rt._load(state.execution_id)  # pyright: ignore[reportPrivateUsage]
         raise ExecutionSupersededError(
@@ -148,16 +149,14 @@ async def _run_decided(
             details={"execution_id": state.execution_id},
         )
     finally:
-        if admitted and INSTALLED.admission is not None:  # (else nothing to give back)
-            await INSTALLED.admission.release(rt, state, holder)
+        if admitted:  # (else nothing to give back)
+            await _release(rt, state, holder)
 
 
-async def _let_go_of(rt: Runtime, state: ExecutionState, holder: str) -> bool:
-    """Give back a lapsed admission's grant (whatever of it is still this call's); False,
-    the call's new ``admitted``."""
-    assert INSTALLED.admission is not None
-    await INSTALLED.admission.release(rt, state, holder)
-    return False
+async def _release(rt: Runtime, state: ExecutionState, holder: str) -> None:
+    """Give back what the admission granted ``holder`` (whatever of it is still its own)."""
+    if INSTALLED.admission is not None:
+        await INSTALLED.admission.release(rt, state, holder)
 
 
 def _refuse_if_held(state: ExecutionState, now: float) -> None:

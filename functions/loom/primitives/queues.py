@@ -187,19 +187,23 @@ async def _renew(
             return
         except TimeoutError:
             pass
-        try:
-            await _renew_once(runtime, state, q, owner, grant)
-        except StoreError as exc:  # the next beat tries again, before the lease lapses
-            log.warning("queue lease of %s not renewed: %s", state.execution_id, exc)
+        await _renew_once(runtime, state, q, owner, grant)
 
 
 async def _renew_once(
     runtime: Runtime, state: ExecutionState, q: QueueDef, owner: str, grant: _Grant
 ) -> None:
+    """One renewal; a store failure leaves the lease as it was (the next beat tries
+    again, and until then it holds only while it surely did)."""
     leases = runtime.store.leases()
     request = _request(runtime, state, q, owner)
     renew = leases.take if _passes_only(runtime, leases) else leases.acquire
-    if await renew(request):
+    try:
+        renewed = await renew(request)
+    except StoreError as exc:
+        log.warning("queue lease of %s not renewed: %s", state.execution_id, exc)
+        return
+    if renewed:
         grant.valid_until = max(grant.valid_until, request.now + q.lease_ttl)
     elif not grant.lapsed:
         grant.lapsed = True
@@ -216,7 +220,7 @@ def holds(runtime: Runtime, state: ExecutionState, owner: str) -> Awaitable[bool
     run more than its concurrency.
     """
     grant = _GRANTS.get(owner)
-    if grant is None or grant.stop.is_set():
+    if grant is None:
         return None
     q = _queue(runtime, state)
     if q is None or (not grant.lapsed and grant.valid_until - runtime.clock() > q.lease_ttl / 3):
@@ -228,10 +232,7 @@ async def _renewed(
     runtime: Runtime, state: ExecutionState, q: QueueDef, owner: str, grant: _Grant
 ) -> bool:
     if not grant.lapsed:
-        try:
-            await _renew_once(runtime, state, q, owner, grant)
-        except StoreError as exc:  # unproven: it holds only while it surely did
-            log.warning("queue lease of %s not renewed: %s", state.execution_id, exc)
+        await _renew_once(runtime, state, q, owner, grant)
     return not grant.lapsed and grant.valid_until > runtime.clock()
 
 
